@@ -1,0 +1,424 @@
+//! Integer expressions: affine index expressions (`i`, `i+1`, `h+kh`, `2*i`) and loop bounds.
+//!
+//! An [`Expr`] is kept in a normal form: a sorted linear combination of atoms plus a constant.
+//! An atom is a variable (an iterator or a named constant such as `N`), or one of the few
+//! non-affine forms that loop bounds need after strip-mining: `min`, `max` and floor division
+//! by a positive constant. Index expressions are always affine (only variable atoms); loop
+//! bounds may use the other atoms. The normal form makes structural equality meaningful:
+//! `i+1+i` and `2*i+1` are the same value.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+/// A name: iterator, tensor identifier or named constant.
+pub type Name = Arc<str>;
+
+/// Makes a [`Name`] from a string slice.
+pub fn name(s: &str) -> Name {
+    Arc::from(s)
+}
+
+/// A non-constant building block of an [`Expr`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Atom {
+    /// An iterator or a named constant.
+    Var(Name),
+    /// The minimum of two or more expressions.
+    Min(Vec<Expr>),
+    /// The maximum of two or more expressions.
+    Max(Vec<Expr>),
+    /// `floor(e / d)` for a constant `d > 1`.
+    FloorDiv(Box<Expr>, i64),
+}
+
+/// An integer expression in normal form: `sum(coef * atom) + constant`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Expr {
+    terms: Vec<(Atom, i64)>,
+    constant: i64,
+}
+
+impl Default for Expr {
+    fn default() -> Self {
+        Expr::int(0)
+    }
+}
+
+impl From<i64> for Expr {
+    fn from(c: i64) -> Self {
+        Expr::int(c)
+    }
+}
+
+impl From<&str> for Expr {
+    fn from(v: &str) -> Self {
+        Expr::var(v)
+    }
+}
+
+impl Expr {
+    /// The constant `c`.
+    pub fn int(c: i64) -> Expr {
+        Expr { terms: Vec::new(), constant: c }
+    }
+
+    /// The variable `v`.
+    pub fn var(v: &str) -> Expr {
+        Expr::atom(Atom::Var(name(v)))
+    }
+
+    /// The variable `v` (from a [`Name`]).
+    pub fn var_name(v: &Name) -> Expr {
+        Expr::atom(Atom::Var(v.clone()))
+    }
+
+    fn atom(a: Atom) -> Expr {
+        Expr { terms: vec![(a, 1)], constant: 0 }
+    }
+
+    fn from_terms(mut terms: Vec<(Atom, i64)>, constant: i64) -> Expr {
+        terms.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(Atom, i64)> = Vec::with_capacity(terms.len());
+        for (a, c) in terms {
+            match out.last_mut() {
+                Some((last, lc)) if *last == a => *lc += c,
+                _ => out.push((a, c)),
+            }
+        }
+        out.retain(|(_, c)| *c != 0);
+        Expr { terms: out, constant }
+    }
+
+    /// `self + other`.
+    pub fn add(&self, other: &Expr) -> Expr {
+        let mut terms = self.terms.clone();
+        terms.extend(other.terms.iter().cloned());
+        Expr::from_terms(terms, self.constant + other.constant)
+    }
+
+    /// `self + c`.
+    pub fn add_int(&self, c: i64) -> Expr {
+        Expr { terms: self.terms.clone(), constant: self.constant + c }
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &Expr) -> Expr {
+        self.add(&other.scale(-1))
+    }
+
+    /// `k * self`.
+    pub fn scale(&self, k: i64) -> Expr {
+        if k == 0 {
+            return Expr::int(0);
+        }
+        Expr {
+            terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(),
+            constant: self.constant * k,
+        }
+    }
+
+    /// `min(a, b)`, simplified where the difference of two arguments is a known constant.
+    pub fn min(a: &Expr, b: &Expr) -> Expr {
+        Expr::extremum(vec![a.clone(), b.clone()], true)
+    }
+
+    /// `max(a, b)`, simplified where the difference of two arguments is a known constant.
+    pub fn max(a: &Expr, b: &Expr) -> Expr {
+        Expr::extremum(vec![a.clone(), b.clone()], false)
+    }
+
+    fn extremum(args: Vec<Expr>, is_min: bool) -> Expr {
+        // Flatten nested min/min (or max/max).
+        let mut flat: Vec<Expr> = Vec::new();
+        for a in args {
+            match a.single_atom() {
+                Some(Atom::Min(xs)) if is_min => flat.extend(xs.iter().cloned()),
+                Some(Atom::Max(xs)) if !is_min => flat.extend(xs.iter().cloned()),
+                _ => flat.push(a),
+            }
+        }
+        // Drop arguments dominated by another one with a constant difference.
+        let mut kept: Vec<Expr> = Vec::new();
+        'outer: for a in flat {
+            for k in kept.iter_mut() {
+                if let Some(d) = a.sub(k).as_const() {
+                    let a_wins = if is_min { d < 0 } else { d > 0 };
+                    if a_wins {
+                        *k = a.clone();
+                    }
+                    continue 'outer;
+                }
+            }
+            kept.push(a);
+        }
+        kept.sort();
+        kept.dedup();
+        if kept.len() == 1 {
+            return kept.pop().unwrap_or_default();
+        }
+        Expr::atom(if is_min { Atom::Min(kept) } else { Atom::Max(kept) })
+    }
+
+    /// `floor(self / d)` for `d >= 1`, simplified where exact.
+    pub fn floordiv(&self, d: i64) -> Expr {
+        assert!(d >= 1, "floordiv by a non-positive constant");
+        if d == 1 {
+            return self.clone();
+        }
+        if self.terms.iter().all(|(_, c)| c % d == 0) {
+            return Expr {
+                terms: self.terms.iter().map(|(a, c)| (a.clone(), c / d)).collect(),
+                constant: self.constant.div_euclid(d),
+            };
+        }
+        Expr::atom(Atom::FloorDiv(Box::new(self.clone()), d))
+    }
+
+    /// The value, if the expression is a constant.
+    pub fn as_const(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.constant)
+    }
+
+    /// The constant part.
+    pub fn constant(&self) -> i64 {
+        self.constant
+    }
+
+    /// The variable, if the expression is exactly one variable (a "plain" index).
+    pub fn as_var(&self) -> Option<&Name> {
+        match (self.terms.as_slice(), self.constant) {
+            ([(Atom::Var(v), 1)], 0) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn single_atom(&self) -> Option<&Atom> {
+        match (self.terms.as_slice(), self.constant) {
+            ([(a, 1)], 0) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// True when every atom is a variable (the expression is affine).
+    pub fn is_affine(&self) -> bool {
+        self.terms.iter().all(|(a, _)| matches!(a, Atom::Var(_)))
+    }
+
+    /// The affine terms `(variable, coefficient)`, or `None` if the expression is not affine.
+    pub fn affine_terms(&self) -> Option<Vec<(Name, i64)>> {
+        self.terms
+            .iter()
+            .map(|(a, c)| match a {
+                Atom::Var(v) => Some((v.clone(), *c)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The coefficient of variable `v` in an affine expression (0 if absent).
+    pub fn coeff(&self, v: &str) -> i64 {
+        self.terms
+            .iter()
+            .find_map(|(a, c)| match a {
+                Atom::Var(x) if &**x == v => Some(*c),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Every variable the expression mentions, at any depth.
+    pub fn vars(&self) -> BTreeSet<Name> {
+        let mut out = BTreeSet::new();
+        self.collect_vars(&mut out);
+        out
+    }
+
+    fn collect_vars(&self, out: &mut BTreeSet<Name>) {
+        for (a, _) in &self.terms {
+            match a {
+                Atom::Var(v) => {
+                    out.insert(v.clone());
+                }
+                Atom::Min(xs) | Atom::Max(xs) => xs.iter().for_each(|x| x.collect_vars(out)),
+                Atom::FloorDiv(x, _) => x.collect_vars(out),
+            }
+        }
+    }
+
+    /// True if the expression mentions variable `v`.
+    pub fn mentions(&self, v: &str) -> bool {
+        self.vars().iter().any(|x| &**x == v)
+    }
+
+    /// Replaces variable `v` by `by` everywhere and re-normalizes.
+    pub fn subst(&self, v: &str, by: &Expr) -> Expr {
+        self.subst_with(&|x| (x == v).then(|| by.clone()))
+    }
+
+    /// Replaces variables by expressions, simultaneously, where `f` returns `Some`.
+    pub fn subst_with(&self, f: &dyn Fn(&str) -> Option<Expr>) -> Expr {
+        let mut acc = Expr::int(self.constant);
+        for (a, c) in &self.terms {
+            let e = match a {
+                Atom::Var(x) => f(x).unwrap_or_else(|| Expr::var_name(x)),
+                Atom::Min(xs) => {
+                    Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), true)
+                }
+                Atom::Max(xs) => {
+                    Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), false)
+                }
+                Atom::FloorDiv(x, d) => x.subst_with(f).floordiv(*d),
+            };
+            acc = acc.add(&e.scale(*c));
+        }
+        acc
+    }
+
+    /// Evaluates with the values `env` gives; `Err(name)` names the first unbound variable.
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, Name> {
+        let mut acc = self.constant;
+        for (a, c) in &self.terms {
+            let v = match a {
+                Atom::Var(x) => env(x).ok_or_else(|| x.clone())?,
+                Atom::Min(xs) => {
+                    let mut m = i64::MAX;
+                    for x in xs {
+                        m = m.min(x.eval(env)?);
+                    }
+                    m
+                }
+                Atom::Max(xs) => {
+                    let mut m = i64::MIN;
+                    for x in xs {
+                        m = m.max(x.eval(env)?);
+                    }
+                    m
+                }
+                Atom::FloorDiv(x, d) => x.eval(env)?.div_euclid(*d),
+            };
+            acc += c * v;
+        }
+        Ok(acc)
+    }
+
+    /// Writes the expression with `render` deciding how atoms other than variables print.
+    pub(crate) fn write_with(
+        &self,
+        f: &mut dyn fmt::Write,
+        atom: &dyn Fn(&Atom, &mut dyn fmt::Write) -> fmt::Result,
+    ) -> fmt::Result {
+        let mut first = true;
+        for (a, c) in &self.terms {
+            let (sign, mag) = if *c < 0 { ("-", -c) } else { ("+", *c) };
+            if first {
+                if sign == "-" {
+                    f.write_str("-")?;
+                }
+            } else {
+                f.write_str(sign)?;
+            }
+            if mag != 1 {
+                write!(f, "{mag}*")?;
+            }
+            atom(a, f)?;
+            first = false;
+        }
+        if first {
+            write!(f, "{}", self.constant)?;
+        } else if self.constant > 0 {
+            write!(f, "+{}", self.constant)?;
+        } else if self.constant < 0 {
+            write!(f, "-{}", -self.constant)?;
+        }
+        Ok(())
+    }
+
+    /// True if printing needs parentheses when embedded in a larger expression.
+    pub fn is_compound(&self) -> bool {
+        self.terms.len() + usize::from(self.constant != 0 && !self.terms.is_empty()) > 1
+            || self.terms.iter().any(|(_, c)| *c != 1)
+    }
+}
+
+fn write_atom(a: &Atom, f: &mut dyn fmt::Write) -> fmt::Result {
+    match a {
+        Atom::Var(v) => f.write_str(v),
+        Atom::Min(xs) | Atom::Max(xs) => {
+            f.write_str(if matches!(a, Atom::Min(_)) { "min(" } else { "max(" })?;
+            for (k, x) in xs.iter().enumerate() {
+                if k > 0 {
+                    f.write_str(", ")?;
+                }
+                x.write_with(f, &write_atom)?;
+            }
+            f.write_str(")")
+        }
+        Atom::FloorDiv(x, d) => {
+            f.write_str("floor((")?;
+            x.write_with(f, &write_atom)?;
+            write!(f, ")/{d})")
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_with(f, &write_atom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Expr {
+        Expr::var(s)
+    }
+
+    #[test]
+    fn normal_form_combines_terms() {
+        let e = v("i").add(&Expr::int(1)).add(&v("i"));
+        assert_eq!(e, v("i").scale(2).add_int(1));
+        assert_eq!(e.to_string(), "2*i+1");
+        assert_eq!(v("h").add(&v("kh")).to_string(), "h+kh");
+        assert_eq!(v("N").add_int(-1).to_string(), "N-1");
+        assert_eq!(v("i").sub(&v("i")).as_const(), Some(0));
+        assert_eq!(Expr::int(-3).to_string(), "-3");
+        assert_eq!(v("i").scale(-1).add_int(4).to_string(), "-i+4");
+    }
+
+    #[test]
+    fn min_simplifies_constant_differences() {
+        let a = v("o").scale(4).add_int(3);
+        assert_eq!(Expr::min(&a, &a.add_int(2)), a);
+        let m = Expr::min(&a, &Expr::int(9));
+        assert_eq!(m.to_string(), "min(4*o+3, 9)");
+        assert_eq!(m.eval(&|_| Some(2)), Ok(9));
+        assert_eq!(m.eval(&|_| Some(1)), Ok(7));
+        // nested mins flatten
+        let m2 = Expr::min(&m, &Expr::int(5));
+        assert_eq!(m2.to_string(), "min(4*o+3, 5)");
+    }
+
+    #[test]
+    fn floordiv_exact_and_symbolic() {
+        assert_eq!(Expr::int(9).floordiv(4).as_const(), Some(2));
+        assert_eq!(Expr::int(-1).floordiv(4).as_const(), Some(-1));
+        assert_eq!(v("o").scale(4).add_int(8).floordiv(4), v("o").add_int(2));
+        let f = v("N").add_int(-1).floordiv(4);
+        assert_eq!(f.to_string(), "floor((N-1)/4)");
+        assert_eq!(f.eval(&|_| Some(10)), Ok(2));
+    }
+
+    #[test]
+    fn substitution_renormalizes() {
+        let e = v("i").scale(2).add(&v("j"));
+        let s = e.subst("i", &v("o").scale(4).add_int(1));
+        assert_eq!(s.to_string(), "j+8*o+2");
+        let m = Expr::min(&v("i").add_int(3), &Expr::int(9));
+        assert_eq!(m.subst("i", &Expr::int(2)).as_const(), Some(5));
+        assert_eq!(e.eval(&|x| (x == "i").then_some(1)), Err(name("j")));
+    }
+}

@@ -1,0 +1,306 @@
+//! Loop-nest trees (Sec. 3.1, eq. 2-3).
+//!
+//! Inner nodes are loops: an iterator, an inclusive range `(lb, ub, step)` whose bounds may be
+//! affine in outer iterators (or use `min`/`floor` after strip-mining), and annotations.
+//! Leaves are assignment statements. A [`Nest`] is either a loop (eq. 2) or the top-level
+//! sequence `⟨•, [x1, …, xk]⟩` of eq. 3.
+
+use super::expr::{Expr, Name};
+use super::texpr::TExpr;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Marks on a loop. Code generation decides how to realize them (Sec. 3.3.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Annotations {
+    /// `parallelize`: run the iterations on several threads.
+    #[serde(default)]
+    pub parallel: bool,
+    /// `vectorize`: run the iterations in SIMD lanes.
+    #[serde(default)]
+    pub vectorize: bool,
+}
+
+impl Annotations {
+    /// The marks, as words.
+    pub fn words(&self) -> Vec<&'static str> {
+        let mut w = Vec::new();
+        if self.parallel {
+            w.push("parallel");
+        }
+        if self.vectorize {
+            w.push("vectorize");
+        }
+        w
+    }
+
+    /// Both sets of marks.
+    pub fn union(&self, other: &Annotations) -> Annotations {
+        Annotations {
+            parallel: self.parallel || other.parallel,
+            vectorize: self.vectorize || other.vectorize,
+        }
+    }
+}
+
+/// A loop `for iter in [lb, ub] step step { body }` (bounds inclusive, as in eq. 19).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Loop {
+    /// Iterator name.
+    pub iter: Name,
+    /// Lower bound (inclusive).
+    pub lb: Expr,
+    /// Upper bound (inclusive).
+    pub ub: Expr,
+    /// Step (>= 1).
+    pub step: i64,
+    /// Marks.
+    #[serde(default)]
+    pub annot: Annotations,
+    /// Children: loops and statements, in order.
+    pub body: Vec<LNode>,
+}
+
+impl Loop {
+    /// A copy with another body (the rest shared).
+    pub fn with_body(&self, body: Vec<LNode>) -> Arc<Loop> {
+        Arc::new(Loop { body, ..self.clone() })
+    }
+
+    /// `(lb, ub, step)` as text.
+    pub fn range(&self) -> String {
+        if self.step == 1 {
+            format!("[{}, {}]", self.lb, self.ub)
+        } else {
+            format!("[{}, {}] step {}", self.lb, self.ub, self.step)
+        }
+    }
+
+    /// True if both loops iterate over the same range (iterator names may differ).
+    pub fn same_range(&self, other: &Loop) -> bool {
+        self.lb == other.lb && self.ub == other.ub && self.step == other.step
+    }
+
+    /// `iter [lb, ub]` as a short description.
+    pub fn header(&self) -> String {
+        format!("{} in {}", self.iter, self.range())
+    }
+}
+
+/// A child of a loop: a loop or a statement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum LNode {
+    /// A nested loop.
+    Loop(Arc<Loop>),
+    /// An assignment `(=, •, •)`.
+    Stmt(TExpr),
+}
+
+impl LNode {
+    /// The loop, if this is one.
+    pub fn as_loop(&self) -> Option<&Arc<Loop>> {
+        match self {
+            LNode::Loop(l) => Some(l),
+            LNode::Stmt(_) => None,
+        }
+    }
+
+    /// Short description for error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            LNode::Loop(l) => format!("loop {}", l.header()),
+            LNode::Stmt(s) => format!("statement `{s}`"),
+        }
+    }
+
+    /// Applies `f` to every statement, rebuilding the loops around them.
+    pub fn map_stmts(&self, f: &dyn Fn(&TExpr) -> TExpr) -> LNode {
+        match self {
+            LNode::Stmt(s) => LNode::Stmt(f(s)),
+            LNode::Loop(l) => LNode::Loop(l.with_body(l.body.iter().map(|c| c.map_stmts(f)).collect())),
+        }
+    }
+
+    /// Substitutes iterators in statements and in the bounds of loops.
+    pub fn subst(&self, f: &dyn Fn(&str) -> Option<Expr>) -> LNode {
+        match self {
+            LNode::Stmt(s) => LNode::Stmt(s.subst_iters(f)),
+            LNode::Loop(l) => LNode::Loop(Arc::new(Loop {
+                iter: l.iter.clone(),
+                lb: l.lb.subst_with(f),
+                ub: l.ub.subst_with(f),
+                step: l.step,
+                annot: l.annot.clone(),
+                body: l.body.iter().map(|c| c.subst(f)).collect(),
+            })),
+        }
+    }
+
+    /// Every statement below, in order.
+    pub fn stmts(&self) -> Vec<TExpr> {
+        let mut out = Vec::new();
+        self.collect_stmts(&mut out);
+        out
+    }
+
+    fn collect_stmts(&self, out: &mut Vec<TExpr>) {
+        match self {
+            LNode::Stmt(s) => out.push(s.clone()),
+            LNode::Loop(l) => l.body.iter().for_each(|c| c.collect_stmts(out)),
+        }
+    }
+
+    /// Every iterator a loop below (or this one) introduces.
+    pub fn loop_iters(&self, out: &mut Vec<Name>) {
+        if let LNode::Loop(l) = self {
+            out.push(l.iter.clone());
+            l.body.iter().for_each(|c| c.loop_iters(out));
+        }
+    }
+
+    fn paper(&self) -> String {
+        match self {
+            LNode::Stmt(s) => s.paper(),
+            LNode::Loop(l) => {
+                let kids: Vec<String> = l.body.iter().map(|c| c.paper()).collect();
+                format!("⟨{}, [{}]⟩", l.iter, kids.join(", "))
+            }
+        }
+    }
+
+    fn tree_into(&self, out: &mut String, indent: usize) {
+        let pad = "  ".repeat(indent);
+        match self {
+            LNode::Stmt(s) => {
+                let _ = writeln!(out, "{pad}{s}");
+            }
+            LNode::Loop(l) => {
+                let words = l.annot.words();
+                let marks = if words.is_empty() { String::new() } else { format!("  {}", words.join(" ")) };
+                let _ = writeln!(out, "{pad}for {}{marks}", l.header());
+                for c in &l.body {
+                    c.tree_into(out, indent + 1);
+                }
+            }
+        }
+    }
+}
+
+/// A loop-nest value: one loop (eq. 2) or a top-level sequence (eq. 3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Nest {
+    /// A single outermost loop.
+    Loop(Arc<Loop>),
+    /// `⟨•, [x1, …, xk]⟩`: loops and statements not nested in any loop.
+    Seq(Vec<LNode>),
+}
+
+impl Nest {
+    /// The top-level items (one loop for [`Nest::Loop`]).
+    pub fn items(&self) -> Vec<LNode> {
+        match self {
+            Nest::Loop(l) => vec![LNode::Loop(l.clone())],
+            Nest::Seq(xs) => xs.clone(),
+        }
+    }
+
+    /// Rebuilds a nest of the same kind as `self` from new top-level items: a loop stays a
+    /// loop while the items are one loop, and becomes a sequence otherwise (e.g. after
+    /// unrolling level 1).
+    pub fn rebuild(&self, items: Vec<LNode>) -> Nest {
+        match (self, items.as_slice()) {
+            (Nest::Loop(_), [LNode::Loop(l)]) => Nest::Loop(l.clone()),
+            _ => Nest::Seq(items),
+        }
+    }
+
+    /// Every statement, in program order.
+    pub fn stmts(&self) -> Vec<TExpr> {
+        self.items().iter().flat_map(|x| x.stmts()).collect()
+    }
+
+    /// The loops along the single path from the root, outermost first, stopping at the first
+    /// level with zero or several children.
+    pub fn path(&self) -> Vec<Arc<Loop>> {
+        let mut out = Vec::new();
+        let mut items = self.items();
+        while let [LNode::Loop(l)] = items.as_slice() {
+            out.push(l.clone());
+            items = l.body.clone();
+        }
+        out
+    }
+
+    /// The paper's notation, e.g. `⟨i1, [⟨i2, [⟨(=, •, •), […]⟩]⟩]⟩`.
+    pub fn paper(&self) -> String {
+        match self {
+            Nest::Loop(l) => LNode::Loop(l.clone()).paper(),
+            Nest::Seq(xs) => {
+                let kids: Vec<String> = xs.iter().map(|c| c.paper()).collect();
+                format!("⟨•, [{}]⟩", kids.join(", "))
+            }
+        }
+    }
+
+    /// An indented listing: one loop or statement per line, with ranges and marks.
+    pub fn tree(&self) -> String {
+        let mut out = String::new();
+        match self {
+            Nest::Loop(l) => LNode::Loop(l.clone()).tree_into(&mut out, 0),
+            Nest::Seq(xs) => {
+                out.push_str("seq\n");
+                for x in xs {
+                    x.tree_into(&mut out, 1);
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs the nest's iteration space: calls `f` for every statement instance with the
+    /// values of the enclosing iterators (named constants come from `consts`). Returns an
+    /// error naming a bound that mentions an unbound variable.
+    pub fn for_each_instance(
+        &self,
+        consts: &dyn Fn(&str) -> Option<i64>,
+        f: &mut dyn FnMut(&TExpr, &[(Name, i64)]),
+    ) -> Result<(), String> {
+        let mut env: Vec<(Name, i64)> = Vec::new();
+        for x in self.items() {
+            run(&x, consts, &mut env, f)?;
+        }
+        Ok(())
+    }
+}
+
+fn run(
+    x: &LNode,
+    consts: &dyn Fn(&str) -> Option<i64>,
+    env: &mut Vec<(Name, i64)>,
+    f: &mut dyn FnMut(&TExpr, &[(Name, i64)]),
+) -> Result<(), String> {
+    match x {
+        LNode::Stmt(s) => {
+            f(s, env);
+            Ok(())
+        }
+        LNode::Loop(l) => {
+            let look = |v: &str, env: &[(Name, i64)]| {
+                env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| *x).or_else(|| consts(v))
+            };
+            let lb = l.lb.eval(&|v| look(v, env)).map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
+            let ub = l.ub.eval(&|v| look(v, env)).map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
+            let mut i = lb;
+            while i <= ub {
+                env.push((l.iter.clone(), i));
+                for c in &l.body {
+                    run(c, consts, env, f)?;
+                }
+                env.pop();
+                i += l.step;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! The value types: index expressions, tensor-expression trees, loop trees and the state.
+//! This layer knows nothing of parsing, C or scripting.
+
+pub mod expr;
+pub mod loops;
+pub mod state;
+pub mod texpr;
+
+pub use expr::{Atom, Expr, Name, name};
+pub use loops::{Annotations, LNode, Loop, Nest};
+pub use state::{State, Value, real_leaf};
+pub use texpr::{AssignMode, DType, Dim, Iters, Op, Shape, TExpr, TNode};

@@ -1,0 +1,128 @@
+//! Values and the state σ (Sec. 3.2, eq. 4-5): identifiers mapped to tensor expressions or
+//! loop nests, plus the named constants (`-D N=250`) that extents may use.
+
+use super::expr::Name;
+use super::loops::Nest;
+use super::texpr::{Iters, Op, TExpr, TNode};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What an identifier denotes: `T + L`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    /// A tensor expression (a declaration, a virtual expression, or an assignment).
+    Tensor(TExpr),
+    /// A loop nest.
+    Nest(Nest),
+}
+
+impl Value {
+    /// A short description of the kind, for error messages.
+    pub fn kind(&self) -> String {
+        match self {
+            Value::Nest(_) => "a loop nest".into(),
+            Value::Tensor(t) => describe_tensor(t),
+        }
+    }
+
+    /// The readable printing of either kind.
+    pub fn tree(&self) -> String {
+        match self {
+            Value::Tensor(t) => t.tree(),
+            Value::Nest(n) => n.tree(),
+        }
+    }
+
+    /// The paper's notation.
+    pub fn paper(&self) -> String {
+        match self {
+            Value::Tensor(t) => t.paper(),
+            Value::Nest(n) => n.paper(),
+        }
+    }
+}
+
+/// Describes a tensor expression by its root, e.g. "an assignment `B[i2][i1] = A[i1][i2]`".
+pub fn describe_tensor(t: &TNode) -> String {
+    match &t.op {
+        Op::Assign(_) => format!("an assignment `{t}`"),
+        Op::Id(n) if t.iters == Iters::Bullet => format!("the scalar `{n}`"),
+        Op::Id(n) => format!("the tensor `{n}` {}", t.shape),
+        Op::Hole => "an unnamed tensor".into(),
+        Op::Lit(x) => format!("the literal {x}"),
+        _ => format!("the tensor expression `{t}` {}", t.shape),
+    }
+}
+
+/// The state σ.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// σ: identifier ↦ value.
+    pub vars: BTreeMap<Name, Value>,
+    /// Named constants that extents may mention.
+    #[serde(default)]
+    pub consts: BTreeMap<Name, i64>,
+}
+
+impl State {
+    /// The empty state.
+    pub fn new() -> State {
+        State::default()
+    }
+
+    /// σ(id).
+    pub fn get(&self, id: &str) -> Option<&Value> {
+        self.vars.get(id)
+    }
+
+    /// σ{id ↦ x}: a new state (the old one is unchanged).
+    pub fn with(&self, id: &str, x: Value) -> State {
+        let mut s = self.clone();
+        s.vars.insert(Arc::from(id), x);
+        s
+    }
+
+    /// A new state with the named constant `name = value`.
+    pub fn with_const(&self, name: &str, value: i64) -> State {
+        let mut s = self.clone();
+        s.consts.insert(Arc::from(name), value);
+        s
+    }
+
+    /// The value of a named constant.
+    pub fn constant(&self, name: &str) -> Option<i64> {
+        self.consts.get(name).copied()
+    }
+
+    /// The real tensor `id` denotes, as a leaf `(id, S, ε)`: its declaration, or the target of
+    /// the assignment it is bound to when that target is `id` itself.
+    pub fn real_tensor(&self, id: &str) -> Option<TExpr> {
+        match self.get(id)? {
+            Value::Tensor(t) if t.is_tensor_leaf() && t.iters == Iters::Unset => Some(t.clone()),
+            Value::Tensor(t) if t.is_tensor_leaf() && t.iters == Iters::Bullet => Some(t.clone()),
+            Value::Tensor(t) => {
+                let x = t.target()?;
+                (x.id().map(|n| &**n) == Some(id)).then(|| real_leaf(x))
+            }
+            Value::Nest(_) => None,
+        }
+    }
+
+    /// Serializes the whole state (values and constants) as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// Reads a state written by [`State::to_json`].
+    pub fn from_json(s: &str) -> Result<State, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+}
+
+/// The real tensor behind an indexed leaf: the same node with its iterator list reset to ε
+/// (scalars keep •).
+pub fn real_leaf(x: &TExpr) -> TExpr {
+    let iters = if x.shape.rank() == 0 { Iters::Bullet } else { Iters::Unset };
+    if x.iters == iters { x.clone() } else { x.with_iters(iters) }
+}

@@ -1,0 +1,463 @@
+//! Tensor-expression trees (Sec. 3.1, eq. 1): nodes `(op, shape, iters)`.
+//!
+//! Leaves are identifiers (real tensors and scalars), the hole `□` that an assignment fills
+//! in (eq. 17-18), or numeric literals. Inner nodes are the arithmetic operations, the virtual
+//! contraction of Sec. 4.2.3, and the assignment `(=, •, •)`. Trees are immutable and shared
+//! through [`Arc`]; every operation returns a new tree.
+
+use super::expr::{Expr, Name};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// A shared, immutable tensor-expression tree.
+pub type TExpr = Arc<TNode>;
+
+/// Element type of a real tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    /// 64-bit IEEE float (the default).
+    #[default]
+    Double,
+    /// 32-bit IEEE float.
+    Float,
+}
+
+impl DType {
+    /// The C spelling.
+    pub fn c_name(self) -> &'static str {
+        match self {
+            DType::Double => "double",
+            DType::Float => "float",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.c_name())
+    }
+}
+
+/// How an assignment writes its target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AssignMode {
+    /// `x = y`, exactly as eq. 14 says; `A = add(A, t, ..)` accumulates onto what `A` held.
+    #[default]
+    Plain,
+    /// The target is an accumulator that a contraction introduces (eq. 33, or an assignment
+    /// of a `vcontract`): it is zeroed before the nest that accumulates into it.
+    Accumulator,
+}
+
+/// The `op` component of a node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// `□`: the placeholder that `P_stmt` fills with an identifier (eq. 17-18).
+    Hole,
+    /// A real tensor or scalar.
+    Id(Name),
+    /// A numeric literal used as a scalar operand (extension).
+    Lit(f64),
+    /// `(=, •, •)`: assignment of the second child to the first.
+    Assign(AssignMode),
+    /// Element-wise `+`.
+    Add,
+    /// Element-wise `-`.
+    Sub,
+    /// Element-wise `*`.
+    Mul,
+    /// Element-wise `/`.
+    Div,
+    /// Virtual contraction (Sec. 4.2.3): the sum over the named iterators of the product of
+    /// the children. Fundamental: it has no accumulator of its own.
+    Contract(Vec<Name>),
+}
+
+impl Op {
+    /// The symbol the paper's figures use for the node.
+    pub fn symbol(&self) -> String {
+        match self {
+            Op::Hole => "□".into(),
+            Op::Id(n) => n.to_string(),
+            Op::Lit(x) => fmt_lit(*x),
+            Op::Assign(_) => "=".into(),
+            Op::Add => "+".into(),
+            Op::Sub => "-".into(),
+            Op::Mul => "*".into(),
+            Op::Div => "/".into(),
+            Op::Contract(ks) => format!("Σ[{}]", join(ks)),
+        }
+    }
+
+    /// True for the arithmetic operations `+ - * /`.
+    pub fn is_arith(&self) -> bool {
+        matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)
+    }
+}
+
+/// Prints a literal so that it reads back as the same `f64` and is valid C.
+pub fn fmt_lit(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:?}")
+    }
+}
+
+fn join<T: fmt::Display>(xs: &[T]) -> String {
+    xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// One extent of a shape: known (an affine expression in named constants) or not yet
+/// inferable (`?`, e.g. an iterator that appears only inside `h+kh`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dim {
+    /// A known extent.
+    Known(Expr),
+    /// Not inferable from this subtree alone.
+    Unknown,
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Known(e) => write!(f, "{e}"),
+            Dim::Unknown => f.write_str("?"),
+        }
+    }
+}
+
+/// The `shape` component: a list of extents, or `•` for assignments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Shape {
+    /// `•`: assignments have no shape.
+    Bullet,
+    /// A list of extents (`[]` for scalars).
+    Dims(Vec<Dim>),
+}
+
+impl Shape {
+    /// A shape of known extents.
+    pub fn known(dims: Vec<Expr>) -> Shape {
+        Shape::Dims(dims.into_iter().map(Dim::Known).collect())
+    }
+
+    /// The extents, if this is not `•`.
+    pub fn dims(&self) -> Option<&[Dim]> {
+        match self {
+            Shape::Bullet => None,
+            Shape::Dims(d) => Some(d),
+        }
+    }
+
+    /// The rank (0 for `•`).
+    pub fn rank(&self) -> usize {
+        self.dims().map_or(0, |d| d.len())
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shape::Bullet => f.write_str("•"),
+            Shape::Dims(d) => write!(f, "[{}]", join(d)),
+        }
+    }
+}
+
+/// The `iters` component: unset (ε), none (•) or a list of index expressions. The three are
+/// distinct: ε ≠ [] and ε ≠ • (Sec. 3.1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Iters {
+    /// ε: a declared tensor not yet indexed.
+    Unset,
+    /// •: operations, assignments and scalars take no iterators.
+    Bullet,
+    /// A list of index expressions.
+    List(Vec<Expr>),
+}
+
+impl fmt::Display for Iters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Iters::Unset => f.write_str("ε"),
+            Iters::Bullet => f.write_str("•"),
+            Iters::List(xs) => write!(f, "[{}]", join(xs)),
+        }
+    }
+}
+
+/// A node `(op, shape, iters)` with its children.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TNode {
+    /// Operation or identifier.
+    pub op: Op,
+    /// Shape of the expression.
+    pub shape: Shape,
+    /// Iterator list (leaves only; `•` on inner nodes).
+    pub iters: Iters,
+    /// Element type (of the tensor for leaves; the promoted type for inner nodes).
+    pub dtype: DType,
+    /// Sub-trees.
+    pub children: Vec<TExpr>,
+}
+
+impl TNode {
+    /// A leaf.
+    pub fn leaf(op: Op, shape: Shape, iters: Iters, dtype: DType) -> TExpr {
+        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new() })
+    }
+
+    /// An inner node; its iterator list is `•` and its type the promotion of its children.
+    pub fn node(op: Op, shape: Shape, children: Vec<TExpr>) -> TExpr {
+        let dtype = if children.iter().any(|c| c.dtype == DType::Double && !c.is_lit()) {
+            DType::Double
+        } else if children.iter().all(|c| c.is_lit()) {
+            DType::Double
+        } else {
+            DType::Float
+        };
+        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children })
+    }
+
+    /// True for a numeric literal.
+    pub fn is_lit(&self) -> bool {
+        matches!(self.op, Op::Lit(_))
+    }
+
+    /// True for an assignment `(=, •, •)`.
+    pub fn is_assign(&self) -> bool {
+        matches!(self.op, Op::Assign(_))
+    }
+
+    /// True for a leaf naming a tensor (an identifier or the hole).
+    pub fn is_tensor_leaf(&self) -> bool {
+        matches!(self.op, Op::Id(_) | Op::Hole)
+    }
+
+    /// The identifier of a leaf (`None` for the hole, literals and inner nodes).
+    pub fn id(&self) -> Option<&Name> {
+        match &self.op {
+            Op::Id(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The target leaf of an assignment.
+    pub fn target(&self) -> Option<&TExpr> {
+        self.is_assign().then(|| &self.children[0])
+    }
+
+    /// The assigned value of an assignment.
+    pub fn value(&self) -> Option<&TExpr> {
+        self.is_assign().then(|| &self.children[1])
+    }
+
+    /// The index expressions of a leaf, if it has a list.
+    pub fn index_list(&self) -> Option<&[Expr]> {
+        match &self.iters {
+            Iters::List(xs) => Some(xs),
+            _ => None,
+        }
+    }
+
+    /// Returns a copy with another iterator list.
+    pub fn with_iters(&self, iters: Iters) -> TExpr {
+        Arc::new(TNode { iters, ..self.clone() })
+    }
+
+    /// The access as C writes it, e.g. `A[i1][i2+1]` (or `A` for a scalar).
+    pub fn access(&self) -> String {
+        let mut s = self.op.symbol();
+        if let Iters::List(xs) = &self.iters {
+            for x in xs {
+                s.push_str(&format!("[{x}]"));
+            }
+        }
+        s
+    }
+
+    /// Does the tree contain the hole `□`?
+    pub fn has_hole(&self) -> bool {
+        matches!(self.op, Op::Hole) || self.children.iter().any(|c| c.has_hole())
+    }
+
+    /// `x[id/□]`: fills every hole with `id` (eq. 17-18).
+    pub fn fill_hole(self: &TExpr, id: &Name) -> TExpr {
+        if !self.has_hole() {
+            return self.clone();
+        }
+        let op = if matches!(self.op, Op::Hole) { Op::Id(id.clone()) } else { self.op.clone() };
+        let children = self.children.iter().map(|c| c.fill_hole(id)).collect();
+        Arc::new(TNode { op, children, ..(**self).clone() })
+    }
+
+    /// True if some node is a virtual contraction.
+    pub fn has_contract(&self) -> bool {
+        matches!(self.op, Op::Contract(_)) || self.children.iter().any(|c| c.has_contract())
+    }
+
+    /// Visits every node, parents before children, left to right.
+    pub fn visit(&self, f: &mut dyn FnMut(&TNode)) {
+        f(self);
+        for c in &self.children {
+            c.visit(f);
+        }
+    }
+
+    /// Every leaf with an index list, left to right.
+    pub fn indexed_leaves(&self) -> Vec<&TNode> {
+        fn go<'a>(n: &'a TNode, out: &mut Vec<&'a TNode>) {
+            if matches!(n.iters, Iters::List(_)) {
+                out.push(n);
+            }
+            for c in &n.children {
+                go(c, out);
+            }
+        }
+        let mut out = Vec::new();
+        go(self, &mut out);
+        out
+    }
+
+    /// Iterators bound by contractions inside the tree.
+    pub fn bound_iters(&self) -> Vec<Name> {
+        let mut out = Vec::new();
+        self.visit(&mut |n| {
+            if let Op::Contract(ks) = &n.op {
+                out.extend(ks.iter().cloned());
+            }
+        });
+        out
+    }
+
+    /// Every variable in an index expression, in order of first appearance (iterators and any
+    /// named constants used in indices).
+    pub fn index_vars(&self) -> Vec<Name> {
+        let mut out: Vec<Name> = Vec::new();
+        for leaf in self.indexed_leaves() {
+            for x in leaf.index_list().unwrap_or(&[]) {
+                for (v, _) in x.affine_terms().unwrap_or_default() {
+                    if !out.contains(&v) {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Replaces iterators in every index list (and renames contraction-bound iterators that
+    /// are replaced by a plain iterator; those replaced by anything else are dropped).
+    pub fn subst_iters(self: &TExpr, f: &dyn Fn(&str) -> Option<Expr>) -> TExpr {
+        let iters = match &self.iters {
+            Iters::List(xs) => Iters::List(xs.iter().map(|x| x.subst_with(f)).collect()),
+            other => other.clone(),
+        };
+        let op = match &self.op {
+            Op::Contract(ks) => Op::Contract(
+                ks.iter()
+                    .filter_map(|k| match f(k) {
+                        None => Some(k.clone()),
+                        Some(e) => e.as_var().cloned(),
+                    })
+                    .collect(),
+            ),
+            other => other.clone(),
+        };
+        let children = self.children.iter().map(|c| c.subst_iters(f)).collect();
+        Arc::new(TNode { op, iters, children, shape: self.shape.clone(), dtype: self.dtype })
+    }
+
+    /// The paper's notation `⟨(op, S, I), [..]⟩`.
+    pub fn paper(&self) -> String {
+        let kids: Vec<String> = self.children.iter().map(|c| c.paper()).collect();
+        format!(
+            "⟨({}, {}, {}), [{}]⟩",
+            self.op.symbol(),
+            self.shape,
+            self.iters,
+            kids.join(", ")
+        )
+    }
+
+    /// An indented tree, one node per line.
+    pub fn tree(&self) -> String {
+        let mut out = String::new();
+        self.tree_into(&mut out, "", "");
+        out
+    }
+
+    fn tree_into(&self, out: &mut String, first: &str, rest: &str) {
+        let mut line = format!("{first}({}, {}, {})", self.op.symbol(), self.shape, self.iters);
+        if self.dtype == DType::Float && self.is_tensor_leaf() {
+            line.push_str(" float");
+        }
+        if let Op::Assign(AssignMode::Accumulator) = self.op {
+            line.push_str("  accumulator: zeroed before its nest");
+        }
+        out.push_str(&line);
+        out.push('\n');
+        let n = self.children.len();
+        for (k, c) in self.children.iter().enumerate() {
+            let last = k + 1 == n;
+            let (f, r) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+            c.tree_into(out, &format!("{rest}{f}"), &format!("{rest}{r}"));
+        }
+    }
+
+    fn prec(&self) -> u8 {
+        match self.op {
+            Op::Add | Op::Sub => 1,
+            Op::Mul | Op::Div => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// Infix printing as the paper's C listings show statements: `E[i1][i2] = C[i1][i2] *
+/// (A[i1][i2] + B[i1][i2])`. Contractions print as `sum[k](...)`.
+impl fmt::Display for TNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.op {
+            Op::Assign(mode) => {
+                let op = if *mode == AssignMode::Accumulator { "+=" } else { "=" };
+                let (t, v) = (&self.children[0], &self.children[1]);
+                // An accumulator's value repeats the target (eq. 33): print only the addend.
+                if *mode == AssignMode::Accumulator
+                    && v.op == Op::Add
+                    && v.children[0].access() == t.access()
+                {
+                    return write!(f, "{} {op} {}", t, v.children[1]);
+                }
+                write!(f, "{} {op} {}", t, v)
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                let p = self.prec();
+                let (l, r) = (&self.children[0], &self.children[1]);
+                let lp = l.prec() < p;
+                // Right operand of - and / needs parentheses at equal precedence too.
+                let rp = r.prec() < p || (r.prec() == p && matches!(self.op, Op::Sub | Op::Div));
+                wrap(f, l, lp)?;
+                write!(f, " {} ", self.op.symbol())?;
+                wrap(f, r, rp)
+            }
+            Op::Contract(ks) => {
+                write!(f, "sum[{}](", join(ks))?;
+                for (k, c) in self.children.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(" * ")?;
+                    }
+                    wrap(f, c, c.prec() < 2)?;
+                }
+                f.write_str(")")
+            }
+            _ => f.write_str(&self.access()),
+        }
+    }
+}
+
+fn wrap(f: &mut fmt::Formatter<'_>, t: &TNode, paren: bool) -> fmt::Result {
+    if paren { write!(f, "({t})") } else { write!(f, "{t}") }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    println!("teml {}", env!("CARGO_PKG_VERSION"));
+}

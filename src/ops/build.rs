@@ -1,0 +1,97 @@
+//! `build(t)`, eq. 19: the perfect loop nest around an assignment.
+
+use super::infer::{check_bounds, constants, extent_of, iterators};
+use crate::error::{Arg, Error, Result};
+use crate::ir::{Annotations, Expr, LNode, Loop, Name, Nest, State, TExpr};
+use std::sync::Arc;
+
+/// The loop order `build` uses: by number when every iterator is named `i<k>` (the paper's
+/// "iterator ik is introduced by the loop at nesting level k"); otherwise the assigned
+/// tensor's iterators first, in order, then the others in order of first appearance.
+pub fn loop_order(stmt: &TExpr, consts: &std::collections::BTreeSet<Name>) -> Vec<Name> {
+    let all = iterators(stmt, consts);
+    let numbered: Option<Vec<(u64, Name)>> = all
+        .iter()
+        .map(|v| v.strip_prefix('i').and_then(|d| d.parse::<u64>().ok()).map(|k| (k, v.clone())))
+        .collect();
+    if let Some(mut ks) = numbered
+        && !ks.is_empty()
+    {
+        ks.sort();
+        return ks.into_iter().map(|(_, v)| v).collect();
+    }
+    // index_vars is in order of first appearance, target first: exactly the rule.
+    all
+}
+
+/// `build(t)`, eq. 19: wraps the assignment `σ(t)` in one loop per iterator, ranges inferred
+/// from the accesses (an iterator of the assigned tensor ranges over that dimension), loops
+/// ordered by [`loop_order`]. Every access is checked to stay in bounds.
+pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
+    let b = "build";
+    let arg = Arg::new(1, "assignment");
+    if !t.is_assign() {
+        return Err(Error::WrongKind {
+            builtin: b.into(),
+            arg,
+            expected: "an assignment ⟨(=, •, •), [x, y]⟩ (eq. 19)".into(),
+            found: crate::ir::state::describe_tensor(t),
+        });
+    }
+    if t.has_hole() {
+        return Err(Error::WrongKind {
+            builtin: b.into(),
+            arg,
+            expected: "an assignment bound to an identifier".into(),
+            found: format!("the unnamed assignment `{t}`"),
+        });
+    }
+    let consts = constants(state, &[t]);
+    let order = loop_order(t, &consts);
+    let x = t.target().cloned().unwrap_or_else(|| t.clone());
+    let y = t.value().cloned().unwrap_or_else(|| t.clone());
+    let mut ranges: Vec<(Name, Expr)> = Vec::new();
+    for v in &order {
+        // An iterator of the assigned tensor ranges over that dimension's extent.
+        let from_target = x.index_list().and_then(|xs| {
+            xs.iter().position(|e| e.as_var() == Some(v)).and_then(|k| match x.shape.dims()?.get(k)? {
+                crate::ir::Dim::Known(e) => Some(e.clone()),
+                crate::ir::Dim::Unknown => None,
+            })
+        });
+        let extent = match from_target {
+            Some(e) => e,
+            None => match extent_of(v, &[&y], state, b, &arg)? {
+                Some(e) => e,
+                None => {
+                    return Err(Error::RangeInference {
+                        builtin: b.into(),
+                        arg,
+                        iterator: v.to_string(),
+                        reason: format!(
+                            "it indexes no dimension on its own in `{t}` (only inside expressions with other iterators)"
+                        ),
+                    });
+                }
+            },
+        };
+        ranges.push((v.clone(), extent.add_int(-1)));
+    }
+    check_bounds(&[t], &ranges, state, b, &arg)?;
+    let mut body = vec![LNode::Stmt(t.clone())];
+    for (v, ub) in ranges.iter().rev() {
+        body = vec![LNode::Loop(Arc::new(Loop {
+            iter: v.clone(),
+            lb: Expr::int(0),
+            ub: ub.clone(),
+            step: 1,
+            annot: Annotations::default(),
+            body,
+        }))];
+    }
+    Ok(match body.pop() {
+        Some(LNode::Loop(l)) if body.is_empty() => Nest::Loop(l),
+        Some(s) => Nest::Seq(vec![s]),
+        None => Nest::Seq(vec![]),
+    })
+}

@@ -1,0 +1,13 @@
+//! The core builtins: one pure function per builtin of Fig. 1 and Sec. 3.3.3, their shape and
+//! range inference, and the table both front-ends read.
+
+pub mod build;
+pub mod infer;
+pub mod registry;
+pub mod tensor;
+pub mod transform;
+
+pub use build::build;
+pub use registry::{ArgVal, Builtin, Returns, builtins, call, exec, lookup};
+pub use tensor::{Arith, assign, eq, op, operand, scalar, tensor, vcontract, vop};
+pub use transform::{fuse_inner, fuse_outer, interchange, parallelize, stripmine, unroll, vectorize};

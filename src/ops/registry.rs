@@ -1,0 +1,607 @@
+//! The builtin table: the language. Both front-ends (`.teml` and Rhai), the REPL's completion
+//! and the language reference read this one table; no builtin is implemented twice.
+//!
+//! Every entry takes the state (for identifiers and named constants) and a list of
+//! [`ArgVal`]s, and returns a [`Value`]. Arguments are checked here, with messages that name
+//! the builtin, the argument, what was expected and what was found.
+
+use super::tensor::Arith;
+use super::{build, tensor, transform};
+use crate::error::{Arg, Error, Result};
+use crate::ir::{DType, Expr, Name, Nest, Op, Shape, State, TExpr, TNode, Value, state::describe_tensor};
+
+/// An argument as a front-end hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgVal {
+    /// A value (tensor expression or loop nest).
+    Value(Value),
+    /// An integer.
+    Int(i64),
+    /// A floating-point literal.
+    Float(f64),
+    /// An index expression (`i`, `i+1`, `h+kh`).
+    Index(Expr),
+    /// A bare identifier: resolved by the builtin (a state entry, an iterator, a named
+    /// constant or a type name, depending on the position).
+    Word(Name),
+    /// A string.
+    Str(String),
+    /// A list `[...]`.
+    List(Vec<ArgVal>),
+    /// An omitted argument (`[, [k, j]]`, or the left of `-> I`).
+    Omitted,
+}
+
+impl ArgVal {
+    /// A short description for error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ArgVal::Value(v) => v.kind(),
+            ArgVal::Int(i) => format!("the integer {i}"),
+            ArgVal::Float(x) => format!("the number {x}"),
+            ArgVal::Index(e) => format!("the index expression {e}"),
+            ArgVal::Word(w) => format!("`{w}`"),
+            ArgVal::Str(s) => format!("the string \"{s}\""),
+            ArgVal::List(xs) => format!("a list of {} items", xs.len()),
+            ArgVal::Omitted => "nothing".into(),
+        }
+    }
+}
+
+/// What a builtin returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// A tensor expression (`T`).
+    Tensor,
+    /// A loop nest (`L`).
+    Nest,
+}
+
+/// One builtin of the language.
+pub struct Builtin {
+    /// Name, as written in programs.
+    pub name: &'static str,
+    /// Signature, as the language reference shows it.
+    pub signature: &'static str,
+    /// Where the paper defines it.
+    pub equation: &'static str,
+    /// One line on what it means.
+    pub summary: &'static str,
+    /// An example in `.teml` syntax.
+    pub example: &'static str,
+    /// What it returns.
+    pub returns: Returns,
+    /// The implementation.
+    pub call: fn(&State, &[ArgVal]) -> Result<Value>,
+}
+
+/// The table of core builtins.
+pub fn builtins() -> &'static [Builtin] {
+    BUILTINS
+}
+
+/// The builtin called `name`.
+pub fn lookup(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
+/// Calls builtin `name` on `args`.
+pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
+    match lookup(name) {
+        Some(b) => (b.call)(state, args),
+        None => Err(Error::UnknownIdentifier {
+            builtin: name.into(),
+            arg: Arg::new(0, "builtin"),
+            name: name.into(),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checking
+
+struct Args<'a> {
+    builtin: &'static str,
+    state: &'a State,
+    args: &'a [ArgVal],
+}
+
+impl<'a> Args<'a> {
+    fn new(builtin: &'static str, state: &'a State, args: &'a [ArgVal], min: usize, max: usize, usage: &str) -> Result<Self> {
+        if args.len() < min || args.len() > max {
+            let expected = if min == max { format!("{min} arguments: {usage}") } else { format!("{min} to {max} arguments: {usage}") };
+            return Err(Error::BadArgument {
+                builtin: builtin.into(),
+                arg: Arg::new(args.len().min(max + 1), "arguments"),
+                expected,
+                found: format!("{} arguments", args.len()),
+            });
+        }
+        Ok(Args { builtin, state, args })
+    }
+
+    fn get(&self, pos: usize) -> &ArgVal {
+        self.args.get(pos - 1).unwrap_or(&ArgVal::Omitted)
+    }
+
+    fn wrong(&self, pos: usize, role: &str, expected: &str) -> Error {
+        Error::WrongKind {
+            builtin: self.builtin.into(),
+            arg: Arg::new(pos, role),
+            expected: expected.into(),
+            found: self.get(pos).describe(),
+        }
+    }
+
+    fn value(&self, pos: usize, role: &str) -> Result<Value> {
+        match self.get(pos) {
+            ArgVal::Value(v) => Ok(v.clone()),
+            ArgVal::Word(_) | ArgVal::Index(_) if self.word(pos).is_some() => {
+                let w = self.word(pos).cloned().unwrap_or_else(|| Name::from(""));
+                self.state.get(&w).cloned().ok_or_else(|| Error::UnknownIdentifier {
+                    builtin: self.builtin.into(),
+                    arg: Arg::new(pos, role),
+                    name: w.to_string(),
+                })
+            }
+            _ => Err(self.wrong(pos, role, "an identifier")),
+        }
+    }
+
+    fn word(&self, pos: usize) -> Option<&Name> {
+        match self.get(pos) {
+            ArgVal::Word(w) => Some(w),
+            ArgVal::Index(e) => e.as_var(),
+            _ => None,
+        }
+    }
+
+    /// A tensor expression; numbers are accepted as literal scalar operands when `lit`.
+    fn tensor(&self, pos: usize, role: &str, lit: bool) -> Result<TExpr> {
+        match self.get(pos) {
+            ArgVal::Int(i) if lit => Ok(literal(*i as f64)),
+            ArgVal::Float(x) if lit => Ok(literal(*x)),
+            ArgVal::Index(e) if lit && e.as_const().is_some() => Ok(literal(e.constant() as f64)),
+            _ => match self.value(pos, role)? {
+                Value::Tensor(t) => Ok(t),
+                v @ Value::Nest(_) => Err(Error::WrongKind {
+                    builtin: self.builtin.into(),
+                    arg: Arg::new(pos, role),
+                    expected: "a tensor expression".into(),
+                    found: v.kind(),
+                }),
+            },
+        }
+    }
+
+    fn nest(&self, pos: usize, role: &str) -> Result<Nest> {
+        match self.value(pos, role)? {
+            Value::Nest(n) => Ok(n),
+            v @ Value::Tensor(_) => Err(Error::WrongKind {
+                builtin: self.builtin.into(),
+                arg: Arg::new(pos, role),
+                expected: "a loop nest (build a tensor expression first)".into(),
+                found: v.kind(),
+            }),
+        }
+    }
+
+    fn int(&self, pos: usize, role: &str) -> Result<i64> {
+        match self.get(pos) {
+            ArgVal::Int(i) => Ok(*i),
+            ArgVal::Index(e) if e.as_const().is_some() => Ok(e.constant()),
+            ArgVal::Word(w) if self.state.constant(w).is_some() => Ok(self.state.constant(w).unwrap_or(0)),
+            _ => Err(self.wrong(pos, role, "an integer")),
+        }
+    }
+
+    fn ints(&self, pos: usize, role: &str) -> Result<Vec<i64>> {
+        match self.get(pos) {
+            ArgVal::List(xs) => xs
+                .iter()
+                .map(|x| match x {
+                    ArgVal::Int(i) => Ok(*i),
+                    ArgVal::Index(e) if e.as_const().is_some() => Ok(e.constant()),
+                    other => Err(Error::WrongKind {
+                        builtin: self.builtin.into(),
+                        arg: Arg::new(pos, role),
+                        expected: "a list of integers".into(),
+                        found: format!("{} in the list", other.describe()),
+                    }),
+                })
+                .collect(),
+            _ => Err(self.wrong(pos, role, "a list of integers")),
+        }
+    }
+
+    /// An index expression (iterator, integer or affine expression).
+    fn index(&self, x: &ArgVal, pos: usize, role: &str) -> Result<Expr> {
+        match x {
+            ArgVal::Index(e) => Ok(e.clone()),
+            ArgVal::Word(w) => Ok(Expr::var_name(w)),
+            ArgVal::Int(i) => Ok(Expr::int(*i)),
+            other => Err(Error::IteratorList {
+                builtin: self.builtin.into(),
+                arg: Arg::new(pos, role),
+                expected: "iterators or affine index expressions".into(),
+                found: other.describe(),
+            }),
+        }
+    }
+
+    /// An iterator list `[i, j+1]`, or `None` where omitted (ε).
+    fn iters(&self, x: &ArgVal, pos: usize, role: &str) -> Result<Option<Vec<Expr>>> {
+        match x {
+            ArgVal::Omitted => Ok(None),
+            ArgVal::List(xs) => xs.iter().map(|x| self.index(x, pos, role)).collect::<Result<Vec<_>>>().map(Some),
+            other => Err(Error::IteratorList {
+                builtin: self.builtin.into(),
+                arg: Arg::new(pos, role),
+                expected: "an iterator list [...]".into(),
+                found: other.describe(),
+            }),
+        }
+    }
+
+    /// The pair `[I0?, I1?]` of vop/op; an omitted argument omits both.
+    fn iter_pair(&self, pos: usize) -> Result<(Option<Vec<Expr>>, Option<Vec<Expr>>)> {
+        let role = "iterator lists [I0, I1]";
+        match self.get(pos) {
+            ArgVal::Omitted => Ok((None, None)),
+            ArgVal::List(xs) if xs.len() == 2 => Ok((self.iters(&xs[0], pos, role)?, self.iters(&xs[1], pos, role)?)),
+            other => Err(Error::IteratorList {
+                builtin: self.builtin.into(),
+                arg: Arg::new(pos, role),
+                expected: "a pair of iterator lists [I0, I1] (either may be omitted: [, [k, j]])".into(),
+                found: other.describe(),
+            }),
+        }
+    }
+
+    fn result_iters(&self, pos: usize) -> Result<Vec<Expr>> {
+        match self.iters(self.get(pos), pos, "result iterators")? {
+            Some(xs) => Ok(xs),
+            None => Err(self.wrong(pos, "result iterators", "a result iterator list -> [...]")),
+        }
+    }
+
+    fn extents(&self, pos: usize) -> Result<Vec<Expr>> {
+        match self.get(pos) {
+            ArgVal::List(xs) => xs
+                .iter()
+                .map(|x| match x {
+                    ArgVal::Int(i) => Ok(Expr::int(*i)),
+                    ArgVal::Word(w) => Ok(Expr::var_name(w)),
+                    ArgVal::Index(e) => Ok(e.clone()),
+                    other => Err(Error::WrongKind {
+                        builtin: self.builtin.into(),
+                        arg: Arg::new(pos, "shape"),
+                        expected: "extents: integers or named constants".into(),
+                        found: other.describe(),
+                    }),
+                })
+                .collect(),
+            _ => Err(self.wrong(pos, "shape", "a shape [extent, ...]")),
+        }
+    }
+
+    fn dtype(&self, pos: usize) -> Result<DType> {
+        match self.word(pos).map(|w| &**w) {
+            Some("double") => Ok(DType::Double),
+            Some("float") => Ok(DType::Float),
+            _ => match self.get(pos) {
+                ArgVal::Str(s) if s == "double" => Ok(DType::Double),
+                ArgVal::Str(s) if s == "float" => Ok(DType::Float),
+                _ => Err(self.wrong(pos, "element type", "an element type: double or float")),
+            },
+        }
+    }
+}
+
+fn literal(x: f64) -> TExpr {
+    TNode::leaf(Op::Lit(x), Shape::Dims(vec![]), crate::ir::Iters::Bullet, DType::Double)
+}
+
+fn t(x: TExpr) -> Value {
+    Value::Tensor(x)
+}
+
+fn n(x: Nest) -> Value {
+    Value::Nest(x)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The builtins
+
+fn b_scalar(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("scalar", s, a, 0, 1, "scalar() or scalar(type)")?;
+    let dtype = if a.args.is_empty() { DType::Double } else { a.dtype(1)? };
+    Ok(t(tensor::scalar(dtype)))
+}
+
+fn b_tensor(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("tensor", s, a, 1, 2, "tensor([extents]) or tensor(type, [extents])")?;
+    let (dtype, dims) = if a.args.len() == 2 { (a.dtype(1)?, a.extents(2)?) } else { (DType::Double, a.extents(1)?) };
+    Ok(t(tensor::tensor(s, "tensor", &dims, dtype)?))
+}
+
+fn b_accumulator(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("accumulator", s, a, 1, 1, "accumulator([extents]) or accumulator(t)")?;
+    let dims = match a.get(1) {
+        ArgVal::List(_) => a.extents(1)?,
+        _ => {
+            let x = a.tensor(1, "shape of", false)?;
+            match x.shape.dims() {
+                Some(d) => d
+                    .iter()
+                    .map(|d| match d {
+                        crate::ir::Dim::Known(e) => Ok(e.clone()),
+                        crate::ir::Dim::Unknown => Err(a.wrong(1, "shape of", "a tensor expression of known shape")),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+                None => return Err(a.wrong(1, "shape of", "a tensor expression with a shape")),
+            }
+        }
+    };
+    Ok(t(tensor::tensor(s, "accumulator", &dims, DType::Double)?))
+}
+
+fn b_eq(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("eq", s, a, 3, 3, "eq(t, I0 -> I1)")?;
+    let x = a.tensor(1, "tensor", false)?;
+    let i0 = a.iters(a.get(2), 2, "iterators")?;
+    let i1 = a.result_iters(3)?;
+    Ok(t(tensor::eq(s, &x, i0.as_deref(), &i1)?))
+}
+
+macro_rules! vop_builtin {
+    ($f:ident, $name:literal, $op:expr) => {
+        fn $f(s: &State, a: &[ArgVal]) -> Result<Value> {
+            let a = Args::new($name, s, a, 2, 3, concat!($name, "(t0, t1, [I0, I1])"))?;
+            let (x0, x1) = (a.tensor(1, "operand", true)?, a.tensor(2, "operand", true)?);
+            let (i0, i1) = a.iter_pair(3)?;
+            Ok(t(tensor::vop(s, $op, &x0, &x1, i0.as_deref(), i1.as_deref())?))
+        }
+    };
+}
+
+macro_rules! op_builtin {
+    ($f:ident, $name:literal, $op:expr) => {
+        fn $f(s: &State, a: &[ArgVal]) -> Result<Value> {
+            let a = Args::new($name, s, a, 4, 4, concat!($name, "(t0, t1, [I0, I1] -> I2)"))?;
+            let (x0, x1) = (a.tensor(1, "operand", true)?, a.tensor(2, "operand", true)?);
+            let (i0, i1) = a.iter_pair(3)?;
+            let i2 = a.result_iters(4)?;
+            Ok(t(tensor::op(s, $op, &x0, &x1, i0.as_deref(), i1.as_deref(), &i2)?))
+        }
+    };
+}
+
+vop_builtin!(b_vadd, "vadd", Arith::Add);
+vop_builtin!(b_vsub, "vsub", Arith::Sub);
+vop_builtin!(b_vmul, "vmul", Arith::Mul);
+vop_builtin!(b_vdiv, "vdiv", Arith::Div);
+op_builtin!(b_add, "add", Arith::Add);
+op_builtin!(b_sub, "sub", Arith::Sub);
+op_builtin!(b_mul, "mul", Arith::Mul);
+op_builtin!(b_div, "div", Arith::Div);
+
+fn b_vcontract(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("vcontract", s, a, 3, 3, "vcontract(t0, t1, [r0, r1]) or vcontract(t0, t1, [[r0, r1], ...])")?;
+    let (x0, x1) = (a.tensor(1, "operand", false)?, a.tensor(2, "operand", false)?);
+    let pairs = match a.get(3) {
+        ArgVal::List(xs) if xs.iter().all(|x| matches!(x, ArgVal::List(_))) && !xs.is_empty() => {
+            let mut out = Vec::new();
+            for x in xs {
+                let sub = Args { builtin: a.builtin, state: s, args: std::slice::from_ref(x) };
+                let p = sub.ints(1, "dimension pairs")?;
+                if p.len() != 2 {
+                    return Err(a.wrong(3, "dimension pairs", "pairs [r0, r1] of 1-based dimensions"));
+                }
+                out.push((p[0], p[1]));
+            }
+            out
+        }
+        _ => {
+            let p = a.ints(3, "dimension pair")?;
+            if p.len() != 2 {
+                return Err(a.wrong(3, "dimension pair", "a pair [r0, r1] of 1-based dimensions"));
+            }
+            vec![(p[0], p[1])]
+        }
+    };
+    Ok(t(tensor::vcontract(s, &x0, &x1, &pairs)?))
+}
+
+fn b_build(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("build", s, a, 1, 1, "build(t)")?;
+    let x = a.tensor(1, "assignment", false)?;
+    Ok(n(build::build(s, &x)?))
+}
+
+fn b_stripmine(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("stripmine", s, a, 3, 3, "stripmine(l, r, v)")?;
+    Ok(n(transform::stripmine(s, &a.nest(1, "nest")?, a.int(2, "level")?, a.int(3, "factor")?)?))
+}
+
+fn b_interchange(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("interchange", s, a, 2, 3, "interchange(l, r1, r2) or interchange(l, [r1, r2])")?;
+    let l = a.nest(1, "nest")?;
+    let (r1, r2) = if a.args.len() == 3 {
+        (a.int(2, "level")?, a.int(3, "level")?)
+    } else {
+        match a.ints(2, "levels")?.as_slice() {
+            [r1, r2] => (*r1, *r2),
+            _ => return Err(a.wrong(2, "levels", "two levels [r1, r2]")),
+        }
+    };
+    Ok(n(transform::interchange(&l, r1, r2)?))
+}
+
+fn b_fuse_outer(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("fuse_outer", s, a, 3, 3, "fuse_outer(l1, l2, r)")?;
+    Ok(n(transform::fuse_outer(&a.nest(1, "nest")?, &a.nest(2, "nest")?, a.int(3, "level")?)?))
+}
+
+fn b_fuse_inner(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("fuse_inner", s, a, 2, 2, "fuse_inner(l, r)")?;
+    Ok(n(transform::fuse_inner(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
+fn b_unroll(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("unroll", s, a, 2, 2, "unroll(l, r)")?;
+    Ok(n(transform::unroll(s, &a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
+fn b_parallelize(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("parallelize", s, a, 2, 2, "parallelize(l, r)")?;
+    Ok(n(transform::parallelize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
+fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("vectorize", s, a, 2, 2, "vectorize(l, r)")?;
+    Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
+/// Describes what a value is, for messages outside the builtins.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Tensor(x) => describe_tensor(x),
+        Value::Nest(_) => "a loop nest".into(),
+    }
+}
+
+static BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "scalar",
+        signature: "scalar() | scalar(type)",
+        equation: "eq. 12",
+        summary: "a new scalar ⟨(□, [], •), []⟩; takes no iterators",
+        example: "alpha = scalar()",
+        returns: Returns::Tensor,
+        call: b_scalar,
+    },
+    Builtin {
+        name: "tensor",
+        signature: "tensor([extents]) | tensor(type, [extents])",
+        equation: "eq. 13",
+        summary: "a new real tensor ⟨(□, S, ε), []⟩; extents are integers or named constants, type double (default) or float",
+        example: "A = tensor(double, [N, 250])",
+        returns: Returns::Tensor,
+        call: b_tensor,
+    },
+    Builtin {
+        name: "eq",
+        signature: "eq(t, I0 -> I1)",
+        equation: "eq. 14",
+        summary: "the assignment □[I1] = t[I0]; I0 is omitted when t already carries iterators",
+        example: "B = eq(A, [i1, i2] -> [i2, i1])",
+        returns: Returns::Tensor,
+        call: b_eq,
+    },
+    Builtin { name: "vadd", signature: "vadd(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual element-wise sum t0[I0] + t1[I1]", example: "D = vadd(A, B, [[i1, i2], [i1, i2]])", returns: Returns::Tensor, call: b_vadd },
+    Builtin { name: "vsub", signature: "vsub(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual element-wise difference t0[I0] - t1[I1]", example: "D = vsub(A, B, [[i], [i+1]])", returns: Returns::Tensor, call: b_vsub },
+    Builtin { name: "vmul", signature: "vmul(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual product t0[I0] * t1[I1] (no summation)", example: "P = vmul(A, B, [[i, k], [k, j]])", returns: Returns::Tensor, call: b_vmul },
+    Builtin { name: "vdiv", signature: "vdiv(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual quotient t0[I0] / t1[I1]", example: "Q = vdiv(A, 3.0, [[i], ])", returns: Returns::Tensor, call: b_vdiv },
+    Builtin { name: "add", signature: "add(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] + t1[I1]; add(A, t, ...) onto A accumulates onto what A held", example: "D = @C: add(A, B, [[i1, i2], [i1, i2]] -> [i1, i2])", returns: Returns::Tensor, call: b_add },
+    Builtin { name: "sub", signature: "sub(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] - t1[I1]", example: "E = sub(A, B, [[i], [i]] -> [i])", returns: Returns::Tensor, call: b_sub },
+    Builtin { name: "mul", signature: "mul(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] * t1[I1]", example: "E = mul(C, D, [[i1, i2], ] -> [i1, i2])", returns: Returns::Tensor, call: b_mul },
+    Builtin { name: "div", signature: "div(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] / t1[I1]", example: "E = div(A, B, [[i], [i]] -> [i])", returns: Returns::Tensor, call: b_div },
+    Builtin {
+        name: "vcontract",
+        signature: "vcontract(t0, t1, [r0, r1]) | vcontract(t0, t1, [[r0, r1], ...])",
+        equation: "Sec. 4.2.3",
+        summary: "the virtual contraction Σk t0[..k..] * t1[..k..] over 1-based dimension pairs; free iterators i1, i2, ...",
+        example: "tmp = vcontract(B, Dt, [3, 1])",
+        returns: Returns::Tensor,
+        call: b_vcontract,
+    },
+    Builtin {
+        name: "accumulator",
+        signature: "accumulator([extents]) | accumulator(t)",
+        equation: "eq. 33",
+        summary: "the tensor being defined (□) read as its own accumulator, zero before its nest: t' in add(t', t2, [I', ] -> I')",
+        example: "A = add(accumulator([N, N]), P, [[i, j], ] -> [i, j])",
+        returns: Returns::Tensor,
+        call: b_accumulator,
+    },
+    Builtin {
+        name: "build",
+        signature: "build(t)",
+        equation: "eq. 19",
+        summary: "the perfect loop nest around the assignment t; ranges inferred, every access checked in bounds",
+        example: "l = build(E)",
+        returns: Returns::Nest,
+        call: b_build,
+    },
+    Builtin {
+        name: "stripmine",
+        signature: "stripmine(l, r, v)",
+        equation: "eq. 20",
+        summary: "splits the loop at level r into blocks of v iterations (outer <i>o, inner keeps i); remainders handled",
+        example: "l1 = stripmine(l, 2, 32)",
+        returns: Returns::Nest,
+        call: b_stripmine,
+    },
+    Builtin {
+        name: "interchange",
+        signature: "interchange(l, r1, r2) | interchange(l, [r1, r2])",
+        equation: "eq. 21",
+        summary: "swaps the loops at levels r1 and r2 of a perfect part of the nest",
+        example: "l2 = interchange(l1, [2, 3])",
+        returns: Returns::Nest,
+        call: b_interchange,
+    },
+    Builtin {
+        name: "fuse_outer",
+        signature: "fuse_outer(l1, l2, r)",
+        equation: "eq. 22",
+        summary: "fuses two nests whose loops at levels 1..r are the same; l1's body runs first",
+        example: "l = fuse_outer(l4, l5, 5)",
+        returns: Returns::Nest,
+        call: b_fuse_outer,
+    },
+    Builtin {
+        name: "fuse_inner",
+        signature: "fuse_inner(l, r)",
+        equation: "eq. 23",
+        summary: "fuses the sibling loops at level r (same range) into one",
+        example: "l2 = fuse_inner(l1, 2)",
+        returns: Returns::Nest,
+        call: b_fuse_inner,
+    },
+    Builtin {
+        name: "unroll",
+        signature: "unroll(l, r)",
+        equation: "eq. 25",
+        summary: "fully unrolls the loop at level r; level 1 yields a top-level sequence",
+        example: "l2 = unroll(l1, 3)",
+        returns: Returns::Nest,
+        call: b_unroll,
+    },
+    Builtin {
+        name: "parallelize",
+        signature: "parallelize(l, r)",
+        equation: "Sec. 3.3.3",
+        summary: "marks the loop at level r to run on several threads (OpenMP)",
+        example: "l1 = parallelize(l, 1)",
+        returns: Returns::Nest,
+        call: b_parallelize,
+    },
+    Builtin {
+        name: "vectorize",
+        signature: "vectorize(l, r)",
+        equation: "Sec. 3.3.3",
+        summary: "marks the loop at level r to run in SIMD lanes",
+        example: "l1 = vectorize(l, 3)",
+        returns: Returns::Nest,
+        call: b_vectorize,
+    },
+];
+
+/// `P_stmt[id = builtin(args)]` (eq. 17, 18, 26): calls the builtin and binds the result to
+/// `id` (with `@at:` naming the target tensor in generated code).
+pub fn exec(state: &State, id: &str, at: Option<&str>, builtin: &str, args: &[ArgVal]) -> Result<State> {
+    let v = call(state, builtin, args)?;
+    super::tensor::assign(state, id, at, v)
+}

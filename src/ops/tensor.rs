@@ -1,0 +1,516 @@
+//! Tensor-expression builtins (Fig. 8, eq. 12-18) and the fundamental `vcontract`
+//! (Sec. 4.2.3). Each is a pure function: it reads trees and returns a new tree.
+
+use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
+use crate::error::{Arg, Error, Result};
+use crate::ir::{AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf};
+use std::collections::BTreeSet;
+
+/// The arithmetic operation of `vadd`/`add` and friends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+}
+
+impl Arith {
+    fn op(self) -> Op {
+        match self {
+            Arith::Add => Op::Add,
+            Arith::Sub => Op::Sub,
+            Arith::Mul => Op::Mul,
+            Arith::Div => Op::Div,
+        }
+    }
+
+    /// The builtin's stem: `add`, `sub`, `mul`, `div`.
+    pub fn stem(self) -> &'static str {
+        match self {
+            Arith::Add => "add",
+            Arith::Sub => "sub",
+            Arith::Mul => "mul",
+            Arith::Div => "div",
+        }
+    }
+}
+
+/// A name not in `taken`: `base`, else `base2`, `base3`, ...
+pub fn fresh(base: &str, taken: &BTreeSet<Name>) -> Name {
+    if !taken.iter().any(|t| &**t == base) {
+        return Name::from(base);
+    }
+    (2..)
+        .map(|k| format!("{base}{k}"))
+        .find(|c| !taken.iter().any(|t| **t == **c))
+        .map(|c| Name::from(c.as_str()))
+        .unwrap_or_else(|| Name::from(base))
+}
+
+/// `scalar()`, eq. 12: `⟨(□, [], •), []⟩`.
+pub fn scalar(dtype: DType) -> TExpr {
+    TNode::leaf(Op::Hole, Shape::Dims(vec![]), Iters::Bullet, dtype)
+}
+
+/// `tensor(S)` / `tensor(type, S)`, eq. 13: `⟨(□, S, ε), []⟩`. Extents are positive integers
+/// or affine expressions in named constants.
+pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Result<TExpr> {
+    for (k, d) in dims.iter().enumerate() {
+        if nonneg(&d.add_int(-1), state) == Some(false) {
+            return Err(Error::BadArgument {
+                builtin: builtin.into(),
+                arg: Arg::new(if builtin == "tensor" { 1 } else { 2 }, "shape"),
+                expected: "positive extents".into(),
+                found: format!("extent {d} in dimension {}", k + 1),
+            });
+        }
+        if !d.is_affine() {
+            return Err(Error::BadArgument {
+                builtin: builtin.into(),
+                arg: Arg::new(1, "shape"),
+                expected: "extents that are integers or affine in named constants".into(),
+                found: d.to_string(),
+            });
+        }
+    }
+    Ok(TNode::leaf(Op::Hole, Shape::known(dims.to_vec()), Iters::Unset, dtype))
+}
+
+/// How a tensor expression enters a larger one (the where-clauses of eq. 14-15).
+///
+/// A declared tensor (`I' = ε`) must be given an iterator list of its rank; an operand that
+/// already carries iterators (an operation, a scalar) must be given none. An identifier bound
+/// to an assignment stands for the real tensor it assigns (SPEC-NOTES). Generalization, so
+/// that the compositions of Sec. 4 can index virtual operands: a list given to an operation
+/// renames its free iterators, position by position.
+pub fn operand(state: &State, builtin: &str, arg: &Arg, t: &TExpr, list: Option<&[Expr]>) -> Result<TExpr> {
+    let t = if t.is_assign() { real_leaf(t.target().unwrap_or(t)) } else { t.clone() };
+    let err = |expected: String, found: String| Error::IteratorList {
+        builtin: builtin.into(),
+        arg: arg.clone(),
+        expected,
+        found,
+    };
+    match (&t.op, &t.iters, list) {
+        (Op::Id(_) | Op::Hole, Iters::Unset, None) => Err(err(
+            format!("an iterator list for {} (it has none: I' = ε, eq. 14-15)", name_of(&t)),
+            "no list".into(),
+        )),
+        (Op::Id(_) | Op::Hole, Iters::Unset, Some(xs)) => {
+            if xs.len() != t.shape.rank() {
+                return Err(err(
+                    format!("{} indices for {} {} (its rank)", t.shape.rank(), name_of(&t), t.shape),
+                    format!("{} ({})", xs.len(), fmt_list(xs)),
+                ));
+            }
+            for x in xs {
+                if !x.is_affine() {
+                    return Err(err("affine index expressions".into(), x.to_string()));
+                }
+            }
+            Ok(t.with_iters(Iters::List(xs.to_vec())))
+        }
+        (_, Iters::Bullet | Iters::List(_), None) => Ok(t),
+        (Op::Id(_) | Op::Hole | Op::Lit(_), Iters::Bullet, Some(xs)) => Err(err(
+            format!("no iterator list for the scalar {} (•, eq. 12)", name_of(&t)),
+            format!("[{}]", fmt_list(xs)),
+        )),
+        (_, _, Some(xs)) if !t.children.is_empty() => rename_free(state, builtin, arg, &t, xs),
+        (_, _, Some(xs)) => Err(err(
+            format!("no iterator list for {} (it already has one)", t.access()),
+            format!("[{}]", fmt_list(xs)),
+        )),
+        (_, Iters::Unset, None) => Err(err("an indexable tensor".into(), format!("`{t}`"))),
+    }
+}
+
+fn name_of(t: &TNode) -> String {
+    match &t.op {
+        Op::Id(n) => format!("`{n}`"),
+        Op::Hole => "the tensor being defined".into(),
+        Op::Lit(x) => format!("the literal {x}"),
+        _ => format!("`{t}`"),
+    }
+}
+
+fn fmt_list(xs: &[Expr]) -> String {
+    xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Renames the free iterators of an operation, position by position (see [`operand`]).
+fn rename_free(state: &State, builtin: &str, arg: &Arg, t: &TExpr, xs: &[Expr]) -> Result<TExpr> {
+    let consts = constants(state, &[t]);
+    let bound: BTreeSet<Name> = t.bound_iters().into_iter().collect();
+    let free: Vec<Name> = iterators(t, &consts).into_iter().filter(|v| !bound.contains(v)).collect();
+    if free.len() != xs.len() {
+        return Err(Error::IteratorList {
+            builtin: builtin.into(),
+            arg: arg.clone(),
+            expected: format!(
+                "{} iterators to rename the free iterators [{}] of `{t}`",
+                free.len(),
+                free.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            found: format!("{} ([{}])", xs.len(), fmt_list(xs)),
+        });
+    }
+    let mut taken: BTreeSet<Name> = xs.iter().flat_map(|x| x.vars()).collect();
+    taken.extend(free.iter().cloned());
+    let t = avoid_capture(t, &taken);
+    Ok(t.subst_iters(&|v| free.iter().position(|f| &**f == v).map(|k| xs[k].clone())))
+}
+
+/// Renames iterators bound by contractions inside `t` that clash with `taken`.
+fn avoid_capture(t: &TExpr, taken: &BTreeSet<Name>) -> TExpr {
+    let mut t = t.clone();
+    let mut all: BTreeSet<Name> = taken.clone();
+    all.extend(t.index_vars());
+    for k in t.bound_iters() {
+        if taken.contains(&k) {
+            let n = fresh(&k, &all);
+            all.insert(n.clone());
+            t = t.subst_iters(&|v| (v == &*k).then(|| Expr::var_name(&n)));
+        }
+    }
+    t
+}
+
+/// The shape of an operation: the extents of its free iterators, in order of appearance.
+fn infer_shape(state: &State, builtin: &str, arg: &Arg, t: &TNode) -> Result<Shape> {
+    let consts = constants(state, &[t]);
+    let bound: BTreeSet<Name> = t.bound_iters().into_iter().collect();
+    let mut dims = Vec::new();
+    for v in iterators(t, &consts) {
+        if bound.contains(&v) {
+            // still checks that the contracted dimensions agree
+            extent_of(&v, &[t], state, builtin, arg)?;
+            continue;
+        }
+        dims.push(match extent_of(&v, &[t], state, builtin, arg)? {
+            Some(e) => Dim::Known(e),
+            None => Dim::Unknown,
+        });
+    }
+    Ok(Shape::Dims(dims))
+}
+
+/// `vop(t0, t1, [I0, I1])`, eq. 15: the virtual expression `t0 op t1`.
+pub fn vop(
+    state: &State,
+    op: Arith,
+    t0: &TExpr,
+    t1: &TExpr,
+    i0: Option<&[Expr]>,
+    i1: Option<&[Expr]>,
+) -> Result<TExpr> {
+    let builtin = format!("v{}", op.stem());
+    vop_named(state, &builtin, op, t0, t1, i0, i1)
+}
+
+fn vop_named(
+    state: &State,
+    builtin: &str,
+    op: Arith,
+    t0: &TExpr,
+    t1: &TExpr,
+    i0: Option<&[Expr]>,
+    i1: Option<&[Expr]>,
+) -> Result<TExpr> {
+    let y0 = operand(state, builtin, &Arg::new(1, "operand"), t0, i0)?;
+    let y1 = operand(state, builtin, &Arg::new(2, "operand"), t1, i1)?;
+    // Iterators bound inside one operand must not capture the other's.
+    let y0 = avoid_capture(&y0, &y1.index_vars().into_iter().collect());
+    let y1 = avoid_capture(&y1, &y0.index_vars().into_iter().collect());
+    let node = TNode::node(op.op(), Shape::Dims(vec![]), vec![y0, y1]);
+    let shape = infer_shape(state, builtin, &Arg::new(3, "iterators"), &node)?;
+    Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
+}
+
+/// `eq(t, I0 -> I1)`, eq. 14: the assignment `□[I1] = t[I0]`.
+pub fn eq(state: &State, t: &TExpr, i0: Option<&[Expr]>, i1: &[Expr]) -> Result<TExpr> {
+    let y = operand(state, "eq", &Arg::new(1, "tensor"), t, i0)?;
+    assign_node(state, "eq", y, i1, &Arg::new(2, "result iterators"))
+}
+
+/// `op(t0, t1, [I0, I1] -> I2)`, eq. 16: `eq(vop(t0, t1, [I0, I1]), ε -> I2)`.
+pub fn op(
+    state: &State,
+    op: Arith,
+    t0: &TExpr,
+    t1: &TExpr,
+    i0: Option<&[Expr]>,
+    i1: Option<&[Expr]>,
+    i2: &[Expr],
+) -> Result<TExpr> {
+    let builtin = op.stem();
+    let x = vop_named(state, builtin, op, t0, t1, i0, i1)?;
+    assign_node(state, builtin, x, i2, &Arg::new(4, "result iterators"))
+}
+
+fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -> Result<TExpr> {
+    let consts = constants(state, &[&y]);
+    let bound: BTreeSet<Name> = y.bound_iters().into_iter().collect();
+    let mut seen: Vec<&Name> = Vec::new();
+    let mut dims = Vec::new();
+    for x in i1 {
+        let Some(v) = x.as_var() else {
+            return Err(Error::IteratorList {
+                builtin: builtin.into(),
+                arg: arg.clone(),
+                expected: "plain iterators in the result list".into(),
+                found: x.to_string(),
+            });
+        };
+        if seen.contains(&v) {
+            return Err(Error::IteratorList {
+                builtin: builtin.into(),
+                arg: arg.clone(),
+                expected: "distinct iterators in the result list".into(),
+                found: format!("`{v}` twice in [{}]", fmt_list(i1)),
+            });
+        }
+        if consts.contains(v) || bound.contains(v) {
+            let what = if bound.contains(v) { "summed over by a contraction" } else { "a named constant" };
+            return Err(Error::IteratorList {
+                builtin: builtin.into(),
+                arg: arg.clone(),
+                expected: "free iterators in the result list".into(),
+                found: format!("`{v}`, which is {what}"),
+            });
+        }
+        seen.push(v);
+        dims.push(match extent_of(v, &[&y], state, builtin, arg)? {
+            Some(e) => Dim::Known(e),
+            None => Dim::Unknown,
+        });
+    }
+    let x = TNode::leaf(Op::Hole, Shape::Dims(dims), Iters::List(i1.to_vec()), y.dtype);
+    let mode = if y.has_contract() || y.has_hole() { AssignMode::Accumulator } else { AssignMode::Plain };
+    let stmt = TNode::node(Op::Assign(mode), Shape::Bullet, vec![x, y]);
+    check_reductions(builtin, &stmt)?;
+    Ok(stmt)
+}
+
+/// A contraction's sum can be realized by the loops of a nest only where the sum distributes:
+/// as the whole value, as a factor of a product, as a numerator, or as the addend of an
+/// accumulation `A = add(A, sum)` onto the target itself.
+pub fn check_reductions(builtin: &str, stmt: &TNode) -> Result<()> {
+    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return Ok(()) };
+    fn go(builtin: &str, n: &TNode, linear: bool, parent: &str) -> Result<()> {
+        match &n.op {
+            Op::Contract(ks) if !linear => Err(Error::Illegal {
+                builtin: builtin.into(),
+                reason: format!(
+                    "the contraction `{n}` (a sum over {}) is an operand of {parent}, where the \
+                     sum does not distributes over the loop nest: expected it as a whole value, \
+                     a factor of a product or a numerator; assign it to a tensor first",
+                    ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            Op::Contract(_) | Op::Mul => n.children.iter().try_for_each(|c| go(builtin, c, linear, "*")),
+            Op::Div => {
+                go(builtin, &n.children[0], linear, "/")?;
+                go(builtin, &n.children[1], false, "a denominator")
+            }
+            Op::Add | Op::Sub => {
+                let sym = if n.op == Op::Add { "+" } else { "-" };
+                n.children.iter().try_for_each(|c| go(builtin, c, false, sym))
+            }
+            _ => Ok(()),
+        }
+    }
+    let accumulates = y.op == Op::Add && y.children[0].op == x.op && y.children[0].iters == x.iters;
+    if accumulates { go(builtin, &y.children[1], true, "+") } else { go(builtin, y, true, "=") }
+}
+
+/// `vcontract(t0, t1, [r0, r1])` (Sec. 4.2.3, fundamental): the virtual sum over the shared
+/// index of the product, `Σk t0[.., k, ..] * t1[.., k, ..]`, for one or several pairs of
+/// 1-based dimensions. Its free iterators are `I' = (I \ k) || (J \ k)`, named `i1, i2, ...`.
+pub fn vcontract(state: &State, t0: &TExpr, t1: &TExpr, pairs: &[(i64, i64)]) -> Result<TExpr> {
+    let b = "vcontract";
+    let pair_arg = Arg::new(3, "dimension pairs");
+    let shape_of = |t: &TExpr, pos: usize| -> Result<Vec<Dim>> {
+        let t = if t.is_assign() { real_leaf(t.target().unwrap_or(t)) } else { t.clone() };
+        match t.shape.dims() {
+            Some(d) if !d.is_empty() => Ok(d.to_vec()),
+            _ => Err(Error::WrongKind {
+                builtin: b.into(),
+                arg: Arg::new(pos, "operand"),
+                expected: "a tensor of rank 1 or more".into(),
+                found: crate::ir::state::describe_tensor(&t),
+            }),
+        }
+    };
+    let (s0, s1) = (shape_of(t0, 1)?, shape_of(t1, 2)?);
+    if pairs.is_empty() {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: pair_arg,
+            expected: "at least one pair [r0, r1]".into(),
+            found: "[]".into(),
+        });
+    }
+    let mut used0 = BTreeSet::new();
+    let mut used1 = BTreeSet::new();
+    for &(r0, r1) in pairs {
+        let bad = |expected: String, found: String| Error::BadArgument {
+            builtin: b.into(),
+            arg: pair_arg.clone(),
+            expected,
+            found,
+        };
+        if r0 < 1 || r0 as usize > s0.len() {
+            return Err(bad(format!("a dimension of operand 1 in 1..={}", s0.len()), r0.to_string()));
+        }
+        if r1 < 1 || r1 as usize > s1.len() {
+            return Err(bad(format!("a dimension of operand 2 in 1..={}", s1.len()), r1.to_string()));
+        }
+        if !used0.insert(r0) || !used1.insert(r1) {
+            return Err(bad("each dimension contracted at most once".into(), format!("[{r0}, {r1}] repeated")));
+        }
+        if let (Dim::Known(e0), Dim::Known(e1)) = (&s0[r0 as usize - 1], &s1[r1 as usize - 1])
+            && same_extent(e0, e1, state) != Some(true)
+        {
+            return Err(Error::ShapeMismatch {
+                builtin: b.into(),
+                arg: pair_arg.clone(),
+                expected: format!("dimension {r0} of operand 1 and dimension {r1} of operand 2 of one extent"),
+                found: format!("{e0} and {e1}"),
+            });
+        }
+    }
+    let mut taken: BTreeSet<Name> = t0.bound_iters().into_iter().chain(t1.bound_iters()).collect();
+    taken.extend(constants(state, &[t0, t1]));
+    let mut ks = Vec::new();
+    for n in 1..=pairs.len() {
+        let k = fresh(&format!("k{n}"), &taken);
+        taken.insert(k.clone());
+        ks.push(k);
+    }
+    let mut ilist: Vec<Expr> = Vec::new();
+    let mut jlist: Vec<Expr> = Vec::new();
+    let mut n = 0;
+    let mut next = |taken: &mut BTreeSet<Name>| {
+        n += 1;
+        let v = fresh(&format!("i{n}"), taken);
+        taken.insert(v.clone());
+        Expr::var_name(&v)
+    };
+    for d in 1..=s0.len() as i64 {
+        match pairs.iter().position(|p| p.0 == d) {
+            Some(p) => ilist.push(Expr::var_name(&ks[p])),
+            None => ilist.push(next(&mut taken)),
+        }
+    }
+    for d in 1..=s1.len() as i64 {
+        match pairs.iter().position(|p| p.1 == d) {
+            Some(p) => jlist.push(Expr::var_name(&ks[p])),
+            None => jlist.push(next(&mut taken)),
+        }
+    }
+    let y0 = operand(state, b, &Arg::new(1, "operand"), t0, Some(&ilist))?;
+    let y1 = operand(state, b, &Arg::new(2, "operand"), t1, Some(&jlist))?;
+    let node = TNode::node(Op::Contract(ks), Shape::Dims(vec![]), vec![y0, y1]);
+    let shape = infer_shape(state, b, &pair_arg, &node)?;
+    Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
+}
+
+/// `P_stmt[id = e]` and `P_stmt[id1 = @id2: e]` (eq. 17-18, 26): binds `id` to the value,
+/// filling the hole `□` with `id` (or `id2`). An assignment to a declared tensor must match
+/// its shape; one to an undeclared identifier declares it with the inferred shape.
+pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result<State> {
+    let t = match value {
+        Value::Nest(n) => return Ok(state.with(id, Value::Nest(n))),
+        Value::Tensor(t) => t,
+    };
+    let target_name: Name = Name::from(at.unwrap_or(id));
+    let builtin = match at {
+        Some(_) => format!("{id} = @{target_name}:"),
+        None => format!("{id} ="),
+    };
+    if !t.is_assign() {
+        let t = t.fill_hole(&target_name);
+        return Ok(state.with(id, Value::Tensor(t)));
+    }
+    let x = t.target().cloned().unwrap_or_else(|| t.clone());
+    let declared = state.real_tensor(&target_name);
+    let mut dims: Vec<Dim> = x.shape.dims().unwrap_or(&[]).to_vec();
+    let mut dtype = x.dtype;
+    if let Some(d) = &declared {
+        let ddims = d.shape.dims().unwrap_or(&[]);
+        if ddims.len() != dims.len() {
+            return Err(Error::ShapeMismatch {
+                builtin,
+                arg: Arg::new(1, "result"),
+                expected: format!("rank {} as `{target_name}` is declared {}", ddims.len(), d.shape),
+                found: format!("rank {} ({})", dims.len(), x.shape),
+            });
+        }
+        for (k, (got, want)) in dims.iter_mut().zip(ddims).enumerate() {
+            let Dim::Known(w) = want else { continue };
+            if let Dim::Known(g) = got
+                && same_extent(g, w, state) != Some(true)
+            {
+                return Err(Error::ShapeMismatch {
+                    builtin,
+                    arg: Arg::new(1, "result"),
+                    expected: format!("`{target_name}` {} as declared", d.shape),
+                    found: format!("extent {g} in dimension {} (the value's shape is {})", k + 1, x.shape),
+                });
+            }
+            *got = want.clone();
+        }
+        dtype = d.dtype;
+    } else if let Some(k) = dims.iter().position(|d| *d == Dim::Unknown) {
+        return Err(Error::RangeInference {
+            builtin,
+            arg: Arg::new(1, "result"),
+            iterator: x.index_list().and_then(|xs| xs.get(k)).map(|e| e.to_string()).unwrap_or_default(),
+            reason: format!(
+                "no access of the value determines it, and `{target_name}` is not declared: declare it with tensor([...])"
+            ),
+        });
+    }
+    let shape = Shape::Dims(dims);
+    // Fill the hole, and give the target (and any accumulator reference) the final shape.
+    let fix = |n: &TExpr| -> TExpr {
+        if matches!(n.op, Op::Hole) {
+            std::sync::Arc::new(TNode { op: Op::Id(target_name.clone()), shape: shape.clone(), dtype, ..(**n).clone() })
+        } else {
+            n.clone()
+        }
+    };
+    fn map_leaves(t: &TExpr, f: &dyn Fn(&TExpr) -> TExpr) -> TExpr {
+        if t.children.is_empty() {
+            return f(t);
+        }
+        std::sync::Arc::new(TNode { children: t.children.iter().map(|c| map_leaves(c, f)).collect(), ..(**t).clone() })
+    }
+    // Check accumulator references against the final shape.
+    let mut bad = None;
+    t.visit(&mut |n| {
+        if matches!(n.op, Op::Hole) && n.shape.rank() != shape.rank() {
+            bad = Some(n.shape.to_string());
+        }
+    });
+    if let Some(found) = bad {
+        return Err(Error::ShapeMismatch {
+            builtin,
+            arg: Arg::new(1, "accumulator"),
+            expected: format!("the accumulator to have the result's shape {shape}"),
+            found,
+        });
+    }
+    let t = map_leaves(&t, &fix);
+    let mut s = state.with(id, Value::Tensor(t.clone()));
+    if at.is_some() && declared.is_none() {
+        let x = t.target().map(real_leaf).unwrap_or_else(|| t.clone());
+        s = s.with(&target_name, Value::Tensor(x));
+    }
+    Ok(s)
+}

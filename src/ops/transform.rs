@@ -1,0 +1,352 @@
+//! Loop transformations (Fig. 9, eq. 20-25) and the annotations of Sec. 3.3.3.
+//!
+//! Each is a pure function from a nest to a new nest: validation first (levels, patterns,
+//! legality), rewrite second. Unchanged sub-trees are shared, not copied. A level `r` counts
+//! loops along the single path from the root; a level below a branch is an error.
+
+use super::tensor::fresh;
+use crate::error::{Arg, Error, Result};
+use crate::ir::{Expr, LNode, Loop, Name, Nest, State};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Largest trip count `unroll` expands.
+pub const MAX_UNROLL: i64 = 4096;
+
+/// The loop at `level` (1-based) on the single path from the root, validated.
+fn locate(nest: &Nest, level: i64, builtin: &str, arg: &Arg) -> Result<Arc<Loop>> {
+    let path = nest.path();
+    if level >= 1 && (level as usize) <= path.len() {
+        return Ok(path[level as usize - 1].clone());
+    }
+    let below: Vec<LNode> = match path.last() {
+        Some(l) => l.body.clone(),
+        None => nest.items(),
+    };
+    if level > path.len() as i64 && below.len() > 1 && below.iter().any(|x| x.as_loop().is_some()) {
+        return Err(Error::BelowBranch {
+            builtin: builtin.into(),
+            arg: arg.clone(),
+            level: level as usize,
+            at: path.len() + 1,
+            found: format!(
+                "{} siblings: {}",
+                below.len(),
+                below.iter().map(|x| x.describe()).collect::<Vec<_>>().join("; ")
+            ),
+        });
+    }
+    Err(Error::LevelOutOfRange { builtin: builtin.into(), arg: arg.clone(), level, depth: path.len() })
+}
+
+/// Replaces the items at `depth` (0: the top level; d: the body of the loop at level d) by
+/// what `f` returns, rebuilding the path above and sharing everything else.
+fn rewrite_body(nest: &Nest, depth: usize, f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>) -> Result<Nest> {
+    fn go(items: &[LNode], depth: usize, f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>) -> Result<Vec<LNode>> {
+        if depth == 0 {
+            return f(items);
+        }
+        match items {
+            [LNode::Loop(l)] => Ok(vec![LNode::Loop(l.with_body(go(&l.body, depth - 1, f)?))]),
+            _ => unreachable!("rewrite_body: path validated by locate"),
+        }
+    }
+    Ok(nest.rebuild(go(&nest.items(), depth, f)?))
+}
+
+/// Replaces the loop at `level` by the items `f` returns.
+fn rewrite_loop(
+    nest: &Nest,
+    level: i64,
+    builtin: &str,
+    arg: &Arg,
+    f: &mut dyn FnMut(&Arc<Loop>) -> Result<Vec<LNode>>,
+) -> Result<Nest> {
+    locate(nest, level, builtin, arg)?;
+    rewrite_body(nest, level as usize - 1, &mut |items| match items {
+        [LNode::Loop(l)] => f(l),
+        _ => unreachable!("rewrite_loop: path validated by locate"),
+    })
+}
+
+/// Every iterator of the nest and every named constant its bounds or indices mention.
+fn names_in(nest: &Nest, state: &State) -> BTreeSet<Name> {
+    let mut out: BTreeSet<Name> = state.consts.keys().cloned().collect();
+    for x in nest.items() {
+        collect_names(&x, &mut out);
+    }
+    out
+}
+
+fn collect_names(x: &LNode, out: &mut BTreeSet<Name>) {
+    match x {
+        LNode::Stmt(s) => out.extend(s.index_vars()),
+        LNode::Loop(l) => {
+            out.insert(l.iter.clone());
+            out.extend(l.lb.vars());
+            out.extend(l.ub.vars());
+            l.body.iter().for_each(|c| collect_names(c, out));
+        }
+    }
+}
+
+fn level_arg(pos: usize) -> Arg {
+    Arg::new(pos, "level")
+}
+
+/// `stripmine(l, r, v)`, eq. 20 (corrected as in SPEC-NOTES): splits the loop at level `r`
+/// into blocks of `v` iterations. The new outer loop `<i>o` counts blocks; the inner loop
+/// keeps the iterator `i` (so the body is unchanged) and its marks. A factor that does not
+/// divide the trip count gives a last, shorter block through `min`.
+///
+/// ```text
+/// for i in [b, e]            for io in [0, floor((e-b)/v)]
+///   S(i)             →         for i in [b+v*io, min(b+v*io+v-1, e)]
+///                                S(i)
+/// ```
+pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<Nest> {
+    let b = "stripmine";
+    if factor < 1 {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "factor"),
+            expected: "a factor of 1 or more".into(),
+            found: factor.to_string(),
+        });
+    }
+    let taken = names_in(nest, state);
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let outer_name = fresh(&format!("{}o", l.iter), &taken);
+        let (lb, ub, s) = (&l.lb, &l.ub, l.step);
+        let o = Expr::var_name(&outer_name);
+        let inner_lb = lb.add(&o.scale(s * factor));
+        let full_ub = inner_lb.add_int(s * (factor - 1));
+        let trip = ub.sub(lb).as_const().map(|d| d.div_euclid(s) + 1);
+        let inner_ub = match trip {
+            Some(n) if n % factor == 0 => full_ub,
+            _ => Expr::min(&full_ub, ub),
+        };
+        let inner = Loop { iter: l.iter.clone(), lb: inner_lb, ub: inner_ub, step: s, annot: l.annot.clone(), body: l.body.clone() };
+        let outer = Loop {
+            iter: outer_name,
+            lb: Expr::int(0),
+            ub: ub.sub(lb).floordiv(s * factor),
+            step: 1,
+            annot: Default::default(),
+            body: vec![LNode::Loop(Arc::new(inner))],
+        };
+        Ok(vec![LNode::Loop(Arc::new(outer))])
+    })
+}
+
+/// `interchange(l, r1, r2)`, eq. 21: swaps the loops at levels `r1` and `r2` of a perfectly
+/// nested part of the nest (marks move with their loops). Refused where a loop's bounds
+/// depend on a loop it would move past (e.g. a strip-mined inner loop past its outer loop).
+pub fn interchange(nest: &Nest, r1: i64, r2: i64) -> Result<Nest> {
+    let b = "interchange";
+    locate(nest, r1, b, &level_arg(2))?;
+    locate(nest, r2, b, &level_arg(3))?;
+    if r1 == r2 {
+        return Ok(nest.clone());
+    }
+    let (lo, hi) = (r1.min(r2) as usize, r1.max(r2) as usize);
+    let path = nest.path();
+    let chain: Vec<Arc<Loop>> = path[lo - 1..hi].to_vec();
+    let (outer, inner) = (&chain[0], &chain[chain.len() - 1]);
+    let mids = &chain[1..chain.len() - 1];
+    // Step 1. Check: the inner loop moves outside the outer one and the loops between.
+    for passed in std::iter::once(outer).chain(mids) {
+        if inner.lb.mentions(&passed.iter) || inner.ub.mentions(&passed.iter) {
+            return Err(illegal_move(b, inner, passed));
+        }
+    }
+    // The outer loop moves inside the loops between.
+    for m in mids {
+        if m.lb.mentions(&outer.iter) || m.ub.mentions(&outer.iter) {
+            return Err(illegal_move(b, m, outer));
+        }
+    }
+    // Step 2. Rewrite: the same chain with the two headers swapped.
+    let mut headers: Vec<Arc<Loop>> = chain.clone();
+    headers.swap(0, chain.len() - 1);
+    let mut body = inner.body.clone();
+    for h in headers.iter().rev() {
+        body = vec![LNode::Loop(h.with_body(body))];
+    }
+    rewrite_body(nest, lo - 1, &mut |_| Ok(body.clone()))
+}
+
+fn illegal_move(b: &str, dependent: &Loop, on: &Loop) -> Error {
+    Error::Illegal {
+        builtin: b.into(),
+        reason: format!(
+            "the bounds of loop `{}` ({}) depend on `{}`, and the interchange would move it \
+             outside loop `{}`: expected loops with independent bounds, found a dependence",
+            dependent.iter,
+            dependent.range(),
+            on.iter,
+            on.iter
+        ),
+    }
+}
+
+/// Renames iterator `from` to `to` in a loop's subtree (bounds and statements), refusing to
+/// capture a name already used inside it.
+fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<Arc<Loop>> {
+    if l.iter == *to {
+        return Ok(l.clone());
+    }
+    let mut used = BTreeSet::new();
+    for c in &l.body {
+        collect_names(c, &mut used);
+    }
+    if used.contains(to) {
+        return Err(Error::FuseMismatch {
+            builtin: builtin.into(),
+            level,
+            expected: format!("iterator `{}` renamable to `{to}`", l.iter),
+            found: format!("`{to}` already used inside loop `{}`", l.iter),
+        });
+    }
+    let from = l.iter.clone();
+    let sub = |v: &str| (v == &*from).then(|| Expr::var_name(to));
+    Ok(Arc::new(Loop { iter: to.clone(), body: l.body.iter().map(|c| c.subst(&sub)).collect(), ..(**l).clone() }))
+}
+
+/// `fuse_outer(l1, l2, r)`, eq. 22: the loops at levels 1..r of both nests are the same;
+/// the result runs both bodies at level r, `l1`'s first. Iterator names of `l2` that differ
+/// are renamed to `l1`'s.
+pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
+    let b = "fuse_outer";
+    locate(n1, level, b, &Arg::new(3, "level"))?;
+    locate(n2, level, b, &Arg::new(3, "level"))?;
+    let (p1, p2) = (n1.path(), n2.path());
+    let r = level as usize;
+    for m in 0..r {
+        if !p1[m].same_range(&p2[m]) {
+            return Err(Error::FuseMismatch {
+                builtin: b.into(),
+                level: m + 1,
+                expected: format!("loop {} (as in the first nest)", p1[m].header()),
+                found: format!("loop {} in the second nest", p2[m].header()),
+            });
+        }
+    }
+    // Rename l2's iterators to l1's, outermost first.
+    let mut l2 = p2[0].clone();
+    let mut chain2 = Vec::new();
+    for m in 0..r {
+        let cur = if m == 0 { l2.clone() } else { l2.body[0].as_loop().cloned().unwrap_or_else(|| l2.clone()) };
+        let renamed = rename_loop(&cur, &p1[m].iter, b, m + 1)?;
+        chain2.push(renamed.clone());
+        l2 = renamed;
+    }
+    let ys = chain2[r - 1].body.clone();
+    let annots: Vec<_> = (0..r).map(|k| p1[k].annot.union(&p2[k].annot)).collect();
+    let mut body: Vec<LNode> = p1[r - 1].body.iter().cloned().chain(ys).collect();
+    for k in (0..r).rev() {
+        body = vec![LNode::Loop(Arc::new(Loop { annot: annots[k].clone(), body, ..(*p1[k]).clone() }))];
+    }
+    rewrite_body(n1, 0, &mut |_| Ok(body.clone()))
+}
+
+/// `fuse_inner(l, r)`, eq. 23: the loops that are the children of level `r-1` (the top level
+/// for `r = 1`) iterate over the same range; they become one loop running their bodies in
+/// order.
+pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "fuse_inner";
+    let arg = level_arg(2);
+    if level < 1 {
+        return Err(Error::LevelOutOfRange { builtin: b.into(), arg, level, depth: nest.path().len() });
+    }
+    if level > 1 {
+        locate(nest, level - 1, b, &arg)?;
+    }
+    rewrite_body(nest, level as usize - 1, &mut |items| {
+        let loops: Vec<&Arc<Loop>> = items.iter().filter_map(|x| x.as_loop()).collect();
+        if loops.len() != items.len() || loops.is_empty() {
+            let found = items.iter().find(|x| x.as_loop().is_none()).map(|x| x.describe());
+            return Err(Error::FuseMismatch {
+                builtin: b.into(),
+                level: level as usize,
+                expected: "only loops at this level".into(),
+                found: found.unwrap_or_else(|| "no loop".into()),
+            });
+        }
+        let first = loops[0];
+        let mut body = Vec::new();
+        let mut annot = first.annot.clone();
+        for l in &loops {
+            if !l.same_range(first) {
+                return Err(Error::FuseMismatch {
+                    builtin: b.into(),
+                    level: level as usize,
+                    expected: format!("loop {} (as the first loop)", first.header()),
+                    found: format!("loop {}", l.header()),
+                });
+            }
+            let l = rename_loop(l, &first.iter, b, level as usize)?;
+            annot = annot.union(&l.annot);
+            body.extend(l.body.iter().cloned());
+        }
+        Ok(vec![LNode::Loop(Arc::new(Loop { annot, body, ..(**first).clone() }))])
+    })
+}
+
+/// `unroll(l, r)`, eq. 25: replaces the loop at level `r` by copies of its body, one per
+/// iteration, with the iterator replaced by `b + s*j` (an affine expression when the bounds
+/// depend on outer iterators). Unrolling level 1 yields a top-level sequence (eq. 3).
+pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "unroll";
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let span = l.ub.sub(&l.lb);
+        let d = match span.as_const() {
+            Some(d) => d,
+            None => span.eval(&|v| state.constant(v)).map_err(|_| Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` has no constant trip count (range {}): expected bounds whose \
+                     difference is a constant; strip-mine by a factor that divides the extent",
+                    l.iter,
+                    l.range()
+                ),
+            })?,
+        };
+        let k = if d < 0 { 0 } else { d / l.step + 1 };
+        if k > MAX_UNROLL {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` runs {k} times: expected at most {MAX_UNROLL} iterations to unroll fully; \
+                     strip-mine it first and unroll the inner loop",
+                    l.iter
+                ),
+            });
+        }
+        let mut out = Vec::new();
+        for j in 0..k {
+            let val = l.lb.add_int(l.step * j);
+            let sub = |v: &str| (v == &*l.iter).then(|| val.clone());
+            out.extend(l.body.iter().map(|c| c.subst(&sub)));
+        }
+        Ok(out)
+    })
+}
+
+/// `parallelize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run on several threads.
+pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
+    rewrite_loop(nest, level, "parallelize", &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.parallel = true;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// `vectorize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run in SIMD lanes.
+pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
+    rewrite_loop(nest, level, "vectorize", &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.vectorize = true;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}

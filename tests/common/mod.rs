@@ -1,0 +1,102 @@
+//! A tiny statement runner for tests of the core (no parser needed).
+#![allow(dead_code)]
+
+use teml::ir::{Expr, Nest, State, TExpr, Value};
+use teml::ops::{ArgVal, exec};
+
+/// An identifier argument.
+pub fn id(s: &str) -> ArgVal {
+    ArgVal::Word(s.into())
+}
+
+/// An integer argument.
+pub fn int(i: i64) -> ArgVal {
+    ArgVal::Int(i)
+}
+
+/// A list argument.
+pub fn list(xs: Vec<ArgVal>) -> ArgVal {
+    ArgVal::List(xs)
+}
+
+/// An iterator list from a string of comma-separated affine indices, e.g. "i1, i2+1".
+pub fn its(s: &str) -> ArgVal {
+    if s.trim().is_empty() {
+        return ArgVal::List(vec![]);
+    }
+    ArgVal::List(s.split(',').map(|x| ArgVal::Index(parse_affine(x.trim()))).collect())
+}
+
+/// Omitted argument (ε).
+pub fn none() -> ArgVal {
+    ArgVal::Omitted
+}
+
+/// Parses `2*i+kh-1` style affine expressions (test helper only).
+pub fn parse_affine(s: &str) -> Expr {
+    let mut e = Expr::int(0);
+    let s = s.replace(' ', "").replace('-', "+-");
+    for term in s.split('+').filter(|t| !t.is_empty()) {
+        let (neg, t) = match term.strip_prefix('-') {
+            Some(t) => (true, t),
+            None => (false, term),
+        };
+        let (coef, var) = match t.split_once('*') {
+            Some((c, v)) => (c.parse::<i64>().unwrap(), Some(v)),
+            None => match t.parse::<i64>() {
+                Ok(c) => (c, None),
+                Err(_) => (1, Some(t)),
+            },
+        };
+        let coef = if neg { -coef } else { coef };
+        e = match var {
+            Some(v) => e.add(&Expr::var(v).scale(coef)),
+            None => e.add_int(coef),
+        };
+    }
+    e
+}
+
+/// Runs `id = builtin(args)`, panicking with the error message on failure.
+pub fn run(s: &State, lhs: &str, builtin: &str, args: Vec<ArgVal>) -> State {
+    exec(s, lhs, None, builtin, &args).unwrap_or_else(|e| panic!("{lhs} = {builtin}(..): {e}"))
+}
+
+/// Runs `id = builtin(args)` and returns the error message.
+pub fn fails(s: &State, lhs: &str, builtin: &str, args: Vec<ArgVal>) -> String {
+    match exec(s, lhs, None, builtin, &args) {
+        Ok(_) => panic!("{lhs} = {builtin}(..) should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// σ(id) as a tensor expression.
+pub fn texpr(s: &State, name: &str) -> TExpr {
+    match s.get(name) {
+        Some(Value::Tensor(t)) => t.clone(),
+        other => panic!("{name} is not a tensor expression: {other:?}"),
+    }
+}
+
+/// σ(id) as a loop nest.
+pub fn nest(s: &State, name: &str) -> Nest {
+    match s.get(name) {
+        Some(Value::Nest(n)) => n.clone(),
+        other => panic!("{name} is not a loop nest: {other:?}"),
+    }
+}
+
+/// A shape list argument from extents like "N, 250".
+pub fn shape(s: &str) -> ArgVal {
+    ArgVal::List(
+        s.split(',')
+            .map(|x| {
+                let x = x.trim();
+                match x.parse::<i64>() {
+                    Ok(i) => ArgVal::Int(i),
+                    Err(_) => ArgVal::Index(parse_affine(x)),
+                }
+            })
+            .collect(),
+    )
+}
