@@ -153,7 +153,8 @@ impl Expr {
             }
             kept.push(a);
         }
-        kept.sort();
+        // Canonical order (constants last, so `min(4*io+3, 9)` reads naturally).
+        kept.sort_by(|a, b| (a.as_const().is_some(), a).cmp(&(b.as_const().is_some(), b)));
         kept.dedup();
         if kept.len() == 1 {
             return kept.pop().unwrap_or_default();

@@ -205,12 +205,11 @@ impl Nest {
         }
     }
 
-    /// Rebuilds a nest of the same kind as `self` from new top-level items: a loop stays a
-    /// loop while the items are one loop, and becomes a sequence otherwise (e.g. after
-    /// unrolling level 1).
-    pub fn rebuild(&self, items: Vec<LNode>) -> Nest {
-        match (self, items.as_slice()) {
-            (Nest::Loop(_), [LNode::Loop(l)]) => Nest::Loop(l.clone()),
+    /// A nest from top-level items: one loop is a [`Nest::Loop`]; anything else (e.g. the
+    /// copies that unrolling level 1 gives) is a top-level sequence.
+    pub fn from_items(items: Vec<LNode>) -> Nest {
+        match items.as_slice() {
+            [LNode::Loop(l)] => Nest::Loop(l.clone()),
             _ => Nest::Seq(items),
         }
     }

@@ -124,20 +124,22 @@ pub fn extent_of(
             },
         }
     }
-    if let Some((e, _)) = plain {
-        return Ok(Some(e.clone()));
-    }
-    // Single-iterator affine occurrences: c*v + d within [0, E-1].
-    let mut best: Option<Expr> = None;
+    // Single-iterator affine occurrences c*v + d within [0, E-1] narrow the range further
+    // (a stencil A[i] + A[i+2] leaves i two short of A's extent).
+    let mut best: Option<Expr> = plain.map(|(e, _)| e.clone());
     for o in &occs {
         let Some(e) = o.extent else { continue };
         let c = o.index.coeff(v);
-        if c == 0 || !o.index.is_affine() {
+        if c == 0 || !o.index.is_affine() || o.index.as_var().is_some() {
             continue;
         }
         let rest = o.index.sub(&Expr::var_name(v).scale(c));
         if rest.vars().iter().any(|x| !is_const(x, state, trees)) {
             continue; // depends on another iterator too (e.g. h+kh)
+        }
+        // An access below 0 at v = 0 (such as A[i-1]) bounds nothing: build reports it.
+        if nonneg(&rest, state) == Some(false) && c > 0 {
+            continue;
         }
         let cand = if c > 0 {
             // c*v + rest <= E-1  =>  v <= floor((E-1-rest)/c)

@@ -248,7 +248,9 @@ impl<'a> Args<'a> {
         let role = "iterator lists [I0, I1]";
         match self.get(pos) {
             ArgVal::Omitted => Ok((None, None)),
-            ArgVal::List(xs) if xs.len() == 2 => Ok((self.iters(&xs[0], pos, role)?, self.iters(&xs[1], pos, role)?)),
+            ArgVal::List(xs) if xs.len() == 2 && xs.iter().all(|x| matches!(x, ArgVal::List(_) | ArgVal::Omitted)) => {
+                Ok((self.iters(&xs[0], pos, role)?, self.iters(&xs[1], pos, role)?))
+            }
             other => Err(Error::IteratorList {
                 builtin: self.builtin.into(),
                 arg: Arg::new(pos, role),

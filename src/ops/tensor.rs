@@ -292,22 +292,33 @@ fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -
     let x = TNode::leaf(Op::Hole, Shape::Dims(dims), Iters::List(i1.to_vec()), y.dtype);
     let mode = if y.has_contract() || y.has_hole() { AssignMode::Accumulator } else { AssignMode::Plain };
     let stmt = TNode::node(Op::Assign(mode), Shape::Bullet, vec![x, y]);
-    check_reductions(builtin, &stmt)?;
+    check_reductions(builtin, &stmt, true)?;
     Ok(stmt)
+}
+
+/// True if the assignment has the form `x = x + r` (the same tensor at the same indices). With
+/// `lenient`, an unnamed target (□) matches any tensor indexed the same way.
+fn accumulates_onto(stmt: &TNode, lenient: bool) -> bool {
+    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return false };
+    if y.op != Op::Add {
+        return false;
+    }
+    let a = &y.children[0];
+    a.is_tensor_leaf() && a.iters == x.iters && (a.op == x.op || (lenient && x.op == Op::Hole))
 }
 
 /// A contraction's sum can be realized by the loops of a nest only where the sum distributes:
 /// as the whole value, as a factor of a product, as a numerator, or as the addend of an
 /// accumulation `A = add(A, sum)` onto the target itself.
-pub fn check_reductions(builtin: &str, stmt: &TNode) -> Result<()> {
-    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return Ok(()) };
+fn check_reductions(builtin: &str, stmt: &TNode, lenient: bool) -> Result<()> {
+    let Some(y) = stmt.value() else { return Ok(()) };
     fn go(builtin: &str, n: &TNode, linear: bool, parent: &str) -> Result<()> {
         match &n.op {
             Op::Contract(ks) if !linear => Err(Error::Illegal {
                 builtin: builtin.into(),
                 reason: format!(
                     "the contraction `{n}` (a sum over {}) is an operand of {parent}, where the \
-                     sum does not distributes over the loop nest: expected it as a whole value, \
+                     sum does not distribute over the loop nest: expected it as a whole value, \
                      a factor of a product or a numerator; assign it to a tensor first",
                     ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
                 ),
@@ -324,8 +335,21 @@ pub fn check_reductions(builtin: &str, stmt: &TNode) -> Result<()> {
             _ => Ok(()),
         }
     }
-    let accumulates = y.op == Op::Add && y.children[0].op == x.op && y.children[0].iters == x.iters;
-    if accumulates { go(builtin, &y.children[1], true, "+") } else { go(builtin, y, true, "=") }
+    if accumulates_onto(stmt, lenient) { go(builtin, &y.children[1], true, "+") } else { go(builtin, y, true, "=") }
+}
+
+/// The assignment mode once the target is named: an accumulator when the value reads the
+/// tensor being defined (□, eq. 33) or assigns a contraction's sum; plain otherwise,
+/// including `A = add(A, sum)`, which accumulates onto what `A` held.
+fn finish_assign(builtin: &str, stmt: &TExpr, reads_itself: bool) -> Result<TExpr> {
+    check_reductions(builtin, stmt, false)?;
+    let contracts = stmt.value().is_some_and(|y| y.has_contract());
+    let mode = if reads_itself || (contracts && !accumulates_onto(stmt, false)) {
+        AssignMode::Accumulator
+    } else {
+        AssignMode::Plain
+    };
+    Ok(std::sync::Arc::new(TNode { op: Op::Assign(mode), ..(**stmt).clone() }))
 }
 
 /// `vcontract(t0, t1, [r0, r1])` (Sec. 4.2.3, fundamental): the virtual sum over the shared
@@ -438,6 +462,7 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
         return Ok(state.with(id, Value::Tensor(t)));
     }
     let x = t.target().cloned().unwrap_or_else(|| t.clone());
+    let reads_itself = t.value().is_some_and(|y| y.has_hole());
     let declared = state.real_tensor(&target_name);
     let mut dims: Vec<Dim> = x.shape.dims().unwrap_or(&[]).to_vec();
     let mut dtype = x.dtype;
@@ -506,7 +531,7 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
             found,
         });
     }
-    let t = map_leaves(&t, &fix);
+    let t = finish_assign(&builtin, &map_leaves(&t, &fix), reads_itself)?;
     let mut s = state.with(id, Value::Tensor(t.clone()));
     if at.is_some() && declared.is_none() {
         let x = t.target().map(real_leaf).unwrap_or_else(|| t.clone());

@@ -51,7 +51,7 @@ fn rewrite_body(nest: &Nest, depth: usize, f: &mut dyn FnMut(&[LNode]) -> Result
             _ => unreachable!("rewrite_body: path validated by locate"),
         }
     }
-    Ok(nest.rebuild(go(&nest.items(), depth, f)?))
+    Ok(Nest::from_items(go(&nest.items(), depth, f)?))
 }
 
 /// Replaces the loop at `level` by the items `f` returns.

@@ -100,3 +100,32 @@ pub fn shape(s: &str) -> ArgVal {
             .collect(),
     )
 }
+
+/// The statement instances a nest executes, each printed with concrete indices, in order.
+pub fn instances(n: &Nest, s: &State) -> Vec<String> {
+    let mut out = Vec::new();
+    n.for_each_instance(&|v| s.constant(v), &mut |stmt, env| {
+        let concrete = stmt.subst_iters(&|v| env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| Expr::int(*x)));
+        out.push(concrete.to_string());
+    })
+    .expect("nest runs");
+    out
+}
+
+/// The same instances, sorted (the multiset a reordering must preserve).
+pub fn instance_set(n: &Nest, s: &State) -> Vec<String> {
+    let mut v = instances(n, s);
+    v.sort();
+    v
+}
+
+/// mm: C[i][j] = C[i][j] + A[i][k] * B[k][j] with extents (ni, nk, nj), built as `l`.
+pub fn matmul(ni: i64, nk: i64, nj: i64) -> State {
+    let s = State::new();
+    let s = run(&s, "A", "tensor", vec![shape(&format!("{ni}, {nk}"))]);
+    let s = run(&s, "B", "tensor", vec![shape(&format!("{nk}, {nj}"))]);
+    let s = run(&s, "C", "tensor", vec![shape(&format!("{ni}, {nj}"))]);
+    let s = run(&s, "P", "vmul", vec![id("A"), id("B"), list(vec![its("i, k"), its("k, j")])]);
+    let s = run(&s, "C", "add", vec![id("C"), id("P"), list(vec![its("i, j"), none()]), its("i, j")]);
+    run(&s, "l", "build", vec![id("C")])
+}
