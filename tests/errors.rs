@@ -184,7 +184,7 @@ fn misplaced_contraction_is_refused() {
     let s2 = run(&s, "Q", "tensor", vec![shape("4, 5")]);
     let s3 = run(&s2, "V", "vadd", vec![id("Q"), id("P"), list(vec![its("i1, i2"), none()])]);
     let e = fails(&s3, "W", "eq", vec![id("V"), none(), its("i1, i2")]);
-    assert!(e.starts_with("eq: the contraction"), "{e}");
+    assert!(e.starts_with("W =: the contraction"), "{e}");
     // onto the target itself it accumulates
     run(&s, "C", "add", vec![id("C"), id("P"), list(vec![its("i1, i2"), none()]), its("i1, i2")]);
 }
