@@ -29,13 +29,22 @@ fn wrong_kind_loop_for_tensor_and_back() {
     let e = fails(&base(), "x", "vadd", vec![id("l"), id("A"), list(vec![none(), its("i, j")])]);
     assert_eq!(e, "vadd: argument 1 (operand): expected a tensor expression, found a loop nest");
     let e = fails(&base(), "x", "stripmine", vec![id("A"), int(1), int(2)]);
-    assert_eq!(e, "stripmine: argument 1 (nest): expected a loop nest (build a tensor expression first), found the tensor `A` [4, 3]");
+    assert_eq!(
+        e,
+        "stripmine: argument 1 (nest): expected a loop nest (build a tensor expression first), found the tensor `A` [4, 3]"
+    );
     let e = fails(&base(), "x", "build", vec![id("A")]);
-    assert_eq!(e, "build: argument 1 (assignment): expected an assignment ⟨(=, •, •), [x, y]⟩ (eq. 19), found the tensor `A` [4, 3]");
+    assert_eq!(
+        e,
+        "build: argument 1 (assignment): expected an assignment ⟨(=, •, •), [x, y]⟩ (eq. 19), found the tensor `A` [4, 3]"
+    );
     let e = fails(&base(), "x", "unroll", vec![id("l"), id("A")]);
     assert!(e.starts_with("unroll: argument 2 (level): expected an integer, found `A`"), "{e}");
     let e = fails(&base(), "x", "tensor", vec![id("int"), shape("3")]);
-    assert_eq!(e, "tensor: argument 1 (element type): expected an element type: double or float, found `int`");
+    assert_eq!(
+        e,
+        "tensor: argument 1 (element type): expected an element type: double or float, found `int`"
+    );
 }
 
 #[test]
@@ -43,18 +52,30 @@ fn iterator_list_rules_of_eq14_and_eq15() {
     let s = base();
     // A declared tensor needs a list (I' = ε requires I ≠ ε).
     let e = fails(&s, "x", "vadd", vec![id("A"), id("A"), list(vec![none(), its("i, j")])]);
-    assert_eq!(e, "vadd: argument 1 (operand): expected an iterator list for `A` (it has none: I' = ε, eq. 14-15), found no list");
+    assert_eq!(
+        e,
+        "vadd: argument 1 (operand): expected an iterator list for `A` (it has none: I' = ε, eq. 14-15), found no list"
+    );
     // The list's length is the rank.
     let e = fails(&s, "x", "eq", vec![id("A"), its("i"), its("i")]);
     assert_eq!(e, "eq: argument 1 (tensor): expected 2 indices for `A` [4, 3] (its rank), found 1 (i)");
     // A scalar takes no list.
     let e = fails(&s, "x", "vmul", vec![id("s"), id("A"), list(vec![its("i"), its("i, j")])]);
-    assert_eq!(e, "vmul: argument 1 (operand): expected no iterator list for the scalar `s` (•, eq. 12), found [i]");
+    assert_eq!(
+        e,
+        "vmul: argument 1 (operand): expected no iterator list for the scalar `s` (•, eq. 12), found [i]"
+    );
     // Result lists are plain and distinct.
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i, i")]);
-    assert_eq!(e, "eq: argument 2 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]");
+    assert_eq!(
+        e,
+        "eq: argument 2 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
+    );
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i+1, j")]);
-    assert_eq!(e, "eq: argument 2 (result iterators): expected plain iterators in the result list, found i+1");
+    assert_eq!(
+        e,
+        "eq: argument 2 (result iterators): expected plain iterators in the result list, found i+1"
+    );
     // vop's list pair must be a pair
     let e = fails(&s, "x", "vadd", vec![id("A"), id("A"), its("i, j")]);
     assert!(e.contains("expected a pair of iterator lists [I0, I1]"), "{e}");
@@ -66,13 +87,22 @@ fn shape_and_extent_mismatch() {
     // Declared C must match the inferred shape.
     let s2 = run(&s, "C", "tensor", vec![shape("4, 4")]);
     let e = fails(&s2, "C", "eq", vec![id("A"), its("i, j"), its("i, j")]);
-    assert_eq!(e, "C =: argument 1 (result): shape mismatch: expected `C` [4, 4] as declared, found extent 3 in dimension 2 (the value's shape is [4, 3])");
+    assert_eq!(
+        e,
+        "C =: argument 1 (result): shape mismatch: expected `C` [4, 4] as declared, found extent 3 in dimension 2 (the value's shape is [4, 3])"
+    );
     // An iterator indexing dimensions of different extents.
     let e = fails(&s, "x", "vmul", vec![id("A"), id("B"), list(vec![its("i, k"), its("i, j")])]);
-    assert_eq!(e, "vmul: argument 3 (iterators): shape mismatch: expected iterator `i` to index dimensions of one extent (4 in A[i][k]), found extent 3 in B[i][j]");
+    assert_eq!(
+        e,
+        "vmul: argument 3 (iterators): shape mismatch: expected iterator `i` to index dimensions of one extent (4 in A[i][k]), found extent 3 in B[i][j]"
+    );
     // Contracting dimensions of different extents.
     let e = fails(&s, "x", "vcontract", vec![id("A"), id("B"), list(vec![int(1), int(1)])]);
-    assert_eq!(e, "vcontract: argument 3 (dimension pairs): shape mismatch: expected dimension 1 of operand 1 and dimension 1 of operand 2 of one extent, found 4 and 3");
+    assert_eq!(
+        e,
+        "vcontract: argument 3 (dimension pairs): shape mismatch: expected dimension 1 of operand 1 and dimension 1 of operand 2 of one extent, found 4 and 3"
+    );
     // Symbolic extents that cannot be compared.
     let s3 = run(&State::new(), "P", "tensor", vec![shape("N")]);
     let s3 = run(&s3, "Q", "tensor", vec![shape("M")]);
@@ -93,7 +123,10 @@ fn access_out_of_bounds_over_inferred_ranges() {
     assert_eq!(texpr(&s, "t2").shape.to_string(), "[N-2]");
     // B is as long as A: B[i] = A[i] + A[i+1] + A[i+2] would read past A's end.
     let e = fails(&s, "B", "eq", vec![id("t2"), none(), its("i")]);
-    assert_eq!(e, "B =: argument 1 (result): shape mismatch: expected `B` [N] as declared, found extent N-2 in dimension 1 (the value's shape is [N-2])");
+    assert_eq!(
+        e,
+        "B =: argument 1 (result): shape mismatch: expected `B` [N] as declared, found extent N-2 in dimension 1 (the value's shape is [N-2])"
+    );
     // An output too long for a convolution is caught by build's bounds check, naming the access.
     let s5 = run(&State::new(), "I", "tensor", vec![shape("10")]);
     let s5 = run(&s5, "W", "tensor", vec![shape("3")]);
@@ -101,7 +134,10 @@ fn access_out_of_bounds_over_inferred_ranges() {
     let s5 = run(&s5, "p", "vmul", vec![id("I"), id("W"), list(vec![its("h+kh"), its("kh")])]);
     let s5 = run(&s5, "O", "add", vec![id("O"), id("p"), list(vec![its("h"), none()]), its("h")]);
     let e = fails(&s5, "l", "build", vec![id("O")]);
-    assert_eq!(e, "build: argument 1 (assignment): access I[h+kh] is out of bounds: expected indices in 0..9 (extent 10), found indices in 0..11");
+    assert_eq!(
+        e,
+        "build: argument 1 (assignment): access I[h+kh] is out of bounds: expected indices in 0..9 (extent 10), found indices in 0..11"
+    );
     // Two shorter, it is fine; undeclared, the shape is inferred as N-2.
     let s2 = run(&s, "C", "tensor", vec![shape("N-2")]);
     let s2 = run(&s2, "C", "eq", vec![id("t2"), none(), its("i")]);
@@ -180,7 +216,12 @@ fn misplaced_contraction_is_refused() {
     let s = run(&s, "C", "tensor", vec![shape("4, 5")]);
     let e = fails(&s, "D", "add", vec![id("C"), id("P"), list(vec![its("i1, i2"), none()]), its("i1, i2")])
         .replace("distributes", "distribute");
-    assert!(e.starts_with("D =: the contraction `sum[k1](A[i1][k1] * B[k1][i2])` (a sum over k1) is an operand of +"), "{e}");
+    assert!(
+        e.starts_with(
+            "D =: the contraction `sum[k1](A[i1][k1] * B[k1][i2])` (a sum over k1) is an operand of +"
+        ),
+        "{e}"
+    );
     let s2 = run(&s, "Q", "tensor", vec![shape("4, 5")]);
     let s3 = run(&s2, "V", "vadd", vec![id("Q"), id("P"), list(vec![its("i1, i2"), none()])]);
     let e = fails(&s3, "W", "eq", vec![id("V"), none(), its("i1, i2")]);

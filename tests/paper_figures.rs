@@ -11,10 +11,7 @@ fn fig4_transposition_with_eq() {
     assert_eq!(texpr(&s, "A").paper(), "⟨(A, [N1, N2], ε), []⟩");
     let s = run(&s, "B", "eq", vec![id("A"), its("i1, i2"), its("i2, i1")]);
     let b = texpr(&s, "B");
-    assert_eq!(
-        b.paper(),
-        "⟨(=, •, •), [⟨(B, [N2, N1], [i2, i1]), []⟩, ⟨(A, [N1, N2], [i1, i2]), []⟩]⟩"
-    );
+    assert_eq!(b.paper(), "⟨(=, •, •), [⟨(B, [N2, N1], [i2, i1]), []⟩, ⟨(A, [N1, N2], [i1, i2]), []⟩]⟩");
     // σ2(A) is unchanged: A still has no iterator list.
     assert_eq!(texpr(&s, "A").iters, Iters::Unset);
     // Node by node.
@@ -36,8 +33,14 @@ fn fig5_at_id_form() {
     let s = run(&s, "A", "tensor", vec![shape("N, N")]);
     let s = run(&s, "B", "tensor", vec![shape("N, N")]);
     let s = run(&s, "C", "tensor", vec![shape("N, N")]);
-    let s = teml::ops::exec(&s, "D", Some("C"), "add", &[id("A"), id("B"), list(vec![its("i1, i2"), its("i1, i2")]), its("i1, i2")])
-        .unwrap();
+    let s = teml::ops::exec(
+        &s,
+        "D",
+        Some("C"),
+        "add",
+        &[id("A"), id("B"), list(vec![its("i1, i2"), its("i1, i2")]), its("i1, i2")],
+    )
+    .unwrap();
     let d = texpr(&s, "D");
     assert_eq!(
         d.paper(),
@@ -66,7 +69,10 @@ fn fig6_virtual_operand_with_omitted_list() {
     let e = texpr(&s, "E");
     assert_eq!(
         e.paper(),
-        format!("⟨(=, •, •), [⟨(E, [N, N], [i1, i2]), []⟩, ⟨(*, [N, N], •), [⟨(C, [N, N], [i1, i2]), []⟩, {}]⟩]⟩", d.paper())
+        format!(
+            "⟨(=, •, •), [⟨(E, [N, N], [i1, i2]), []⟩, ⟨(*, [N, N], •), [⟨(C, [N, N], [i1, i2]), []⟩, {}]⟩]⟩",
+            d.paper()
+        )
     );
     assert_eq!(e.to_string(), "E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2])");
     let s = run(&s, "l", "build", vec![id("E")]);

@@ -13,7 +13,10 @@ fn tree(s: &State, n: &str) -> String {
 #[test]
 fn build_orders_target_iterators_first_then_reductions() {
     let s = matmul(4, 3, 5);
-    assert_eq!(tree(&s, "l"), "for i in [0, 3]\n  for j in [0, 4]\n    for k in [0, 2]\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n");
+    assert_eq!(
+        tree(&s, "l"),
+        "for i in [0, 3]\n  for j in [0, 4]\n    for k in [0, 2]\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n"
+    );
 }
 
 #[test]
@@ -31,7 +34,11 @@ fn stripmine_divisible_extent_has_no_min() {
 fn stripmine_remainder_uses_min() {
     let s = matmul(10, 3, 5);
     let s = run(&s, "l1", "stripmine", vec![id("l"), int(1), int(4)]);
-    assert!(tree(&s, "l1").starts_with("for io in [0, 2]\n  for i in [4*io, min(4*io+3, 9)]\n"), "{}", tree(&s, "l1"));
+    assert!(
+        tree(&s, "l1").starts_with("for io in [0, 2]\n  for i in [4*io, min(4*io+3, 9)]\n"),
+        "{}",
+        tree(&s, "l1")
+    );
     // 10 = 4 + 4 + 2 iterations of i: the same instances, in the same order.
     assert_eq!(instances(&nest(&s, "l1"), &s), instances(&nest(&s, "l"), &s));
 }
@@ -47,7 +54,11 @@ fn stripmine_innermost_and_depth_one() {
     assert_eq!(instances(&nest(&s, "l1"), &s), instances(&nest(&s, "l"), &s));
     let s = matmul(4, 6, 5);
     let s = run(&s, "l1", "stripmine", vec![id("l"), int(3), int(2)]);
-    assert!(tree(&s, "l1").contains("for ko in [0, 2]\n      for k in [2*ko, 2*ko+1]\n"), "{}", tree(&s, "l1"));
+    assert!(
+        tree(&s, "l1").contains("for ko in [0, 2]\n      for k in [2*ko, 2*ko+1]\n"),
+        "{}",
+        tree(&s, "l1")
+    );
     // stripmining a strip-mined inner loop again
     let s = run(&s, "l2", "stripmine", vec![id("l1"), int(4), int(2)]);
     assert_eq!(instances(&nest(&s, "l2"), &s), instances(&nest(&s, "l"), &s));
@@ -105,7 +116,10 @@ fn unroll_level_one_gives_a_top_level_sequence() {
     let s = run(&s, "u", "unroll", vec![id("l"), int(1)]);
     let u = nest(&s, "u");
     assert!(matches!(u, Nest::Seq(ref xs) if xs.len() == 3));
-    assert_eq!(tree(&s, "u"), "seq\n  for j in [0, 1]\n    B[0][j] = A[0][j]\n  for j in [0, 1]\n    B[1][j] = A[1][j]\n  for j in [0, 1]\n    B[2][j] = A[2][j]\n");
+    assert_eq!(
+        tree(&s, "u"),
+        "seq\n  for j in [0, 1]\n    B[0][j] = A[0][j]\n  for j in [0, 1]\n    B[1][j] = A[1][j]\n  for j in [0, 1]\n    B[2][j] = A[2][j]\n"
+    );
     assert!(u.paper().starts_with("⟨•, [⟨j, ["));
     // unroll the depth-1 nest fully: a sequence of statements
     let e = fails(&s, "x", "unroll", vec![id("u"), int(1)]);
@@ -137,9 +151,15 @@ fn fuse_outer_runs_both_bodies() {
     let s = run(&s, "l1", "build", vec![id("B")]);
     let s = run(&s, "l2", "build", vec![id("C")]);
     let s = run(&s, "f1", "fuse_outer", vec![id("l1"), id("l2"), int(1)]);
-    assert_eq!(tree(&s, "f1"), "for i in [0, 3]\n  for j in [0, 2]\n    B[i][j] = A[i][j]\n  for q in [0, 2]\n    C[i][q] = A[i][q] * A[i][q]\n");
+    assert_eq!(
+        tree(&s, "f1"),
+        "for i in [0, 3]\n  for j in [0, 2]\n    B[i][j] = A[i][j]\n  for q in [0, 2]\n    C[i][q] = A[i][q] * A[i][q]\n"
+    );
     let s = run(&s, "f2", "fuse_outer", vec![id("l1"), id("l2"), int(2)]);
-    assert_eq!(tree(&s, "f2"), "for i in [0, 3]\n  for j in [0, 2]\n    B[i][j] = A[i][j]\n    C[i][j] = A[i][j] * A[i][j]\n");
+    assert_eq!(
+        tree(&s, "f2"),
+        "for i in [0, 3]\n  for j in [0, 2]\n    B[i][j] = A[i][j]\n    C[i][j] = A[i][j] * A[i][j]\n"
+    );
     // then fuse_inner on the result of level-1 fusion gives the same as level-2 fusion
     let s = run(&s, "f3", "fuse_inner", vec![id("f1"), int(2)]);
     assert_eq!(nest(&s, "f3"), nest(&s, "f2"));
@@ -166,7 +186,10 @@ fn fusion_errors_when_loops_differ() {
     let s = run(&s, "l1", "build", vec![id("B")]);
     let s = run(&s, "l2", "build", vec![id("E")]);
     let e = fails(&s, "x", "fuse_outer", vec![id("l1"), id("l2"), int(1)]);
-    assert_eq!(e, "fuse_outer: cannot fuse at level 1: expected loop i in [0, 3] (as in the first nest), found loop i in [0, 4] in the second nest");
+    assert_eq!(
+        e,
+        "fuse_outer: cannot fuse at level 1: expected loop i in [0, 3] (as in the first nest), found loop i in [0, 4] in the second nest"
+    );
     // level 2 also compares level 1
     let e = fails(&s, "x", "fuse_outer", vec![id("l1"), id("l2"), int(2)]);
     assert!(e.contains("level 1"), "{e}");
@@ -177,10 +200,16 @@ fn annotations_are_marks() {
     let s = matmul(4, 3, 5);
     let s = run(&s, "p", "parallelize", vec![id("l"), int(1)]);
     let s = run(&s, "v", "vectorize", vec![id("p"), int(3)]);
-    assert_eq!(tree(&s, "v"), "for i in [0, 3]  parallel\n  for j in [0, 4]\n    for k in [0, 2]  vectorize\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n");
+    assert_eq!(
+        tree(&s, "v"),
+        "for i in [0, 3]  parallel\n  for j in [0, 4]\n    for k in [0, 2]  vectorize\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n"
+    );
     // marks move with their loops
     let s = run(&s, "w", "interchange", vec![id("v"), int(1), int(3)]);
-    assert!(tree(&s, "w").starts_with("for k in [0, 2]  vectorize\n  for j in [0, 4]\n    for i in [0, 3]  parallel\n"));
+    assert!(
+        tree(&s, "w")
+            .starts_with("for k in [0, 2]  vectorize\n  for j in [0, 4]\n    for i in [0, 3]  parallel\n")
+    );
     // and survive a strip-mine on the inner (original) loop
     let s = run(&s, "x", "stripmine", vec![id("p"), int(1), int(2)]);
     assert!(tree(&s, "x").starts_with("for io in [0, 1]\n  for i in [2*io, 2*io+1]  parallel\n"));
@@ -196,7 +225,10 @@ fn branches_are_independent() {
     let s = run(&s, "b1", "stripmine", vec![id("l"), int(1), int(4)]);
     let s = run(&s, "b2", "unroll", vec![id("b1"), int(4)]);
     assert_eq!(nest(&s, "l"), before);
-    assert_eq!(nest(&s, "a1").tree(), "for i in [0, 7]\n  for k in [0, 3]\n    for j in [0, 7]\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n");
+    assert_eq!(
+        nest(&s, "a1").tree(),
+        "for i in [0, 7]\n  for k in [0, 3]\n    for j in [0, 7]\n      C[i][j] = C[i][j] + A[i][k] * B[k][j]\n"
+    );
     assert!(nest(&s, "a2").tree().starts_with("for i in [0, 7]  parallel\n  for k in [0, 3]\n"));
     assert!(nest(&s, "b1").tree().starts_with("for io in [0, 1]\n  for i in [4*io, 4*io+3]\n"));
     assert_eq!(nest(&s, "b2").stmts().len(), 4);

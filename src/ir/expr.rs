@@ -264,12 +264,8 @@ impl Expr {
         for (a, c) in &self.terms {
             let e = match a {
                 Atom::Var(x) => f(x).unwrap_or_else(|| Expr::var_name(x)),
-                Atom::Min(xs) => {
-                    Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), true)
-                }
-                Atom::Max(xs) => {
-                    Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), false)
-                }
+                Atom::Min(xs) => Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), true),
+                Atom::Max(xs) => Expr::extremum(xs.iter().map(|x| x.subst_with(f)).collect(), false),
                 Atom::FloorDiv(x, d) => x.subst_with(f).floordiv(*d),
             };
             acc = acc.add(&e.scale(*c));

@@ -187,6 +187,9 @@ impl LNode {
     }
 }
 
+/// A callback for each statement instance, with the values of the enclosing iterators.
+pub type InstanceFn<'a> = dyn FnMut(&TExpr, &[(Name, i64)]) + 'a;
+
 /// A loop-nest value: one loop (eq. 2) or a top-level sequence (eq. 3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Nest {
@@ -263,7 +266,7 @@ impl Nest {
     pub fn for_each_instance(
         &self,
         consts: &dyn Fn(&str) -> Option<i64>,
-        f: &mut dyn FnMut(&TExpr, &[(Name, i64)]),
+        f: &mut InstanceFn<'_>,
     ) -> Result<(), String> {
         let mut env: Vec<(Name, i64)> = Vec::new();
         for x in self.items() {
@@ -277,7 +280,7 @@ fn run(
     x: &LNode,
     consts: &dyn Fn(&str) -> Option<i64>,
     env: &mut Vec<(Name, i64)>,
-    f: &mut dyn FnMut(&TExpr, &[(Name, i64)]),
+    f: &mut InstanceFn<'_>,
 ) -> Result<(), String> {
     match x {
         LNode::Stmt(s) => {

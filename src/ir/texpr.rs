@@ -98,11 +98,7 @@ impl Op {
 
 /// Prints a literal so that it reads back as the same `f64` and is valid C.
 pub fn fmt_lit(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:?}")
-    }
+    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{x:.1}") } else { format!("{x:?}") }
 }
 
 fn join<T: fmt::Display>(xs: &[T]) -> String {
@@ -209,15 +205,12 @@ impl TNode {
         Arc::new(TNode { op, shape, iters, dtype, children: Vec::new() })
     }
 
-    /// An inner node; its iterator list is `•` and its type the promotion of its children.
+    /// An inner node; its iterator list is `•` and its type the promotion of its children:
+    /// float only when every tensor operand is float (literals adapt).
     pub fn node(op: Op, shape: Shape, children: Vec<TExpr>) -> TExpr {
-        let dtype = if children.iter().any(|c| c.dtype == DType::Double && !c.is_lit()) {
-            DType::Double
-        } else if children.iter().all(|c| c.is_lit()) {
-            DType::Double
-        } else {
-            DType::Float
-        };
+        let all_float = children.iter().any(|c| !c.is_lit())
+            && children.iter().all(|c| c.is_lit() || c.dtype == DType::Float);
+        let dtype = if all_float { DType::Float } else { DType::Double };
         Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children })
     }
 
@@ -373,13 +366,7 @@ impl TNode {
     /// The paper's notation `⟨(op, S, I), [..]⟩`.
     pub fn paper(&self) -> String {
         let kids: Vec<String> = self.children.iter().map(|c| c.paper()).collect();
-        format!(
-            "⟨({}, {}, {}), [{}]⟩",
-            self.op.symbol(),
-            self.shape,
-            self.iters,
-            kids.join(", ")
-        )
+        format!("⟨({}, {}, {}), [{}]⟩", self.op.symbol(), self.shape, self.iters, kids.join(", "))
     }
 
     /// An indented tree, one node per line.
@@ -425,9 +412,7 @@ impl fmt::Display for TNode {
                 let op = if *mode == AssignMode::Accumulator { "+=" } else { "=" };
                 let (t, v) = (&self.children[0], &self.children[1]);
                 // An accumulator's value repeats the target (eq. 33): print only the addend.
-                if *mode == AssignMode::Accumulator
-                    && v.op == Op::Add
-                    && v.children[0].access() == t.access()
+                if *mode == AssignMode::Accumulator && v.op == Op::Add && v.children[0].access() == t.access()
                 {
                     return write!(f, "{} {op} {}", t, v.children[1]);
                 }

@@ -106,7 +106,10 @@ pub fn extent_of(
                     return Err(Error::ShapeMismatch {
                         builtin: builtin.into(),
                         arg: arg.clone(),
-                        expected: format!("iterator `{v}` to index dimensions of one extent ({e0} in {})", l0.access()),
+                        expected: format!(
+                            "iterator `{v}` to index dimensions of one extent ({e0} in {})",
+                            l0.access()
+                        ),
                         found: format!("extent {e} in {}", o.leaf.access()),
                     });
                 }
@@ -114,7 +117,10 @@ pub fn extent_of(
                     return Err(Error::ShapeMismatch {
                         builtin: builtin.into(),
                         arg: arg.clone(),
-                        expected: format!("iterator `{v}` to index dimensions of one extent ({e0} in {})", l0.access()),
+                        expected: format!(
+                            "iterator `{v}` to index dimensions of one extent ({e0} in {})",
+                            l0.access()
+                        ),
                         found: format!(
                             "extent {e} in {}, which cannot be compared with {e0} until the named constants are bound (-D NAME=INT)",
                             o.leaf.access()
@@ -171,7 +177,9 @@ pub fn check_bounds(
 ) -> Result<()> {
     for o in occurrences(trees) {
         let Some(extent) = o.extent else { continue };
-        let Some(terms) = o.index.affine_terms() else { continue };
+        let Some(terms) = o.index.affine_terms() else {
+            continue;
+        };
         // min and max of the index over the box [0, ub_v].
         let mut lo = Expr::int(o.index.constant());
         let mut hi = Expr::int(o.index.constant());
@@ -199,7 +207,9 @@ pub fn check_bounds(
         }
         let undecided = ok_lo.is_none() || ok_hi.is_none();
         let found = if undecided {
-            format!("indices in {lo}..{hi}, which cannot be compared with the extent until the named constants are bound (-D NAME=INT)")
+            format!(
+                "indices in {lo}..{hi}, which cannot be compared with the extent until the named constants are bound (-D NAME=INT)"
+            )
         } else {
             format!("indices in {lo}..{hi}")
         };

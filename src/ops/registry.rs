@@ -10,6 +10,9 @@ use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{DType, Expr, Name, Nest, Op, Shape, State, TExpr, TNode, Value, state::describe_tensor};
 
+/// A list of index expressions.
+type Indices = Vec<Expr>;
+
 /// An argument as a front-end hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArgVal {
@@ -107,9 +110,20 @@ struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
-    fn new(builtin: &'static str, state: &'a State, args: &'a [ArgVal], min: usize, max: usize, usage: &str) -> Result<Self> {
+    fn new(
+        builtin: &'static str,
+        state: &'a State,
+        args: &'a [ArgVal],
+        min: usize,
+        max: usize,
+        usage: &str,
+    ) -> Result<Self> {
         if args.len() < min || args.len() > max {
-            let expected = if min == max { format!("{min} arguments: {usage}") } else { format!("{min} to {max} arguments: {usage}") };
+            let expected = if min == max {
+                format!("{min} arguments: {usage}")
+            } else {
+                format!("{min} to {max} arguments: {usage}")
+            };
             return Err(Error::BadArgument {
                 builtin: builtin.into(),
                 arg: Arg::new(args.len().min(max + 1), "arguments"),
@@ -233,7 +247,9 @@ impl<'a> Args<'a> {
     fn iters(&self, x: &ArgVal, pos: usize, role: &str) -> Result<Option<Vec<Expr>>> {
         match x {
             ArgVal::Omitted => Ok(None),
-            ArgVal::List(xs) => xs.iter().map(|x| self.index(x, pos, role)).collect::<Result<Vec<_>>>().map(Some),
+            ArgVal::List(xs) => {
+                xs.iter().map(|x| self.index(x, pos, role)).collect::<Result<Vec<_>>>().map(Some)
+            }
             other => Err(Error::IteratorList {
                 builtin: self.builtin.into(),
                 arg: Arg::new(pos, role),
@@ -244,11 +260,13 @@ impl<'a> Args<'a> {
     }
 
     /// The pair `[I0?, I1?]` of vop/op; an omitted argument omits both.
-    fn iter_pair(&self, pos: usize) -> Result<(Option<Vec<Expr>>, Option<Vec<Expr>>)> {
+    fn iter_pair(&self, pos: usize) -> Result<(Option<Indices>, Option<Indices>)> {
         let role = "iterator lists [I0, I1]";
         match self.get(pos) {
             ArgVal::Omitted => Ok((None, None)),
-            ArgVal::List(xs) if xs.len() == 2 && xs.iter().all(|x| matches!(x, ArgVal::List(_) | ArgVal::Omitted)) => {
+            ArgVal::List(xs)
+                if xs.len() == 2 && xs.iter().all(|x| matches!(x, ArgVal::List(_) | ArgVal::Omitted)) =>
+            {
                 Ok((self.iters(&xs[0], pos, role)?, self.iters(&xs[1], pos, role)?))
             }
             other => Err(Error::IteratorList {
@@ -323,7 +341,8 @@ fn b_scalar(s: &State, a: &[ArgVal]) -> Result<Value> {
 
 fn b_tensor(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("tensor", s, a, 1, 2, "tensor([extents]) or tensor(type, [extents])")?;
-    let (dtype, dims) = if a.args.len() == 2 { (a.dtype(1)?, a.extents(2)?) } else { (DType::Double, a.extents(1)?) };
+    let (dtype, dims) =
+        if a.args.len() == 2 { (a.dtype(1)?, a.extents(2)?) } else { (DType::Double, a.extents(1)?) };
     Ok(t(tensor::tensor(s, "tensor", &dims, dtype)?))
 }
 
@@ -338,7 +357,9 @@ fn b_accumulator(s: &State, a: &[ArgVal]) -> Result<Value> {
                     .iter()
                     .map(|d| match d {
                         crate::ir::Dim::Known(e) => Ok(e.clone()),
-                        crate::ir::Dim::Unknown => Err(a.wrong(1, "shape of", "a tensor expression of known shape")),
+                        crate::ir::Dim::Unknown => {
+                            Err(a.wrong(1, "shape of", "a tensor expression of known shape"))
+                        }
                     })
                     .collect::<Result<Vec<_>>>()?,
                 None => return Err(a.wrong(1, "shape of", "a tensor expression with a shape")),
@@ -389,7 +410,14 @@ op_builtin!(b_mul, "mul", Arith::Mul);
 op_builtin!(b_div, "div", Arith::Div);
 
 fn b_vcontract(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("vcontract", s, a, 3, 3, "vcontract(t0, t1, [r0, r1]) or vcontract(t0, t1, [[r0, r1], ...])")?;
+    let a = Args::new(
+        "vcontract",
+        s,
+        a,
+        3,
+        3,
+        "vcontract(t0, t1, [r0, r1]) or vcontract(t0, t1, [[r0, r1], ...])",
+    )?;
     let (x0, x1) = (a.tensor(1, "operand", false)?, a.tensor(2, "operand", false)?);
     let pairs = match a.get(3) {
         ArgVal::List(xs) if xs.iter().all(|x| matches!(x, ArgVal::List(_))) && !xs.is_empty() => {
@@ -501,14 +529,78 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Tensor,
         call: b_eq,
     },
-    Builtin { name: "vadd", signature: "vadd(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual element-wise sum t0[I0] + t1[I1]", example: "D = vadd(A, B, [[i1, i2], [i1, i2]])", returns: Returns::Tensor, call: b_vadd },
-    Builtin { name: "vsub", signature: "vsub(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual element-wise difference t0[I0] - t1[I1]", example: "D = vsub(A, B, [[i], [i+1]])", returns: Returns::Tensor, call: b_vsub },
-    Builtin { name: "vmul", signature: "vmul(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual product t0[I0] * t1[I1] (no summation)", example: "P = vmul(A, B, [[i, k], [k, j]])", returns: Returns::Tensor, call: b_vmul },
-    Builtin { name: "vdiv", signature: "vdiv(t0, t1, [I0, I1])", equation: "eq. 15", summary: "the virtual quotient t0[I0] / t1[I1]", example: "Q = vdiv(A, 3.0, [[i], ])", returns: Returns::Tensor, call: b_vdiv },
-    Builtin { name: "add", signature: "add(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] + t1[I1]; add(A, t, ...) onto A accumulates onto what A held", example: "D = @C: add(A, B, [[i1, i2], [i1, i2]] -> [i1, i2])", returns: Returns::Tensor, call: b_add },
-    Builtin { name: "sub", signature: "sub(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] - t1[I1]", example: "E = sub(A, B, [[i], [i]] -> [i])", returns: Returns::Tensor, call: b_sub },
-    Builtin { name: "mul", signature: "mul(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] * t1[I1]", example: "E = mul(C, D, [[i1, i2], ] -> [i1, i2])", returns: Returns::Tensor, call: b_mul },
-    Builtin { name: "div", signature: "div(t0, t1, [I0, I1] -> I2)", equation: "eq. 16", summary: "□[I2] = t0[I0] / t1[I1]", example: "E = div(A, B, [[i], [i]] -> [i])", returns: Returns::Tensor, call: b_div },
+    Builtin {
+        name: "vadd",
+        signature: "vadd(t0, t1, [I0, I1])",
+        equation: "eq. 15",
+        summary: "the virtual element-wise sum t0[I0] + t1[I1]",
+        example: "D = vadd(A, B, [[i1, i2], [i1, i2]])",
+        returns: Returns::Tensor,
+        call: b_vadd,
+    },
+    Builtin {
+        name: "vsub",
+        signature: "vsub(t0, t1, [I0, I1])",
+        equation: "eq. 15",
+        summary: "the virtual element-wise difference t0[I0] - t1[I1]",
+        example: "D = vsub(A, B, [[i], [i+1]])",
+        returns: Returns::Tensor,
+        call: b_vsub,
+    },
+    Builtin {
+        name: "vmul",
+        signature: "vmul(t0, t1, [I0, I1])",
+        equation: "eq. 15",
+        summary: "the virtual product t0[I0] * t1[I1] (no summation)",
+        example: "P = vmul(A, B, [[i, k], [k, j]])",
+        returns: Returns::Tensor,
+        call: b_vmul,
+    },
+    Builtin {
+        name: "vdiv",
+        signature: "vdiv(t0, t1, [I0, I1])",
+        equation: "eq. 15",
+        summary: "the virtual quotient t0[I0] / t1[I1]",
+        example: "Q = vdiv(A, 3.0, [[i], ])",
+        returns: Returns::Tensor,
+        call: b_vdiv,
+    },
+    Builtin {
+        name: "add",
+        signature: "add(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16",
+        summary: "□[I2] = t0[I0] + t1[I1]; add(A, t, ...) onto A accumulates onto what A held",
+        example: "D = @C: add(A, B, [[i1, i2], [i1, i2]] -> [i1, i2])",
+        returns: Returns::Tensor,
+        call: b_add,
+    },
+    Builtin {
+        name: "sub",
+        signature: "sub(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16",
+        summary: "□[I2] = t0[I0] - t1[I1]",
+        example: "E = sub(A, B, [[i], [i]] -> [i])",
+        returns: Returns::Tensor,
+        call: b_sub,
+    },
+    Builtin {
+        name: "mul",
+        signature: "mul(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16",
+        summary: "□[I2] = t0[I0] * t1[I1]",
+        example: "E = mul(C, D, [[i1, i2], ] -> [i1, i2])",
+        returns: Returns::Tensor,
+        call: b_mul,
+    },
+    Builtin {
+        name: "div",
+        signature: "div(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16",
+        summary: "□[I2] = t0[I0] / t1[I1]",
+        example: "E = div(A, B, [[i], [i]] -> [i])",
+        returns: Returns::Tensor,
+        call: b_div,
+    },
     Builtin {
         name: "vcontract",
         signature: "vcontract(t0, t1, [r0, r1]) | vcontract(t0, t1, [[r0, r1], ...])",

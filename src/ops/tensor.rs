@@ -3,7 +3,9 @@
 
 use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
 use crate::error::{Arg, Error, Result};
-use crate::ir::{AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf};
+use crate::ir::{
+    AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf,
+};
 use std::collections::BTreeSet;
 
 /// The arithmetic operation of `vadd`/`add` and friends.
@@ -299,7 +301,9 @@ fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -
 /// True if the assignment has the form `x = x + r` (the same tensor at the same indices). With
 /// `lenient`, an unnamed target (□) matches any tensor indexed the same way.
 fn accumulates_onto(stmt: &TNode, lenient: bool) -> bool {
-    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return false };
+    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else {
+        return false;
+    };
     if y.op != Op::Add {
         return false;
     }
@@ -335,7 +339,11 @@ fn check_reductions(builtin: &str, stmt: &TNode, lenient: bool) -> Result<()> {
             _ => Ok(()),
         }
     }
-    if accumulates_onto(stmt, lenient) { go(builtin, &y.children[1], true, "+") } else { go(builtin, y, true, "=") }
+    if accumulates_onto(stmt, lenient) {
+        go(builtin, &y.children[1], true, "+")
+    } else {
+        go(builtin, y, true, "=")
+    }
 }
 
 /// The assignment mode once the target is named: an accumulator when the value reads the
@@ -395,7 +403,10 @@ pub fn vcontract(state: &State, t0: &TExpr, t1: &TExpr, pairs: &[(i64, i64)]) ->
             return Err(bad(format!("a dimension of operand 2 in 1..={}", s1.len()), r1.to_string()));
         }
         if !used0.insert(r0) || !used1.insert(r1) {
-            return Err(bad("each dimension contracted at most once".into(), format!("[{r0}, {r1}] repeated")));
+            return Err(bad(
+                "each dimension contracted at most once".into(),
+                format!("[{r0}, {r1}] repeated"),
+            ));
         }
         if let (Dim::Known(e0), Dim::Known(e1)) = (&s0[r0 as usize - 1], &s1[r1 as usize - 1])
             && same_extent(e0, e1, state) != Some(true)
@@ -403,7 +414,9 @@ pub fn vcontract(state: &State, t0: &TExpr, t1: &TExpr, pairs: &[(i64, i64)]) ->
             return Err(Error::ShapeMismatch {
                 builtin: b.into(),
                 arg: pair_arg.clone(),
-                expected: format!("dimension {r0} of operand 1 and dimension {r1} of operand 2 of one extent"),
+                expected: format!(
+                    "dimension {r0} of operand 1 and dimension {r1} of operand 2 of one extent"
+                ),
                 found: format!("{e0} and {e1}"),
             });
         }
@@ -505,7 +518,12 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
     // Fill the hole, and give the target (and any accumulator reference) the final shape.
     let fix = |n: &TExpr| -> TExpr {
         if matches!(n.op, Op::Hole) {
-            std::sync::Arc::new(TNode { op: Op::Id(target_name.clone()), shape: shape.clone(), dtype, ..(**n).clone() })
+            std::sync::Arc::new(TNode {
+                op: Op::Id(target_name.clone()),
+                shape: shape.clone(),
+                dtype,
+                ..(**n).clone()
+            })
         } else {
             n.clone()
         }
@@ -514,7 +532,10 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
         if t.children.is_empty() {
             return f(t);
         }
-        std::sync::Arc::new(TNode { children: t.children.iter().map(|c| map_leaves(c, f)).collect(), ..(**t).clone() })
+        std::sync::Arc::new(TNode {
+            children: t.children.iter().map(|c| map_leaves(c, f)).collect(),
+            ..(**t).clone()
+        })
     }
     // Check accumulator references against the final shape.
     let mut bad = None;

@@ -41,8 +41,16 @@ fn locate(nest: &Nest, level: i64, builtin: &str, arg: &Arg) -> Result<Arc<Loop>
 
 /// Replaces the items at `depth` (0: the top level; d: the body of the loop at level d) by
 /// what `f` returns, rebuilding the path above and sharing everything else.
-fn rewrite_body(nest: &Nest, depth: usize, f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>) -> Result<Nest> {
-    fn go(items: &[LNode], depth: usize, f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>) -> Result<Vec<LNode>> {
+fn rewrite_body(
+    nest: &Nest,
+    depth: usize,
+    f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>,
+) -> Result<Nest> {
+    fn go(
+        items: &[LNode],
+        depth: usize,
+        f: &mut dyn FnMut(&[LNode]) -> Result<Vec<LNode>>,
+    ) -> Result<Vec<LNode>> {
         if depth == 0 {
             return f(items);
         }
@@ -126,7 +134,14 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
             Some(n) if n % factor == 0 => full_ub,
             _ => Expr::min(&full_ub, ub),
         };
-        let inner = Loop { iter: l.iter.clone(), lb: inner_lb, ub: inner_ub, step: s, annot: l.annot.clone(), body: l.body.clone() };
+        let inner = Loop {
+            iter: l.iter.clone(),
+            lb: inner_lb,
+            ub: inner_ub,
+            step: s,
+            annot: l.annot.clone(),
+            body: l.body.clone(),
+        };
         let outer = Loop {
             iter: outer_name,
             lb: Expr::int(0),
@@ -210,7 +225,11 @@ fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<
     }
     let from = l.iter.clone();
     let sub = |v: &str| (v == &*from).then(|| Expr::var_name(to));
-    Ok(Arc::new(Loop { iter: to.clone(), body: l.body.iter().map(|c| c.subst(&sub)).collect(), ..(**l).clone() }))
+    Ok(Arc::new(Loop {
+        iter: to.clone(),
+        body: l.body.iter().map(|c| c.subst(&sub)).collect(),
+        ..(**l).clone()
+    }))
 }
 
 /// `fuse_outer(l1, l2, r)`, eq. 22: the loops at levels 1..r of both nests are the same;
@@ -222,26 +241,25 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     locate(n2, level, b, &Arg::new(3, "level"))?;
     let (p1, p2) = (n1.path(), n2.path());
     let r = level as usize;
-    for m in 0..r {
-        if !p1[m].same_range(&p2[m]) {
+    for (m, (a, b2)) in p1.iter().zip(&p2).take(r).enumerate() {
+        if !a.same_range(b2) {
             return Err(Error::FuseMismatch {
                 builtin: b.into(),
                 level: m + 1,
-                expected: format!("loop {} (as in the first nest)", p1[m].header()),
-                found: format!("loop {} in the second nest", p2[m].header()),
+                expected: format!("loop {} (as in the first nest)", a.header()),
+                found: format!("loop {} in the second nest", b2.header()),
             });
         }
     }
-    // Rename l2's iterators to l1's, outermost first.
-    let mut l2 = p2[0].clone();
-    let mut chain2 = Vec::new();
-    for m in 0..r {
-        let cur = if m == 0 { l2.clone() } else { l2.body[0].as_loop().cloned().unwrap_or_else(|| l2.clone()) };
-        let renamed = rename_loop(&cur, &p1[m].iter, b, m + 1)?;
-        chain2.push(renamed.clone());
-        l2 = renamed;
+    // Rename l2's iterators to l1's, outermost first: each renaming rewrites the loops below.
+    let mut cur = p2[0].clone();
+    for (m, a) in p1.iter().take(r).enumerate() {
+        cur = rename_loop(&cur, &a.iter, b, m + 1)?;
+        if m + 1 < r {
+            cur = cur.body[0].as_loop().cloned().unwrap_or_else(|| cur.clone());
+        }
     }
-    let ys = chain2[r - 1].body.clone();
+    let ys = cur.body.clone();
     let annots: Vec<_> = (0..r).map(|k| p1[k].annot.union(&p2[k].annot)).collect();
     let mut body: Vec<LNode> = p1[r - 1].body.iter().cloned().chain(ys).collect();
     for k in (0..r).rev() {

@@ -105,7 +105,8 @@ pub fn shape(s: &str) -> ArgVal {
 pub fn instances(n: &Nest, s: &State) -> Vec<String> {
     let mut out = Vec::new();
     n.for_each_instance(&|v| s.constant(v), &mut |stmt, env| {
-        let concrete = stmt.subst_iters(&|v| env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| Expr::int(*x)));
+        let concrete =
+            stmt.subst_iters(&|v| env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| Expr::int(*x)));
         out.push(concrete.to_string());
     })
     .expect("nest runs");
