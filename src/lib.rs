@@ -3,10 +3,16 @@
 //! - [`ir`]: the values: index expressions, tensor-expression trees, loop trees, the state σ.
 //! - [`ops`]: the core builtins as pure functions over values, and the builtin table.
 //! - [`error`]: the errors a meta-program can meet.
+//! - [`codegen`]: loop nests to C.
+//! - [`runtime`]: compiling, loading, running, verifying and timing kernels.
+//! - [`lang`]: the `.teml` syntax.
 #![warn(missing_docs)]
 
+pub mod codegen;
 pub mod error;
 pub mod ir;
+pub mod lang;
 pub mod ops;
+pub mod runtime;
 
 pub use error::{Error, Result};

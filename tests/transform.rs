@@ -115,7 +115,7 @@ fn unroll_level_one_gives_a_top_level_sequence() {
     let s = run(&s, "l", "build", vec![id("B")]);
     let s = run(&s, "u", "unroll", vec![id("l"), int(1)]);
     let u = nest(&s, "u");
-    assert!(matches!(u, Nest::Seq(ref xs) if xs.len() == 3));
+    assert!(u.is_seq() && u.items.len() == 3);
     assert_eq!(
         tree(&s, "u"),
         "seq\n  for j in [0, 1]\n    B[0][j] = A[0][j]\n  for j in [0, 1]\n    B[1][j] = A[1][j]\n  for j in [0, 1]\n    B[2][j] = A[2][j]\n"

@@ -190,31 +190,40 @@ impl LNode {
 /// A callback for each statement instance, with the values of the enclosing iterators.
 pub type InstanceFn<'a> = dyn FnMut(&TExpr, &[(Name, i64)]) + 'a;
 
-/// A loop-nest value: one loop (eq. 2) or a top-level sequence (eq. 3).
+/// A loop-nest value: one loop (eq. 2) or a top-level sequence `⟨•, [x1, …, xk]⟩` (eq. 3) of
+/// loops and statements not nested in any loop.
+///
+/// A nest also remembers its *origin*: the assignments `build` was called on, in program
+/// order (fusion concatenates them). Running the origins' untransformed builds one after the
+/// other is what the nest means; verification compares against exactly that.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Nest {
-    /// A single outermost loop.
-    Loop(Arc<Loop>),
-    /// `⟨•, [x1, …, xk]⟩`: loops and statements not nested in any loop.
-    Seq(Vec<LNode>),
+pub struct Nest {
+    /// The top-level items: one loop, or a sequence.
+    pub items: Vec<LNode>,
+    /// The assignments this nest computes, untransformed, in order.
+    #[serde(default)]
+    pub origin: Vec<TExpr>,
 }
 
 impl Nest {
-    /// The top-level items (one loop for [`Nest::Loop`]).
-    pub fn items(&self) -> Vec<LNode> {
-        match self {
-            Nest::Loop(l) => vec![LNode::Loop(l.clone())],
-            Nest::Seq(xs) => xs.clone(),
-        }
+    /// A nest of `items` computing the assignments `origin`.
+    pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
+        Nest { items, origin }
     }
 
-    /// A nest from top-level items: one loop is a [`Nest::Loop`]; anything else (e.g. the
-    /// copies that unrolling level 1 gives) is a top-level sequence.
-    pub fn from_items(items: Vec<LNode>) -> Nest {
-        match items.as_slice() {
-            [LNode::Loop(l)] => Nest::Loop(l.clone()),
-            _ => Nest::Seq(items),
-        }
+    /// The same origin with other items (what every transformation returns).
+    pub fn with_items(&self, items: Vec<LNode>) -> Nest {
+        Nest { items, origin: self.origin.clone() }
+    }
+
+    /// The top-level items.
+    pub fn items(&self) -> &[LNode] {
+        &self.items
+    }
+
+    /// True for a top-level sequence (eq. 3), false for a single outermost loop.
+    pub fn is_seq(&self) -> bool {
+        !matches!(self.items.as_slice(), [LNode::Loop(_)])
     }
 
     /// Every statement, in program order.
@@ -226,19 +235,19 @@ impl Nest {
     /// level with zero or several children.
     pub fn path(&self) -> Vec<Arc<Loop>> {
         let mut out = Vec::new();
-        let mut items = self.items();
-        while let [LNode::Loop(l)] = items.as_slice() {
+        let mut items: &[LNode] = &self.items;
+        while let [LNode::Loop(l)] = items {
             out.push(l.clone());
-            items = l.body.clone();
+            items = &l.body;
         }
         out
     }
 
     /// The paper's notation, e.g. `⟨i1, [⟨i2, [⟨(=, •, •), […]⟩]⟩]⟩`.
     pub fn paper(&self) -> String {
-        match self {
-            Nest::Loop(l) => LNode::Loop(l.clone()).paper(),
-            Nest::Seq(xs) => {
+        match self.items.as_slice() {
+            [x @ LNode::Loop(_)] => x.paper(),
+            xs => {
                 let kids: Vec<String> = xs.iter().map(|c| c.paper()).collect();
                 format!("⟨•, [{}]⟩", kids.join(", "))
             }
@@ -248,9 +257,9 @@ impl Nest {
     /// An indented listing: one loop or statement per line, with ranges and marks.
     pub fn tree(&self) -> String {
         let mut out = String::new();
-        match self {
-            Nest::Loop(l) => LNode::Loop(l.clone()).tree_into(&mut out, 0),
-            Nest::Seq(xs) => {
+        match self.items.as_slice() {
+            [x @ LNode::Loop(_)] => x.tree_into(&mut out, 0),
+            xs => {
                 out.push_str("seq\n");
                 for x in xs {
                     x.tree_into(&mut out, 1);
@@ -269,8 +278,8 @@ impl Nest {
         f: &mut InstanceFn<'_>,
     ) -> Result<(), String> {
         let mut env: Vec<(Name, i64)> = Vec::new();
-        for x in self.items() {
-            run(&x, consts, &mut env, f)?;
+        for x in &self.items {
+            run(x, consts, &mut env, f)?;
         }
         Ok(())
     }

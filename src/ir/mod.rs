@@ -3,10 +3,12 @@
 
 pub mod expr;
 pub mod loops;
+pub mod lower;
 pub mod state;
 pub mod texpr;
 
 pub use expr::{Atom, Expr, Name, name};
 pub use loops::{Annotations, LNode, Loop, Nest};
-pub use state::{State, Value, real_leaf};
+pub use lower::{Lowered, Update, lower};
+pub use state::{Init, KernelRequest, State, Value, real_leaf};
 pub use texpr::{AssignMode, DType, Dim, Iters, Op, Shape, TExpr, TNode};

@@ -63,6 +63,33 @@ pub struct State {
     /// Named constants that extents may mention.
     #[serde(default)]
     pub consts: BTreeMap<Name, i64>,
+    /// How tensors get their initial data (`init` statements).
+    #[serde(default)]
+    pub inits: BTreeMap<Name, Init>,
+    /// The kernels `codegen` statements asked for, in order.
+    #[serde(default)]
+    pub kernels: Vec<KernelRequest>,
+}
+
+/// Initial data of a tensor: the `init` statement (Sec. 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Init {
+    /// Uniform pseudo-random values from a seeded generator (the default for every tensor).
+    Random,
+    /// Every element set to this value.
+    Value(f64),
+    /// Read from a `.npy` file.
+    Npy(String),
+}
+
+/// One `codegen(l1, l2, ...)` statement: the nests (as they were when it ran) that become one
+/// kernel, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelRequest {
+    /// The identifiers named in the statement.
+    pub names: Vec<Name>,
+    /// Their nests.
+    pub nests: Vec<Nest>,
 }
 
 impl State {

@@ -89,9 +89,5 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             body,
         }))];
     }
-    Ok(match body.pop() {
-        Some(LNode::Loop(l)) if body.is_empty() => Nest::Loop(l),
-        Some(s) => Nest::Seq(vec![s]),
-        None => Nest::Seq(vec![]),
-    })
+    Ok(Nest::new(body, vec![t.clone()]))
 }

@@ -8,7 +8,7 @@
 use super::tensor::Arith;
 use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
-use crate::ir::{DType, Expr, Name, Nest, Op, Shape, State, TExpr, TNode, Value, state::describe_tensor};
+use crate::ir::{DType, Expr, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value, state::describe_tensor};
 
 /// A list of index expressions.
 type Indices = Vec<Expr>;
@@ -58,6 +58,17 @@ pub enum Returns {
     Tensor,
     /// A loop nest (`L`).
     Nest,
+    /// Nothing: a statement (`init`, `codegen`) that changes the state.
+    Stmt,
+}
+
+/// The implementation of a builtin.
+#[derive(Clone, Copy)]
+pub enum Call {
+    /// An expression builtin: `id = f(args)`.
+    Value(fn(&State, &[ArgVal]) -> Result<Value>),
+    /// A statement builtin: `f(args)` gives the next state.
+    Stmt(fn(&State, &[ArgVal]) -> Result<State>),
 }
 
 /// One builtin of the language.
@@ -75,7 +86,7 @@ pub struct Builtin {
     /// What it returns.
     pub returns: Returns,
     /// The implementation.
-    pub call: fn(&State, &[ArgVal]) -> Result<Value>,
+    pub call: Call,
 }
 
 /// The table of core builtins.
@@ -88,15 +99,35 @@ pub fn lookup(name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.name == name)
 }
 
-/// Calls builtin `name` on `args`.
+fn unknown_builtin(name: &str) -> Error {
+    Error::UnknownIdentifier { builtin: name.into(), arg: Arg::new(0, "builtin"), name: name.into() }
+}
+
+/// Calls the expression builtin `name` on `args`.
 pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
-    match lookup(name) {
-        Some(b) => (b.call)(state, args),
-        None => Err(Error::UnknownIdentifier {
+    match lookup(name).map(|b| b.call) {
+        Some(Call::Value(f)) => f(state, args),
+        Some(Call::Stmt(_)) => Err(Error::WrongKind {
             builtin: name.into(),
-            arg: Arg::new(0, "builtin"),
-            name: name.into(),
+            arg: Arg::new(0, "use"),
+            expected: "an expression builtin on the right of `id =`".into(),
+            found: format!("the statement `{name}(...)`, which has no value"),
         }),
+        None => Err(unknown_builtin(name)),
+    }
+}
+
+/// Runs the statement builtin `name` (`init`, `codegen`) on `args`.
+pub fn run_stmt(state: &State, name: &str, args: &[ArgVal]) -> Result<State> {
+    match lookup(name).map(|b| b.call) {
+        Some(Call::Stmt(f)) => f(state, args),
+        Some(Call::Value(_)) => Err(Error::WrongKind {
+            builtin: name.into(),
+            arg: Arg::new(0, "use"),
+            expected: "a statement".into(),
+            found: format!("the expression builtin `{name}`: bind its value with `id = {name}(...)`"),
+        }),
+        None => Err(unknown_builtin(name)),
     }
 }
 
@@ -493,6 +524,45 @@ fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
+fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
+    let a = Args::new("init", s, a, 2, 2, "init(t, random | number | \"file.npy\")")?;
+    let name = a.word(1).cloned().ok_or_else(|| a.wrong(1, "tensor", "the identifier of a real tensor"))?;
+    if s.real_tensor(&name).is_none() {
+        return Err(match s.get(&name) {
+            None => Error::UnknownIdentifier { builtin: "init".into(), arg: Arg::new(1, "tensor"), name: name.to_string() },
+            Some(v) => Error::WrongKind {
+                builtin: "init".into(),
+                arg: Arg::new(1, "tensor"),
+                expected: "a real tensor (declared with tensor, or assigned)".into(),
+                found: v.kind(),
+            },
+        });
+    }
+    let init = match a.get(2) {
+        ArgVal::Word(w) if &**w == "random" => Init::Random,
+        ArgVal::Int(i) => Init::Value(*i as f64),
+        ArgVal::Float(x) => Init::Value(*x),
+        ArgVal::Index(e) if e.as_const().is_some() => Init::Value(e.constant() as f64),
+        ArgVal::Str(p) => Init::Npy(p.clone()),
+        _ => return Err(a.wrong(2, "data", "random, a number or a \"file.npy\" path")),
+    };
+    let mut out = s.clone();
+    out.inits.insert(name, init);
+    Ok(out)
+}
+
+fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
+    let a = Args::new("codegen", s, a, 1, usize::MAX, "codegen(l1, l2, ...)")?;
+    let mut req = KernelRequest { names: Vec::new(), nests: Vec::new() };
+    for pos in 1..=a.args.len() {
+        req.nests.push(a.nest(pos, "nest")?);
+        req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
+    }
+    let mut out = s.clone();
+    out.kernels.push(req);
+    Ok(out)
+}
+
 /// Describes what a value is, for messages outside the builtins.
 pub fn describe(v: &Value) -> String {
     match v {
@@ -503,13 +573,31 @@ pub fn describe(v: &Value) -> String {
 
 static BUILTINS: &[Builtin] = &[
     Builtin {
+        name: "init",
+        signature: "init(t, random | number | \"file.npy\")",
+        equation: "Sec. 2",
+        summary: "how the real tensor t gets its initial data when kernels run (default: seeded random)",
+        example: "init(A, \"a.npy\")",
+        returns: Returns::Stmt,
+        call: Call::Stmt(b_init),
+    },
+    Builtin {
+        name: "codegen",
+        signature: "codegen(l1, l2, ...)",
+        equation: "Sec. 2",
+        summary: "asks for one C kernel running the nests in order; `teml run` compiles, runs, verifies and times it",
+        example: "codegen(ld, l2)",
+        returns: Returns::Stmt,
+        call: Call::Stmt(b_codegen),
+    },
+    Builtin {
         name: "scalar",
         signature: "scalar() | scalar(type)",
         equation: "eq. 12",
         summary: "a new scalar ⟨(□, [], •), []⟩; takes no iterators",
         example: "alpha = scalar()",
         returns: Returns::Tensor,
-        call: b_scalar,
+        call: Call::Value(b_scalar),
     },
     Builtin {
         name: "tensor",
@@ -518,7 +606,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "a new real tensor ⟨(□, S, ε), []⟩; extents are integers or named constants, type double (default) or float",
         example: "A = tensor(double, [N, 250])",
         returns: Returns::Tensor,
-        call: b_tensor,
+        call: Call::Value(b_tensor),
     },
     Builtin {
         name: "eq",
@@ -527,7 +615,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the assignment □[I1] = t[I0]; I0 is omitted when t already carries iterators",
         example: "B = eq(A, [i1, i2] -> [i2, i1])",
         returns: Returns::Tensor,
-        call: b_eq,
+        call: Call::Value(b_eq),
     },
     Builtin {
         name: "vadd",
@@ -536,7 +624,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual element-wise sum t0[I0] + t1[I1]",
         example: "D = vadd(A, B, [[i1, i2], [i1, i2]])",
         returns: Returns::Tensor,
-        call: b_vadd,
+        call: Call::Value(b_vadd),
     },
     Builtin {
         name: "vsub",
@@ -545,7 +633,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual element-wise difference t0[I0] - t1[I1]",
         example: "D = vsub(A, B, [[i], [i+1]])",
         returns: Returns::Tensor,
-        call: b_vsub,
+        call: Call::Value(b_vsub),
     },
     Builtin {
         name: "vmul",
@@ -554,7 +642,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual product t0[I0] * t1[I1] (no summation)",
         example: "P = vmul(A, B, [[i, k], [k, j]])",
         returns: Returns::Tensor,
-        call: b_vmul,
+        call: Call::Value(b_vmul),
     },
     Builtin {
         name: "vdiv",
@@ -563,7 +651,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual quotient t0[I0] / t1[I1]",
         example: "Q = vdiv(A, 3.0, [[i], ])",
         returns: Returns::Tensor,
-        call: b_vdiv,
+        call: Call::Value(b_vdiv),
     },
     Builtin {
         name: "add",
@@ -572,7 +660,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] + t1[I1]; add(A, t, ...) onto A accumulates onto what A held",
         example: "D = @C: add(A, B, [[i1, i2], [i1, i2]] -> [i1, i2])",
         returns: Returns::Tensor,
-        call: b_add,
+        call: Call::Value(b_add),
     },
     Builtin {
         name: "sub",
@@ -581,7 +669,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] - t1[I1]",
         example: "E = sub(A, B, [[i], [i]] -> [i])",
         returns: Returns::Tensor,
-        call: b_sub,
+        call: Call::Value(b_sub),
     },
     Builtin {
         name: "mul",
@@ -590,7 +678,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] * t1[I1]",
         example: "E = mul(C, D, [[i1, i2], ] -> [i1, i2])",
         returns: Returns::Tensor,
-        call: b_mul,
+        call: Call::Value(b_mul),
     },
     Builtin {
         name: "div",
@@ -599,7 +687,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] / t1[I1]",
         example: "E = div(A, B, [[i], [i]] -> [i])",
         returns: Returns::Tensor,
-        call: b_div,
+        call: Call::Value(b_div),
     },
     Builtin {
         name: "vcontract",
@@ -608,7 +696,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual contraction Σk t0[..k..] * t1[..k..] over 1-based dimension pairs; free iterators i1, i2, ...",
         example: "tmp = vcontract(B, Dt, [3, 1])",
         returns: Returns::Tensor,
-        call: b_vcontract,
+        call: Call::Value(b_vcontract),
     },
     Builtin {
         name: "accumulator",
@@ -617,7 +705,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the tensor being defined (□) read as its own accumulator, zero before its nest: t' in add(t', t2, [I', ] -> I')",
         example: "A = add(accumulator([N, N]), P, [[i, j], ] -> [i, j])",
         returns: Returns::Tensor,
-        call: b_accumulator,
+        call: Call::Value(b_accumulator),
     },
     Builtin {
         name: "build",
@@ -626,7 +714,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the perfect loop nest around the assignment t; ranges inferred, every access checked in bounds",
         example: "l = build(E)",
         returns: Returns::Nest,
-        call: b_build,
+        call: Call::Value(b_build),
     },
     Builtin {
         name: "stripmine",
@@ -635,7 +723,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "splits the loop at level r into blocks of v iterations (outer <i>o, inner keeps i); remainders handled",
         example: "l1 = stripmine(l, 2, 32)",
         returns: Returns::Nest,
-        call: b_stripmine,
+        call: Call::Value(b_stripmine),
     },
     Builtin {
         name: "interchange",
@@ -644,7 +732,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "swaps the loops at levels r1 and r2 of a perfect part of the nest",
         example: "l2 = interchange(l1, [2, 3])",
         returns: Returns::Nest,
-        call: b_interchange,
+        call: Call::Value(b_interchange),
     },
     Builtin {
         name: "fuse_outer",
@@ -653,7 +741,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fuses two nests whose loops at levels 1..r are the same; l1's body runs first",
         example: "l = fuse_outer(l4, l5, 5)",
         returns: Returns::Nest,
-        call: b_fuse_outer,
+        call: Call::Value(b_fuse_outer),
     },
     Builtin {
         name: "fuse_inner",
@@ -662,7 +750,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fuses the sibling loops at level r (same range) into one",
         example: "l2 = fuse_inner(l1, 2)",
         returns: Returns::Nest,
-        call: b_fuse_inner,
+        call: Call::Value(b_fuse_inner),
     },
     Builtin {
         name: "unroll",
@@ -671,7 +759,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fully unrolls the loop at level r; level 1 yields a top-level sequence",
         example: "l2 = unroll(l1, 3)",
         returns: Returns::Nest,
-        call: b_unroll,
+        call: Call::Value(b_unroll),
     },
     Builtin {
         name: "parallelize",
@@ -680,7 +768,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "marks the loop at level r to run on several threads (OpenMP)",
         example: "l1 = parallelize(l, 1)",
         returns: Returns::Nest,
-        call: b_parallelize,
+        call: Call::Value(b_parallelize),
     },
     Builtin {
         name: "vectorize",
@@ -689,7 +777,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "marks the loop at level r to run in SIMD lanes",
         example: "l1 = vectorize(l, 3)",
         returns: Returns::Nest,
-        call: b_vectorize,
+        call: Call::Value(b_vectorize),
     },
 ];
 

@@ -21,7 +21,7 @@ fn locate(nest: &Nest, level: i64, builtin: &str, arg: &Arg) -> Result<Arc<Loop>
     }
     let below: Vec<LNode> = match path.last() {
         Some(l) => l.body.clone(),
-        None => nest.items(),
+        None => nest.items.clone(),
     };
     if level > path.len() as i64 && below.len() > 1 && below.iter().any(|x| x.as_loop().is_some()) {
         return Err(Error::BelowBranch {
@@ -59,7 +59,7 @@ fn rewrite_body(
             _ => unreachable!("rewrite_body: path validated by locate"),
         }
     }
-    Ok(Nest::from_items(go(&nest.items(), depth, f)?))
+    Ok(nest.with_items(go(&nest.items, depth, f)?))
 }
 
 /// Replaces the loop at `level` by the items `f` returns.
@@ -80,8 +80,8 @@ fn rewrite_loop(
 /// Every iterator of the nest and every named constant its bounds or indices mention.
 fn names_in(nest: &Nest, state: &State) -> BTreeSet<Name> {
     let mut out: BTreeSet<Name> = state.consts.keys().cloned().collect();
-    for x in nest.items() {
-        collect_names(&x, &mut out);
+    for x in &nest.items {
+        collect_names(x, &mut out);
     }
     out
 }
@@ -265,7 +265,8 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     for k in (0..r).rev() {
         body = vec![LNode::Loop(Arc::new(Loop { annot: annots[k].clone(), body, ..(*p1[k]).clone() }))];
     }
-    rewrite_body(n1, 0, &mut |_| Ok(body.clone()))
+    let fused = rewrite_body(n1, 0, &mut |_| Ok(body.clone()))?;
+    Ok(Nest::new(fused.items, n1.origin.iter().chain(&n2.origin).cloned().collect()))
 }
 
 /// `fuse_inner(l, r)`, eq. 23: the loops that are the children of level `r-1` (the top level

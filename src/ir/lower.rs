@@ -1,0 +1,78 @@
+//! The meaning of a statement leaf, flattened for execution: `target (=|+=) rhs`, with
+//! contractions realized by the loops around the statement and accumulators zeroed first.
+//! Code generation and the reference interpreter both read this one form.
+
+use super::texpr::{AssignMode, Op, TExpr, TNode};
+use std::sync::Arc;
+
+/// How the statement writes its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// `x = rhs`
+    Set,
+    /// `x += rhs`
+    Add,
+}
+
+/// A statement ready to execute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lowered {
+    /// The target access (a leaf with an index list, or a scalar).
+    pub target: TExpr,
+    /// `=` or `+=`.
+    pub update: Update,
+    /// The value: arithmetic over leaves only (no contraction nodes).
+    pub rhs: TExpr,
+    /// The target is an accumulator: zero it before the nest that contains the statement.
+    pub zero_first: bool,
+}
+
+/// True if `stmt` is `x = x + r` with the same tensor at the same indices.
+pub fn accumulates_onto(stmt: &TNode) -> bool {
+    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return false };
+    y.op == Op::Add && {
+        let a = &y.children[0];
+        a.is_tensor_leaf() && a.op == x.op && a.iters == x.iters
+    }
+}
+
+/// Replaces each contraction by the product of its children (its sum is realized by loops).
+pub fn flatten(t: &TExpr) -> TExpr {
+    if t.children.is_empty() {
+        return t.clone();
+    }
+    let kids: Vec<TExpr> = t.children.iter().map(flatten).collect();
+    match t.op {
+        Op::Contract(_) => {
+            let mut it = kids.into_iter();
+            let first = it.next().unwrap_or_else(|| t.clone());
+            it.fold(first, |acc, k| TNode::node(Op::Mul, t.shape.clone(), vec![acc, k]))
+        }
+        _ => Arc::new(TNode { children: kids, ..(**t).clone() }),
+    }
+}
+
+/// Lowers an assignment; `None` for anything that is not one.
+pub fn lower(stmt: &TExpr) -> Option<Lowered> {
+    let (x, y) = (stmt.target()?, stmt.value()?);
+    let onto = accumulates_onto(stmt);
+    let value = if onto { &y.children[1] } else { y };
+    let update = if onto || value.has_contract() { Update::Add } else { Update::Set };
+    Some(Lowered {
+        target: x.clone(),
+        update,
+        rhs: flatten(value),
+        zero_first: matches!(stmt.op, Op::Assign(AssignMode::Accumulator)),
+    })
+}
+
+/// Number of floating-point operations one execution of the statement performs.
+pub fn flops(l: &Lowered) -> u64 {
+    let mut n = 0;
+    l.rhs.visit(&mut |t| {
+        if t.op.is_arith() {
+            n += 1;
+        }
+    });
+    n + u64::from(l.update == Update::Add)
+}

@@ -1,0 +1,1 @@
+//! Compiling, loading, running and timing generated kernels.
