@@ -1,1 +1,496 @@
-//! C code generation from loop nests.
+//! C code generation: loop nests to one readable C99 translation unit.
+//!
+//! Arrays are passed as pointers to arrays (`double (*restrict A)[N]`) and indexed naturally
+//! (`A[i][j]`); named constants are `#define`d; iterator names are kept; unrolled statements
+//! are laid out one per line. Marks become OpenMP pragmas only where [`deps::plan`] shows them
+//! correct: a loop that carries a reduction sums into private accumulators with a
+//! `reduction(+: ...)` clause, and anything else is refused with a reason. Accumulators that a
+//! contraction introduces are zeroed before the nest that accumulates into them.
+//!
+//! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
+//! **args)`, which calls it with the buffers in parameter order.
+
+pub mod deps;
+
+use crate::error::{Error, Result};
+use crate::ir::{Atom, DType, Dim, Expr, LNode, Loop, Name, Nest, Op, State, TNode, Update, lower};
+use deps::Plan;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Name of the generic entry point every generated translation unit exports.
+pub const ENTRY: &str = "teml_entry";
+
+/// A kernel parameter: one real tensor (or scalar).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Identifier.
+    pub name: Name,
+    /// Element type.
+    pub dtype: DType,
+    /// Extents (empty for a scalar).
+    pub dims: Vec<Expr>,
+    /// Written by some statement.
+    pub written: bool,
+}
+
+impl Param {
+    /// Number of elements, with the named constants `state` binds.
+    pub fn len(&self, state: &State) -> std::result::Result<usize, Name> {
+        let mut n: usize = 1;
+        for d in &self.dims {
+            n *= usize::try_from(d.eval(&|v| state.constant(v))?).unwrap_or(0);
+        }
+        Ok(n)
+    }
+
+    /// The extents as integers.
+    pub fn extents(&self, state: &State) -> std::result::Result<Vec<usize>, Name> {
+        self.dims.iter().map(|d| d.eval(&|v| state.constant(v)).map(|x| x.max(0) as usize)).collect()
+    }
+
+    /// True for a rank-0 tensor.
+    pub fn is_scalar(&self) -> bool {
+        self.dims.is_empty()
+    }
+}
+
+/// A generated kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CKernel {
+    /// The C source.
+    pub source: String,
+    /// The kernel function's name.
+    pub name: String,
+    /// Parameters, in order (also the order of `teml_entry`'s `args`).
+    pub params: Vec<Param>,
+    /// Named constants the source uses.
+    pub consts: Vec<Name>,
+}
+
+/// Generates one kernel running `nests` in order.
+pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKernel> {
+    let illegal = |reason: String| Error::Illegal { builtin: "codegen".into(), reason };
+    if !is_c_ident(name) {
+        return Err(illegal(format!("expected a C identifier as kernel name, found `{name}`")));
+    }
+    let params = params(nests).map_err(illegal)?;
+    let mut iters = BTreeSet::new();
+    for (_, n) in nests {
+        for x in n.items() {
+            let mut v = Vec::new();
+            x.loop_iters(&mut v);
+            iters.extend(v);
+        }
+    }
+    let mut consts: BTreeSet<Name> = BTreeSet::new();
+    for p in &params {
+        p.dims.iter().for_each(|d| consts.extend(d.vars()));
+    }
+    for (_, n) in nests {
+        for x in n.items() {
+            collect_vars(x, &mut consts);
+        }
+    }
+    let consts: Vec<Name> = consts.into_iter().filter(|v| !iters.contains(v)).collect();
+
+    let mut body = String::new();
+    let mut helpers = Helpers::default();
+    let mut acc_count = 0;
+    for (k, (nname, n)) in nests.iter().enumerate() {
+        if k > 0 {
+            body.push('\n');
+        }
+        let _ = writeln!(body, "  /* {nname} */");
+        // Accumulators are zeroed before the nest that accumulates into them.
+        let mut zeroed = BTreeSet::new();
+        for s in n.stmts() {
+            let Some(lw) = lower(&s) else { continue };
+            let Some(t) = lw.target.id() else { continue };
+            if lw.zero_first && zeroed.insert(t.clone()) {
+                let p = params
+                    .iter()
+                    .find(|p| &p.name == t)
+                    .ok_or_else(|| illegal(format!("no parameter {t}")))?;
+                if p.is_scalar() {
+                    let _ = writeln!(body, "  *{t} = 0.0;");
+                } else {
+                    helpers.memset = true;
+                    let size: Vec<String> = p.dims.iter().map(|d| c_expr(d, &mut helpers, true)).collect();
+                    let _ = writeln!(
+                        body,
+                        "  memset({t}, 0, sizeof({}) * {});",
+                        p.dtype.c_name(),
+                        size.join(" * ")
+                    );
+                }
+            }
+        }
+        let mut cx = Cx {
+            out: &mut body,
+            helpers: &mut helpers,
+            accs: BTreeMap::new(),
+            acc_count: &mut acc_count,
+            params: &params,
+        };
+        for x in n.items() {
+            cx.node(x, 1).map_err(illegal)?;
+        }
+    }
+
+    let mut src = String::new();
+    let names: Vec<&str> = nests.iter().map(|(n, _)| &**n).collect();
+    let _ = writeln!(
+        src,
+        "/* Generated by teml {}: kernel `{name}` runs {} in order. */",
+        env!("CARGO_PKG_VERSION"),
+        names.join(", ")
+    );
+    if helpers.memset {
+        src.push_str("#include <string.h>\n");
+    }
+    src.push('\n');
+    for c in &consts {
+        match state.constant(c) {
+            Some(v) => {
+                let _ = writeln!(src, "#ifndef {c}\n#define {c} {v}\n#endif");
+            }
+            None => {
+                let _ = writeln!(
+                    src,
+                    "#ifndef {c}\n#error \"named constant {c} is not bound: give -D {c}=INT\"\n#endif"
+                );
+            }
+        }
+    }
+    if !consts.is_empty() {
+        src.push('\n');
+    }
+    if helpers.min {
+        src.push_str("static inline int teml_min(int a, int b) { return a < b ? a : b; }\n");
+    }
+    if helpers.max {
+        src.push_str("static inline int teml_max(int a, int b) { return a > b ? a : b; }\n");
+    }
+    if helpers.floordiv {
+        src.push_str(
+            "static inline int teml_floordiv(int a, int b) { return (a >= 0 ? a : a - b + 1) / b; }\n",
+        );
+    }
+    if helpers.min || helpers.max || helpers.floordiv {
+        src.push('\n');
+    }
+    let decls: Vec<String> = params.iter().map(param_decl).collect();
+    let _ = writeln!(src, "void {name}({})\n{{\n{body}}}\n", decls.join(", "));
+    let casts: Vec<String> =
+        params.iter().enumerate().map(|(k, p)| format!("({})args[{k}]", param_cast(p))).collect();
+    let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
+    Ok(CKernel { source: src, name: name.to_string(), params, consts })
+}
+
+fn is_c_ident(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
+    match x {
+        LNode::Loop(l) => {
+            out.extend(l.lb.vars());
+            out.extend(l.ub.vars());
+            l.body.iter().for_each(|c| collect_vars(c, out));
+        }
+        LNode::Stmt(s) => out.extend(s.index_vars()),
+    }
+}
+
+/// The real tensors the nests use, in order of first appearance.
+fn params(nests: &[(Name, Nest)]) -> std::result::Result<Vec<Param>, String> {
+    let mut out: Vec<Param> = Vec::new();
+    for (_, n) in nests {
+        for s in n.stmts() {
+            let Some(lw) = lower(&s) else { continue };
+            let mut visit = |leaf: &TNode, written: bool| -> std::result::Result<(), String> {
+                let Some(name) = leaf.id() else { return Ok(()) };
+                let dims: Vec<Expr> = leaf
+                    .shape
+                    .dims()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Known(e) => Ok(e.clone()),
+                        Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
+                    })
+                    .collect::<std::result::Result<_, _>>()?;
+                match out.iter_mut().find(|p| &p.name == name) {
+                    Some(p) if p.dims != dims || p.dtype != leaf.dtype => Err(format!(
+                        "tensor `{name}` is used with two shapes: expected one, found {} {:?} and {} {:?}",
+                        p.dtype,
+                        p.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                        leaf.dtype,
+                        dims.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+                    )),
+                    Some(p) => {
+                        p.written |= written;
+                        Ok(())
+                    }
+                    None => {
+                        out.push(Param { name: name.clone(), dtype: leaf.dtype, dims, written });
+                        Ok(())
+                    }
+                }
+            };
+            // operands first, then the target: `f(A, B, C)` for C = A + B
+            let mut res = Ok(());
+            lw.rhs.visit(&mut |n| {
+                if res.is_ok() && n.is_tensor_leaf() {
+                    res = visit(n, false);
+                }
+            });
+            res?;
+            visit(&lw.target, true)?;
+        }
+    }
+    Ok(out)
+}
+
+fn param_decl(p: &Param) -> String {
+    let ty = p.dtype.c_name();
+    match p.dims.as_slice() {
+        [] | [_] => format!("{ty} *restrict {}", p.name),
+        [_, rest @ ..] => {
+            let tail: String =
+                rest.iter().map(|d| format!("[{}]", c_expr(d, &mut Helpers::default(), false))).collect();
+            format!("{ty} (*restrict {}){tail}", p.name)
+        }
+    }
+}
+
+fn param_cast(p: &Param) -> String {
+    let ty = p.dtype.c_name();
+    match p.dims.as_slice() {
+        [] | [_] => format!("{ty} *"),
+        [_, rest @ ..] => {
+            let tail: String =
+                rest.iter().map(|d| format!("[{}]", c_expr(d, &mut Helpers::default(), false))).collect();
+            format!("{ty} (*){tail}")
+        }
+    }
+}
+
+#[derive(Default)]
+struct Helpers {
+    min: bool,
+    max: bool,
+    floordiv: bool,
+    memset: bool,
+}
+
+/// An integer expression in C; `paren` wraps compound expressions, as in `i <= (N-1)`.
+fn c_expr(e: &Expr, h: &mut Helpers, paren: bool) -> String {
+    let mut s = String::new();
+    let h = std::cell::RefCell::new(h);
+    fn atom(a: &Atom, f: &mut dyn std::fmt::Write, h: &std::cell::RefCell<&mut Helpers>) -> std::fmt::Result {
+        match a {
+            Atom::Var(v) => f.write_str(v),
+            Atom::Min(xs) | Atom::Max(xs) => {
+                let is_min = matches!(a, Atom::Min(_));
+                if is_min {
+                    h.borrow_mut().min = true;
+                } else {
+                    h.borrow_mut().max = true;
+                }
+                let fname = if is_min { "teml_min" } else { "teml_max" };
+                // teml_min(a, teml_min(b, c))
+                for x in &xs[..xs.len() - 1] {
+                    write!(f, "{fname}(")?;
+                    x.write_with(f, &|a, f| atom(a, f, h))?;
+                    f.write_str(", ")?;
+                }
+                xs[xs.len() - 1].write_with(f, &|a, f| atom(a, f, h))?;
+                for _ in 1..xs.len() {
+                    f.write_str(")")?;
+                }
+                Ok(())
+            }
+            Atom::FloorDiv(x, d) => {
+                h.borrow_mut().floordiv = true;
+                f.write_str("teml_floordiv(")?;
+                x.write_with(f, &|a, f| atom(a, f, h))?;
+                write!(f, ", {d})")
+            }
+        }
+    }
+    let _ = e.write_with(&mut s, &|a, f| atom(a, f, &h));
+    if paren && e.is_compound() && e.as_const().is_none() { format!("({s})") } else { s }
+}
+
+struct Cx<'a> {
+    out: &'a mut String,
+    helpers: &'a mut Helpers,
+    /// Target accesses summed in private accumulators: access text -> variable.
+    accs: BTreeMap<String, String>,
+    acc_count: &'a mut usize,
+    params: &'a [Param],
+}
+
+impl Cx<'_> {
+    fn line(&mut self, depth: usize, s: &str) {
+        let _ = writeln!(self.out, "{}{s}", "  ".repeat(depth));
+    }
+
+    fn node(&mut self, x: &LNode, depth: usize) -> std::result::Result<(), String> {
+        match x {
+            LNode::Stmt(s) => {
+                let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
+                let rhs = self.c_value(&lw.rhs);
+                let op = if lw.update == Update::Add { "+=" } else { "=" };
+                let target = lw.target.access();
+                let lhs = match self.accs.get(&target) {
+                    Some(acc) if lw.update == Update::Add => acc.clone(),
+                    _ => self.c_leaf(&lw.target),
+                };
+                self.line(depth, &format!("{lhs} {op} {rhs};"));
+                Ok(())
+            }
+            LNode::Loop(l) => self.loop_(l, depth),
+        }
+    }
+
+    fn loop_(&mut self, l: &Loop, depth: usize) -> std::result::Result<(), String> {
+        let marked = l.annot.parallel || l.annot.vectorize;
+        let plan = if marked {
+            let what = match (l.annot.parallel, l.annot.vectorize) {
+                (true, true) => "parallelize and vectorize",
+                (true, false) => "parallelize",
+                _ => "vectorize",
+            };
+            Some(deps::plan(l).map_err(|why| {
+                format!("cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element", l.iter, l.range())
+            })?)
+        } else {
+            None
+        };
+        let header = format!(
+            "for (int {i} = {lb}; {i} <= {ub}; {i}{step})",
+            i = l.iter,
+            lb = c_expr(&l.lb, self.helpers, false),
+            ub = c_expr(&l.ub, self.helpers, true),
+            step = if l.step == 1 { "++".to_string() } else { format!(" += {}", l.step) }
+        );
+        let mut pragma = match (l.annot.parallel, l.annot.vectorize) {
+            (true, true) => Some("#pragma omp parallel for simd".to_string()),
+            (true, false) => Some("#pragma omp parallel for".to_string()),
+            (false, true) => Some("#pragma omp simd".to_string()),
+            _ => None,
+        };
+        let mut reduction_vars: Vec<(String, std::sync::Arc<TNode>, Option<String>)> = Vec::new();
+        let mut depth = depth;
+        if let Some(Plan::Reduction(targets)) = &plan {
+            self.line(depth, "{");
+            depth += 1;
+            for t in targets {
+                let var = format!("teml_acc{}", *self.acc_count);
+                *self.acc_count += 1;
+                let ty = self
+                    .params
+                    .iter()
+                    .find(|p| Some(&p.name) == t.leaf.id())
+                    .map_or("double", |p| p.dtype.c_name());
+                self.line(depth, &format!("{ty} {var} = 0;"));
+                let outer = self.accs.insert(t.access.clone(), var.clone());
+                reduction_vars.push((var, t.leaf.clone(), outer));
+            }
+            if let Some(p) = pragma.as_mut() {
+                let vars: Vec<&str> = reduction_vars.iter().map(|(v, _, _)| v.as_str()).collect();
+                p.push_str(&format!(" reduction(+: {})", vars.join(", ")));
+            }
+        }
+        if let Some(p) = &pragma {
+            // pragmas start at column 0 in many codebases; indenting them reads better here
+            self.line(depth, p);
+        }
+        self.line(depth, &header);
+        let single = matches!(l.body.as_slice(), [_]);
+        if single {
+            self.node(&l.body[0], depth + 1)?;
+        } else {
+            self.line(depth, "{");
+            for c in &l.body {
+                self.node(c, depth + 1)?;
+            }
+            self.line(depth, "}");
+        }
+        if !reduction_vars.is_empty() {
+            for (var, leaf, outer) in reduction_vars {
+                // Add the partial sum to the enclosing accumulator, or to the element itself.
+                let target = match &outer {
+                    Some(o) => o.clone(),
+                    None => self.c_leaf(&leaf),
+                };
+                self.line(depth, &format!("{target} += {var};"));
+                match outer {
+                    Some(o) => self.accs.insert(leaf.access(), o),
+                    None => self.accs.remove(&leaf.access()),
+                };
+            }
+            self.line(depth - 1, "}");
+        }
+        Ok(())
+    }
+
+    fn c_leaf(&mut self, t: &TNode) -> String {
+        match (&t.op, t.index_list()) {
+            (Op::Lit(x), _) => crate::ir::texpr::fmt_lit(*x),
+            (Op::Id(n), Some(xs)) if !xs.is_empty() => {
+                let mut s = n.to_string();
+                for x in xs {
+                    s.push_str(&format!("[{}]", c_expr(x, self.helpers, false)));
+                }
+                s
+            }
+            (Op::Id(n), _) => format!("(*{n})"),
+            _ => t.access(),
+        }
+    }
+
+    fn c_value(&mut self, t: &TNode) -> String {
+        let prec = |t: &TNode| match t.op {
+            Op::Add | Op::Sub => 1,
+            Op::Mul | Op::Div => 2,
+            _ => 3,
+        };
+        match t.op {
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                let p = prec(t);
+                let (l, r) = (&t.children[0], &t.children[1]);
+                let ls = self.c_value(l);
+                let rs = self.c_value(r);
+                let ls = if prec(l) < p { format!("({ls})") } else { ls };
+                let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
+                let rs = if rp { format!("({rs})") } else { rs };
+                format!("{ls} {} {rs}", t.op.symbol())
+            }
+            _ => self.c_leaf(t),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_expressions() {
+        let mut h = Helpers::default();
+        assert_eq!(c_expr(&Expr::var("N").add_int(-1), &mut h, true), "(N-1)");
+        assert_eq!(c_expr(&Expr::int(249), &mut h, true), "249");
+        assert_eq!(c_expr(&Expr::var("i"), &mut h, true), "i");
+        let m = Expr::min(&Expr::var("o").scale(4).add_int(3), &Expr::int(9));
+        assert_eq!(c_expr(&m, &mut h, true), "teml_min(4*o+3, 9)");
+        assert!(h.min);
+        let f = Expr::var("N").add_int(-1).floordiv(8);
+        assert_eq!(c_expr(&f, &mut h, true), "teml_floordiv(N-1, 8)");
+    }
+}

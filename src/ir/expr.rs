@@ -195,6 +195,14 @@ impl Expr {
         }
     }
 
+    /// The arguments, if the expression is exactly one `min(...)`.
+    pub fn min_args(&self) -> Option<&[Expr]> {
+        match self.single_atom() {
+            Some(Atom::Min(xs)) => Some(xs),
+            _ => None,
+        }
+    }
+
     fn single_atom(&self) -> Option<&Atom> {
         match (self.terms.as_slice(), self.constant) {
             ([(a, 1)], 0) => Some(a),

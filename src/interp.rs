@@ -1,0 +1,337 @@
+//! The reference interpreter: executes loop nests directly from the trees, in `f64`.
+//!
+//! Verification runs the *untransformed* program (each nest's origin assignments, built with
+//! `build`, one after the other) here and compares with the compiled kernel. Statements are
+//! compiled once into a small postfix form over flat buffers, so that the interpreter is fast
+//! enough for the test sizes and for moderate real sizes.
+
+use crate::ir::{DType, Dim, Expr, LNode, Name, Nest, Op, State, TNode, Update, lower};
+use std::collections::BTreeMap;
+
+/// A tensor's data, row-major, held in `f64` whatever its element type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Element type of the real tensor.
+    pub dtype: DType,
+    /// Extents (empty for a scalar).
+    pub dims: Vec<usize>,
+    /// Elements, row-major.
+    pub data: Vec<f64>,
+}
+
+impl Tensor {
+    /// A tensor of zeros.
+    pub fn zeros(dtype: DType, dims: Vec<usize>) -> Tensor {
+        let n = dims.iter().product();
+        Tensor { dtype, dims, data: vec![0.0; n] }
+    }
+}
+
+/// Tensors by name.
+pub type Buffers = BTreeMap<Name, Tensor>;
+
+/// Affine form over iterator slots: `c + sum(coef * slot)`.
+#[derive(Clone, Debug)]
+struct Lin {
+    c: i64,
+    terms: Vec<(usize, i64)>,
+}
+
+impl Lin {
+    fn eval(&self, env: &[i64]) -> i64 {
+        self.terms.iter().fold(self.c, |acc, (s, k)| acc + k * env[*s])
+    }
+}
+
+/// A bound: affine (fast) or general (evaluated through names).
+#[derive(Clone, Debug)]
+enum Bound {
+    Lin(Lin),
+    General(Expr, Vec<(Name, usize)>),
+}
+
+impl Bound {
+    fn eval(&self, env: &[i64], state: &State) -> Result<i64, String> {
+        match self {
+            Bound::Lin(l) => Ok(l.eval(env)),
+            Bound::General(e, slots) => e
+                .eval(&|v| {
+                    slots.iter().find(|(n, _)| &**n == v).map(|(_, s)| env[*s]).or_else(|| state.constant(v))
+                })
+                .map_err(|v| format!("unbound `{v}` in bound {e}")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum ROp {
+    Load(usize, Lin),
+    Lit(f64),
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+#[derive(Clone, Debug)]
+struct CStmt {
+    buf: usize,
+    at: Lin,
+    update: Update,
+    rhs: Vec<ROp>,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    Loop { slot: usize, lb: Bound, ub: Bound, step: i64, body: Vec<Node> },
+    Stmt(CStmt),
+}
+
+struct Compiler<'a> {
+    state: &'a State,
+    names: Vec<Name>,
+    dims: Vec<Vec<usize>>,
+    slots: Vec<Name>,
+}
+
+impl Compiler<'_> {
+    fn buf(&mut self, leaf: &TNode, bufs: &Buffers) -> Result<usize, String> {
+        let name = leaf.id().ok_or_else(|| format!("unnamed tensor in `{leaf}`"))?;
+        if let Some(k) = self.names.iter().position(|n| n == name) {
+            return Ok(k);
+        }
+        let t = bufs.get(name).ok_or_else(|| format!("no data for tensor `{name}`"))?;
+        self.names.push(name.clone());
+        self.dims.push(t.dims.clone());
+        Ok(self.names.len() - 1)
+    }
+
+    fn lin(&self, e: &Expr) -> Result<Lin, String> {
+        let terms = e.affine_terms().ok_or_else(|| format!("index {e} is not affine"))?;
+        let mut lin = Lin { c: e.constant(), terms: Vec::new() };
+        for (v, k) in terms {
+            match self.slots.iter().rposition(|s| *s == v) {
+                Some(s) => lin.terms.push((s, k)),
+                None => {
+                    lin.c += k * self
+                        .state
+                        .constant(&v)
+                        .ok_or_else(|| format!("`{v}` is neither an iterator nor a bound constant"))?
+                }
+            }
+        }
+        Ok(lin)
+    }
+
+    fn bound(&self, e: &Expr) -> Result<Bound, String> {
+        if e.is_affine() {
+            return self.lin(e).map(Bound::Lin);
+        }
+        let slots = self.slots.iter().enumerate().map(|(k, n)| (n.clone(), k)).collect();
+        Ok(Bound::General(e.clone(), slots))
+    }
+
+    /// Row-major linear offset of an access.
+    fn access(&mut self, leaf: &TNode, bufs: &Buffers) -> Result<(usize, Lin), String> {
+        let b = self.buf(leaf, bufs)?;
+        let dims = self.dims[b].clone();
+        let xs = leaf.index_list().unwrap_or(&[]);
+        if xs.len() != dims.len() {
+            return Err(format!("{} indexes a tensor of rank {}", leaf.access(), dims.len()));
+        }
+        let mut off = Lin { c: 0, terms: Vec::new() };
+        let mut stride: i64 = 1;
+        for (x, d) in xs.iter().zip(&dims).rev() {
+            let l = self.lin(x)?;
+            off.c += stride * l.c;
+            off.terms.extend(l.terms.iter().map(|(s, k)| (*s, k * stride)));
+            stride *= *d as i64;
+        }
+        Ok((b, off))
+    }
+
+    fn rhs(&mut self, t: &TNode, out: &mut Vec<ROp>, bufs: &Buffers) -> Result<(), String> {
+        match &t.op {
+            Op::Lit(x) => out.push(ROp::Lit(*x)),
+            Op::Id(_) => {
+                let (b, at) = self.access(t, bufs)?;
+                out.push(ROp::Load(b, at));
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                self.rhs(&t.children[0], out, bufs)?;
+                self.rhs(&t.children[1], out, bufs)?;
+                out.push(match t.op {
+                    Op::Add => ROp::Add,
+                    Op::Sub => ROp::Sub,
+                    Op::Mul => ROp::Mul,
+                    _ => ROp::Div,
+                });
+            }
+            _ => return Err(format!("cannot evaluate `{t}`")),
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, x: &LNode, bufs: &Buffers) -> Result<Node, String> {
+        match x {
+            LNode::Stmt(s) => {
+                let lw = lower(s).ok_or_else(|| format!("not an assignment: {s}"))?;
+                let (buf, at) = self.access(&lw.target, bufs)?;
+                let mut rhs = Vec::new();
+                self.rhs(&lw.rhs, &mut rhs, bufs)?;
+                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs }))
+            }
+            LNode::Loop(l) => {
+                let lb = self.bound(&l.lb)?;
+                let ub = self.bound(&l.ub)?;
+                self.slots.push(l.iter.clone());
+                let slot = self.slots.len() - 1;
+                let body = l.body.iter().map(|c| self.node(c, bufs)).collect::<Result<Vec<_>, _>>()?;
+                self.slots.pop();
+                Ok(Node::Loop { slot, lb, ub, step: l.step, body })
+            }
+        }
+    }
+}
+
+struct Machine<'a> {
+    data: Vec<&'a mut Vec<f64>>,
+    env: Vec<i64>,
+    stack: Vec<f64>,
+    state: &'a State,
+    count: u64,
+}
+
+impl Machine<'_> {
+    fn exec(&mut self, n: &Node) -> Result<(), String> {
+        match n {
+            Node::Stmt(s) => {
+                self.stack.clear();
+                for op in &s.rhs {
+                    let v = match op {
+                        ROp::Load(b, at) => {
+                            let off = at.eval(&self.env);
+                            *self.data[*b]
+                                .get(off as usize)
+                                .ok_or_else(|| format!("read out of bounds at offset {off}"))?
+                        }
+                        ROp::Lit(x) => *x,
+                        _ => {
+                            let r = self.stack.pop().unwrap_or(0.0);
+                            let l = self.stack.pop().unwrap_or(0.0);
+                            match op {
+                                ROp::Add => l + r,
+                                ROp::Sub => l - r,
+                                ROp::Mul => l * r,
+                                _ => l / r,
+                            }
+                        }
+                    };
+                    self.stack.push(v);
+                }
+                let v = self.stack.pop().unwrap_or(0.0);
+                let off = s.at.eval(&self.env);
+                let slot = self.data[s.buf]
+                    .get_mut(off as usize)
+                    .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
+                match s.update {
+                    Update::Set => *slot = v,
+                    Update::Add => *slot += v,
+                }
+                self.count += 1;
+                Ok(())
+            }
+            Node::Loop { slot, lb, ub, step, body } => {
+                let (lb, ub) = (lb.eval(&self.env, self.state)?, ub.eval(&self.env, self.state)?);
+                if self.env.len() <= *slot {
+                    self.env.resize(slot + 1, 0);
+                }
+                let mut i = lb;
+                while i <= ub {
+                    self.env[*slot] = i;
+                    for c in body {
+                        self.exec(c)?;
+                    }
+                    i += step;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Runs `nests` in order on `bufs`, zeroing each nest's accumulators first (as generated code
+/// does). Returns the number of statement instances executed.
+pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, String> {
+    let mut total = 0;
+    for n in nests {
+        let mut cx = Compiler { state, names: Vec::new(), dims: Vec::new(), slots: Vec::new() };
+        let code = n.items().iter().map(|x| cx.node(x, bufs)).collect::<Result<Vec<_>, _>>()?;
+        for s in n.stmts() {
+            if let Some(lw) = lower(&s)
+                && lw.zero_first
+                && let Some(t) = lw.target.id().and_then(|id| bufs.get_mut(id))
+            {
+                t.data.iter_mut().for_each(|x| *x = 0.0);
+            }
+        }
+        let names = cx.names;
+        // Borrow each named buffer mutably once, in compile order.
+        let mut taken: Vec<(Name, Tensor)> = names
+            .iter()
+            .map(|n| (n.clone(), bufs.remove(n).unwrap_or_else(|| Tensor::zeros(DType::Double, vec![]))))
+            .collect();
+        let result = {
+            let data: Vec<&mut Vec<f64>> = taken.iter_mut().map(|(_, t)| &mut t.data).collect();
+            let mut m = Machine { data, env: Vec::new(), stack: Vec::with_capacity(16), state, count: 0 };
+            code.iter().try_for_each(|c| m.exec(c)).map(|_| m.count)
+        };
+        for (n, t) in taken {
+            bufs.insert(n, t);
+        }
+        total += result?;
+    }
+    Ok(total)
+}
+
+/// Buffers for every real tensor the nests use, filled by `fill(name, dtype, dims)`.
+pub fn buffers_for(
+    state: &State,
+    nests: &[Nest],
+    fill: &mut dyn FnMut(&Name, DType, &[usize]) -> Vec<f64>,
+) -> Result<Buffers, String> {
+    let mut out = Buffers::new();
+    for n in nests {
+        for s in n.stmts() {
+            let mut res = Ok(());
+            s.visit(&mut |leaf| {
+                let Some(name) = leaf.id() else { return };
+                if out.contains_key(name) || res.is_err() {
+                    return;
+                }
+                let dims: Result<Vec<usize>, String> = leaf
+                    .shape
+                    .dims()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Known(e) => e
+                            .eval(&|v| state.constant(v))
+                            .map(|x| x.max(0) as usize)
+                            .map_err(|v| format!("named constant `{v}` is not bound: give -D {v}=INT")),
+                        Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
+                    })
+                    .collect();
+                match dims {
+                    Ok(d) => {
+                        let data = fill(name, leaf.dtype, &d);
+                        out.insert(name.clone(), Tensor { dtype: leaf.dtype, dims: d, data });
+                    }
+                    Err(e) => res = Err(e),
+                }
+            });
+            res?;
+        }
+    }
+    Ok(out)
+}
