@@ -8,7 +8,10 @@
 use super::tensor::Arith;
 use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
-use crate::ir::{DType, Expr, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value, state::describe_tensor};
+use crate::ir::{
+    DType, Expr, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value,
+    state::describe_tensor,
+};
 
 /// A list of index expressions.
 type Indices = Vec<Expr>;
@@ -529,7 +532,11 @@ fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
     let name = a.word(1).cloned().ok_or_else(|| a.wrong(1, "tensor", "the identifier of a real tensor"))?;
     if s.real_tensor(&name).is_none() {
         return Err(match s.get(&name) {
-            None => Error::UnknownIdentifier { builtin: "init".into(), arg: Arg::new(1, "tensor"), name: name.to_string() },
+            None => Error::UnknownIdentifier {
+                builtin: "init".into(),
+                arg: Arg::new(1, "tensor"),
+                name: name.to_string(),
+            },
             Some(v) => Error::WrongKind {
                 builtin: "init".into(),
                 arg: Arg::new(1, "tensor"),

@@ -1,0 +1,426 @@
+//! The C compiler driver and the on-disk cache of compiled kernels.
+//!
+//! [`Compiler::detect`] finds the system C compiler the way the `cc` crate does (honouring
+//! `CC`); [`Compiler::compile`] turns one C translation unit into a shared library, or finds it
+//! in the cache. The cache key is the SHA-256 of the source, the full list of compiler
+//! arguments and the compiler's identity (its path and `--version` line; with `-march=native`,
+//! also the host CPU), so a cached library is reused exactly when recompiling would produce the
+//! same one.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use super::RuntimeError;
+
+/// Number of times this process has invoked the C compiler on a kernel.
+static INVOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many times this process has run the C compiler on a kernel (cache hits do not count).
+pub fn compiler_invocations() -> usize {
+    INVOCATIONS.load(Ordering::SeqCst)
+}
+
+/// At most this many errors are shown with their generated source line.
+const MAX_ANNOTATED_ERRORS: usize = 20;
+
+/// Optimization flags of one compilation. The flags every kernel needs (`-fPIC -shared`) and
+/// the words of the `CFLAGS` environment variable are added by [`Compiler::compile`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Flags {
+    /// The optimization flags, in order (`-O3 -march=native -fopenmp` by default).
+    pub opt: Vec<String>,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Flags { opt: ["-O3", "-march=native", "-fopenmp"].iter().map(|s| s.to_string()).collect() }
+    }
+}
+
+impl Flags {
+    /// Flags given as one string (a per-run override such as `"-O2 -fopenmp"`), split into
+    /// words like a shell does (whitespace separates, quotes and backslashes group). `origin`
+    /// names where the string comes from, for the error message.
+    pub fn parse(words: &str, origin: &str) -> Result<Flags, RuntimeError> {
+        let opt = split_words(words)
+            .map_err(|message| RuntimeError::BadFlags { origin: origin.to_string(), message })?;
+        Ok(Flags { opt })
+    }
+}
+
+/// A compiled kernel in the cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compiled {
+    /// The shared library.
+    pub so_path: PathBuf,
+    /// The C source it was compiled from (kept next to it, for inspection).
+    pub c_path: PathBuf,
+    /// Whether the library was found in the cache (the compiler was not run).
+    pub cached: bool,
+}
+
+/// The system C compiler and the cache it compiles into.
+#[derive(Clone, Debug)]
+pub struct Compiler {
+    /// The compiler executable.
+    path: PathBuf,
+    /// Environment variables to set when running it.
+    env: Vec<(OsString, OsString)>,
+    /// The path and the first line of `--version`.
+    identity: String,
+    /// The words of `CFLAGS`, appended to every compilation.
+    env_flags: Vec<String>,
+    /// Where compiled kernels are kept.
+    cache_dir: PathBuf,
+}
+
+impl Compiler {
+    /// Finds the C compiler with the `cc` crate's rules (the `CC` variable, else the platform's
+    /// default), reads `CFLAGS`, and chooses the cache directory: `$TEML_CACHE_DIR` if set,
+    /// else `teml` in the user's cache directory, else `teml-cache` in the temporary directory.
+    pub fn detect() -> Result<Compiler, RuntimeError> {
+        let tool = cc::Build::new()
+            .cargo_metadata(false)
+            .cargo_warnings(false)
+            .emit_rerun_if_env_changed(false)
+            .target(env!("TEML_TARGET"))
+            .host(env!("TEML_TARGET"))
+            .opt_level(3)
+            .debug(false)
+            .try_get_compiler()
+            .map_err(|e| RuntimeError::NoCompiler(e.to_string()))?;
+        let env_flags = match std::env::var("CFLAGS") {
+            Ok(words) => split_words(&words)
+                .map_err(|message| RuntimeError::BadFlags { origin: "CFLAGS".into(), message })?,
+            Err(_) => Vec::new(),
+        };
+        let cache_dir = match std::env::var_os("TEML_CACHE_DIR") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => match dirs::cache_dir() {
+                Some(dir) => dir.join("teml"),
+                None => std::env::temp_dir().join("teml-cache"),
+            },
+        };
+        let env = tool.get_envs().map(|(k, v)| (k.to_os_string(), v.to_os_string())).collect();
+        Compiler::new(tool.path().to_path_buf(), env, env_flags, cache_dir)
+    }
+
+    /// A compiler at `path`, run with the environment variables `env`, given `env_flags` after
+    /// the flags of each compilation, and caching into `cache_dir`. Fails if `path --version`
+    /// cannot be run.
+    pub fn new(
+        path: PathBuf,
+        env: Vec<(OsString, OsString)>,
+        env_flags: Vec<String>,
+        cache_dir: PathBuf,
+    ) -> Result<Compiler, RuntimeError> {
+        let output = Command::new(&path)
+            .arg("--version")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| RuntimeError::NoCompiler(format!("cannot run `{}`: {e}", path.display())))?;
+        if !output.status.success() {
+            return Err(RuntimeError::NoCompiler(format!(
+                "`{} --version` failed ({}): {}",
+                path.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let version = stdout.lines().next().unwrap_or("").trim();
+        let identity = format!("{} ({version})", path.display());
+        Ok(Compiler { path, env, identity, env_flags, cache_dir })
+    }
+
+    /// The same compiler, caching into `dir` instead.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Compiler {
+        self.cache_dir = dir.into();
+        self
+    }
+
+    /// The compiler executable.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The compiler's path and version line, part of every cache key.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The cache directory.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The compiler arguments (before `-o`) of a compilation with `flags`: the optimization
+    /// flags, `-fPIC -shared`, then the words of `CFLAGS`.
+    pub fn arguments(&self, flags: &Flags) -> Vec<String> {
+        let mut args = flags.opt.clone();
+        args.push("-fPIC".into());
+        args.push("-shared".into());
+        args.extend(self.env_flags.iter().cloned());
+        args
+    }
+
+    /// The cache key (hex SHA-256) of compiling `source` with `flags`.
+    pub fn cache_key(&self, source: &str, flags: &Flags) -> String {
+        let args = self.arguments(flags);
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(b"teml-kernel-cache-v1");
+        field(self.identity.as_bytes());
+        if args.iter().any(|a| a.contains("native")) {
+            field(host_cpu().as_bytes());
+        }
+        field(&(args.len() as u64).to_le_bytes());
+        for arg in &args {
+            field(arg.as_bytes());
+        }
+        field(source.as_bytes());
+        hasher.finalize().iter().fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    }
+
+    /// Compiles `source` into a shared library with `flags`, or returns the cached one (without
+    /// running the compiler) when this source was already compiled with these flags by this
+    /// compiler. Files are written under temporary names and renamed into place, so processes
+    /// sharing the cache never see a partial file.
+    ///
+    /// A rejected source gives [`RuntimeError::Compile`], whose message shows the diagnostics
+    /// and, under them, the generated C line of each error with a caret under its column.
+    pub fn compile(&self, source: &str, flags: &Flags) -> Result<Compiled, RuntimeError> {
+        let key = self.cache_key(source, flags);
+        let dir = &self.cache_dir;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RuntimeError::io("cannot create the kernel cache directory", dir, e))?;
+        let c_path = dir.join(format!("{key}.c"));
+        let so_path = dir.join(format!("{key}.so"));
+        if so_path.is_file() {
+            if !c_path.is_file() {
+                write_atomic(&c_path, source.as_bytes())?;
+            }
+            return Ok(Compiled { so_path, c_path, cached: true });
+        }
+        write_atomic(&c_path, source.as_bytes())?;
+
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{key}."))
+            .suffix(".so.tmp")
+            .tempfile_in(dir)
+            .map_err(|e| RuntimeError::io("cannot create a temporary file in", dir, e))?
+            .into_temp_path();
+        INVOCATIONS.fetch_add(1, Ordering::SeqCst);
+        let output = Command::new(&self.path)
+            .args(self.arguments(flags))
+            .arg("-o")
+            .arg(&*tmp)
+            .arg(&c_path)
+            .arg("-lm")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| RuntimeError::NoCompiler(format!("cannot run `{}`: {e}", self.path.display())))?;
+        if !output.status.success() {
+            let diagnostics = String::from_utf8_lossy(&output.stderr);
+            let mut message = annotate_diagnostics(&diagnostics, &c_path, source);
+            if message.trim().is_empty() {
+                message = format!("`{}` {} without a diagnostic", self.path.display(), output.status);
+            }
+            return Err(RuntimeError::Compile { message });
+        }
+        tmp.persist(&so_path)
+            .map_err(|e| RuntimeError::io("cannot move the compiled kernel to", &so_path, e.error))?;
+        Ok(Compiled { so_path, c_path, cached: false })
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new()
+        .prefix(".teml-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| RuntimeError::io("cannot create a temporary file in", dir, e))?;
+    file.write_all(bytes).map_err(|e| RuntimeError::io("cannot write", file.path().to_path_buf(), e))?;
+    file.persist(path).map_err(|e| RuntimeError::io("cannot write", path, e.error))?;
+    Ok(())
+}
+
+/// The host CPU's model and feature flags (from `/proc/cpuinfo` where there is one), so that a
+/// cache shared between machines never hands out code built for another CPU.
+fn host_cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let first = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .map(|l| l.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!("{}\n{}\n{}", std::env::consts::ARCH, first("model name"), first("flags"))
+}
+
+/// The compiler's diagnostics, followed by the generated source line of each error in
+/// `c_path` with a caret under the reported column.
+fn annotate_diagnostics(diagnostics: &str, c_path: &Path, source: &str) -> String {
+    let mut out = diagnostics.trim_end().to_string();
+    let prefix = format!("{}:", c_path.display());
+    let lines: Vec<&str> = source.lines().collect();
+    let mut shown = 0;
+    let mut omitted = 0;
+    for diag in diagnostics.lines() {
+        let Some(rest) = diag.strip_prefix(&prefix) else { continue };
+        let Some((line, col)) = error_position(rest) else { continue };
+        let Some(text) = line.checked_sub(1).and_then(|i| lines.get(i)) else { continue };
+        if shown == MAX_ANNOTATED_ERRORS {
+            omitted += 1;
+            continue;
+        }
+        if shown == 0 {
+            let _ = write!(out, "\n\nthe generated C at each error ({}):", c_path.display());
+        }
+        shown += 1;
+        let _ = write!(out, "\n{}\n{line:>6} | {text}", rest.trim_start());
+        if let Some(col) = col {
+            // Keep the tabs of the line so that the caret lines up however tabs are shown.
+            let pad: String = text
+                .chars()
+                .take(col.saturating_sub(1))
+                .map(|c| if c == '\t' { '\t' } else { ' ' })
+                .collect();
+            let _ = write!(out, "\n{:>6} | {pad}^", "");
+        }
+    }
+    if omitted > 0 {
+        let _ = write!(out, "\n({omitted} more errors not shown)");
+    }
+    out
+}
+
+/// The line and column of a diagnostic `LINE:COL: error: ...` or `LINE: error: ...` (the part
+/// after `file:`); `None` for warnings, notes and other lines.
+fn error_position(rest: &str) -> Option<(usize, Option<usize>)> {
+    let (line, rest) = rest.split_once(':')?;
+    let line: usize = line.trim().parse().ok()?;
+    let (col, rest) = match rest.split_once(':') {
+        Some((col, after)) if col.trim().parse::<usize>().is_ok() => (col.trim().parse().ok(), after),
+        _ => (None, rest),
+    };
+    let kind = rest.trim_start();
+    (kind.starts_with("error:") || kind.starts_with("fatal error:")).then_some((line, col))
+}
+
+/// Splits `s` into words as a POSIX shell does, without expansions: unquoted whitespace
+/// separates words, single quotes keep everything literally, double quotes keep everything but
+/// `\"`, `\\`, `` \` ``, `\$` and `\<newline>`, and a backslash outside quotes keeps the next
+/// character.
+pub(crate) fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err(format!("unterminated single quote in `{s}`")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '`' | '$')) => word.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err(format!("unterminated double quote in `{s}`")),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err(format!("unterminated double quote in `{s}`")),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(c) => {
+                    in_word = true;
+                    word.push(c);
+                }
+                None => return Err(format!("trailing backslash in `{s}`")),
+            },
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_like_a_shell() {
+        assert_eq!(split_words("  -O2   -g ").unwrap(), ["-O2", "-g"]);
+        assert_eq!(split_words(r#"-DX="a b" -DY='c d' e\ f ''"#).unwrap(), ["-DX=a b", "-DY=c d", "e f", ""]);
+        assert_eq!(split_words(r#""a\"b\n""#).unwrap(), ["a\"b\\n"]);
+        assert!(split_words("'open").is_err());
+        assert!(split_words("\"open").is_err());
+        assert!(split_words("end\\").is_err());
+        assert_eq!(split_words("").unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn parses_error_positions() {
+        assert_eq!(error_position("3:5: error: x"), Some((3, Some(5))));
+        assert_eq!(error_position("3: error: x"), Some((3, None)));
+        assert_eq!(error_position("10:1: fatal error: foo.h: No such file"), Some((10, Some(1))));
+        assert_eq!(error_position("3:5: warning: x"), None);
+        assert_eq!(error_position(" In function 'k':"), None);
+    }
+
+    #[test]
+    fn annotates_errors_with_their_source_line() {
+        let source = "int a;\n\tint b = c;\n";
+        let diag = "/x/k.c: In function 'f':\n/x/k.c:2:10: error: 'c' undeclared\n/x/k.c:1:1: warning: w\n";
+        let msg = annotate_diagnostics(diag, Path::new("/x/k.c"), source);
+        assert!(msg.starts_with("/x/k.c: In function"), "{msg}");
+        assert!(msg.contains("     2 | \tint b = c;\n       | \t        ^"), "{msg}");
+        assert!(!msg.contains("     1 | int a;"), "{msg}");
+    }
+}

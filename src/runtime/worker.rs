@@ -1,0 +1,185 @@
+//! The worker process: the child side of [`super::run_kernel`].
+
+use std::ffi::c_void;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use memmap2::MmapMut;
+
+use super::exec::{Job, JobBuffer, REPORT_PREFIX, Report};
+
+/// The entry point every generated translation unit exports: `void teml_entry(void **args)`.
+type Entry = unsafe extern "C" fn(*mut *mut c_void);
+
+/// Runs the job described by the JSON file `args[0]` (written by [`super::run_kernel`]) and
+/// returns the process exit status: 0 after printing the report on standard output, 2 after
+/// printing why the job could not be run on standard error. A crashing kernel kills the
+/// process with its signal.
+///
+/// `teml __worker <job.json>` calls this; nothing else should.
+pub fn worker_main(args: &[String]) -> i32 {
+    disable_core_dumps();
+    let report = match run_job(args) {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("teml worker: {message}");
+            return 2;
+        }
+    };
+    let json = match serde_json::to_string(&report) {
+        Ok(json) => json,
+        Err(e) => {
+            eprintln!("teml worker: cannot encode the report: {e}");
+            return 2;
+        }
+    };
+    // The leading newline ends any partial line the kernel may have printed.
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "\n{REPORT_PREFIX}{json}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("teml worker: cannot write the report: {e}");
+            2
+        }
+    }
+}
+
+/// A crashing kernel should not leave a core file behind (nor spend time writing one).
+fn disable_core_dumps() {
+    let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a plain system call with a valid argument. Failure only means core files stay on.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &none);
+    }
+}
+
+/// Loads and runs the job, returning the report or what went wrong.
+fn run_job(args: &[String]) -> Result<Report, String> {
+    let [job_path] = args else {
+        return Err(format!("usage: teml __worker <job.json>, found {} arguments", args.len()));
+    };
+    let text = std::fs::read_to_string(job_path)
+        .map_err(|e| format!("cannot read the job file `{job_path}`: {e}"))?;
+    let job: Job = serde_json::from_str(&text).map_err(|e| format!("bad job file `{job_path}`: {e}"))?;
+
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&job.shm_path)
+        .map_err(|e| format!("cannot open the shared buffers `{}`: {e}", job.shm_path.display()))?;
+    // SAFETY: the parent created the file for this job and does not touch it until we exit.
+    let mut map = unsafe { MmapMut::map_mut(&file) }
+        .map_err(|e| format!("cannot map the shared buffers `{}`: {e}", job.shm_path.display()))?;
+    if map.len() < job.shm_len {
+        return Err(format!("the shared buffers hold {} bytes, expected {}", map.len(), job.shm_len));
+    }
+    for (i, b) in job.buffers.iter().enumerate() {
+        let fits = |at: usize| at.checked_add(b.bytes).is_some_and(|end| end <= map.len());
+        if !fits(b.offset) || !fits(b.result_offset) {
+            return Err(format!("buffer {i} lies outside the shared buffers"));
+        }
+    }
+
+    let entry = load(&job.so_path, &job.symbol)?;
+    let mut kernel = Kernel::new(entry, map.as_mut_ptr(), &job.buffers);
+    kernel.run();
+    kernel.save_results();
+
+    let mut times_s = Vec::new();
+    if let Some(t) = job.timing {
+        for _ in 0..t.warmup {
+            kernel.restore();
+            kernel.run();
+        }
+        let mut total = 0.0;
+        while times_s.len() < t.max_reps as usize
+            && (times_s.len() < t.min_reps as usize || total < t.min_time_s)
+        {
+            kernel.restore();
+            let dt = kernel.timed_run();
+            total += dt;
+            times_s.push(dt);
+        }
+    }
+    Ok(Report { times_s })
+}
+
+/// Loads `so_path` and resolves `symbol`. The library is never unloaded: the process ends
+/// soon, and unloading code whose threads (OpenMP's) may still exist is asking for trouble.
+fn load(so_path: &Path, symbol: &str) -> Result<Entry, String> {
+    // SAFETY: loading runs the library's initializers; the library is generated C code with
+    // none of its own.
+    let lib = unsafe { libloading::Library::new(so_path) }
+        .map_err(|e| format!("cannot load `{}`: {e}", so_path.display()))?;
+    // SAFETY: the code generator gives the entry symbol exactly this signature.
+    let entry = unsafe { lib.get::<Entry>(symbol.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| format!("cannot find `{symbol}` in `{}`: {e}", so_path.display()))?;
+    std::mem::forget(lib);
+    Ok(entry)
+}
+
+/// The kernel and its buffers in the shared mapping.
+struct Kernel<'a> {
+    entry: Entry,
+    base: *mut u8,
+    buffers: &'a [JobBuffer],
+    /// The initial contents of the buffers.
+    snapshot: Vec<Vec<u8>>,
+    /// The argument array handed to the entry point.
+    args: Vec<*mut c_void>,
+}
+
+impl<'a> Kernel<'a> {
+    /// `base` is the start of the mapping, in which every buffer has been checked to fit.
+    fn new(entry: Entry, base: *mut u8, buffers: &'a [JobBuffer]) -> Kernel<'a> {
+        let snapshot = buffers
+            .iter()
+            // SAFETY: the buffer lies inside the mapping (checked by the caller).
+            .map(|b| unsafe { std::slice::from_raw_parts(base.add(b.offset), b.bytes) }.to_vec())
+            .collect();
+        Kernel { entry, base, buffers, snapshot, args: Vec::with_capacity(buffers.len()) }
+    }
+
+    /// Calls the kernel once on the live buffers.
+    fn run(&mut self) {
+        self.prepare_args();
+        // SAFETY: every pointer addresses a live buffer of the size the kernel was generated for.
+        unsafe { (self.entry)(self.args.as_mut_ptr()) }
+    }
+
+    /// Calls the kernel once and returns the time the call took, in seconds.
+    fn timed_run(&mut self) -> f64 {
+        self.prepare_args();
+        let start = Instant::now();
+        // SAFETY: as in `run`.
+        unsafe { (self.entry)(self.args.as_mut_ptr()) }
+        start.elapsed().as_secs_f64()
+    }
+
+    /// Fills the argument array afresh (the kernel may have scribbled on it).
+    fn prepare_args(&mut self) {
+        self.args.clear();
+        // SAFETY: the offsets lie inside the mapping.
+        self.args.extend(self.buffers.iter().map(|b| unsafe { self.base.add(b.offset) }.cast::<c_void>()));
+    }
+
+    /// Copies the live buffers to their result region.
+    fn save_results(&self) {
+        for b in self.buffers {
+            // SAFETY: both regions lie inside the mapping (checked); `copy` allows overlap, which
+            // a well-formed job never has.
+            unsafe { std::ptr::copy(self.base.add(b.offset), self.base.add(b.result_offset), b.bytes) }
+        }
+    }
+
+    /// Puts the initial data back into the live buffers.
+    fn restore(&self) {
+        for (b, data) in self.buffers.iter().zip(&self.snapshot) {
+            // SAFETY: the live buffer lies inside the mapping and has `data.len()` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(b.offset), data.len()) }
+        }
+    }
+}
