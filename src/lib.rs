@@ -6,10 +6,12 @@
 //! - [`codegen`]: loop nests to C.
 //! - [`runtime`]: compiling, loading, running, verifying and timing kernels.
 //! - [`lang`]: the `.teml` syntax.
+//! - [`driver`]: codegen, compile, run, verify, time: the pipeline behind `teml run`.
 //! - [`interp`]: the reference interpreter verification compares against.
 #![warn(missing_docs)]
 
 pub mod codegen;
+pub mod driver;
 pub mod error;
 pub mod interp;
 pub mod ir;
