@@ -69,12 +69,12 @@ fn iterator_list_rules_of_eq14_and_eq15() {
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i, i")]);
     assert_eq!(
         e,
-        "eq: argument 2 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
+        "eq: argument 3 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
     );
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i+1, j")]);
     assert_eq!(
         e,
-        "eq: argument 2 (result iterators): expected plain iterators in the result list, found i+1"
+        "eq: argument 3 (result iterators): expected plain iterators in the result list, found i+1"
     );
     // vop's list pair must be a pair
     let e = fails(&s, "x", "vadd", vec![id("A"), id("A"), its("i, j")]);

@@ -160,7 +160,7 @@ impl<'a> Args<'a> {
             };
             return Err(Error::BadArgument {
                 builtin: builtin.into(),
-                arg: Arg::new(args.len().min(max + 1), "arguments"),
+                arg: Arg::new(args.len().min(max.saturating_add(1)), "arguments"),
                 expected,
                 found: format!("{} arguments", args.len()),
             });

@@ -236,7 +236,7 @@ fn vop_named(
 /// `eq(t, I0 -> I1)`, eq. 14: the assignment `□[I1] = t[I0]`.
 pub fn eq(state: &State, t: &TExpr, i0: Option<&[Expr]>, i1: &[Expr]) -> Result<TExpr> {
     let y = operand(state, "eq", &Arg::new(1, "tensor"), t, i0)?;
-    assign_node(state, "eq", y, i1, &Arg::new(2, "result iterators"))
+    assign_node(state, "eq", y, i1, &Arg::new(3, "result iterators"))
 }
 
 /// `op(t0, t1, [I0, I1] -> I2)`, eq. 16: `eq(vop(t0, t1, [I0, I1]), ε -> I2)`.
