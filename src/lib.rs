@@ -6,10 +6,13 @@
 //! - [`codegen`]: loop nests to C.
 //! - [`runtime`]: compiling, loading, running, verifying and timing kernels.
 //! - [`lang`]: the `.teml` syntax.
+//! - [`cli`], [`repl`]: the `teml` command and its interactive session.
+//! - [`script`]: the Rhai front-end (`.rhai` meta-programs, REPL sessions) and the standard library.
 //! - [`driver`]: codegen, compile, run, verify, time: the pipeline behind `teml run`.
 //! - [`interp`]: the reference interpreter verification compares against.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod codegen;
 pub mod driver;
 pub mod error;
@@ -17,6 +20,8 @@ pub mod interp;
 pub mod ir;
 pub mod lang;
 pub mod ops;
+pub mod repl;
 pub mod runtime;
+pub mod script;
 
 pub use error::{Error, Result};

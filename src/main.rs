@@ -1,7 +1,30 @@
+use clap::Parser;
+use teml::cli::{Cli, Command};
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(teml::runtime::WORKER_ARG) {
         std::process::exit(teml::runtime::worker_main(&args[2..]));
     }
-    println!("teml {}", env!("CARGO_PKG_VERSION"));
+    let cli = Cli::parse();
+    let code = match &cli.command {
+        Command::Run(a) => teml::cli::run(a),
+        Command::Check(a) => teml::cli::check(a),
+        Command::Builtins => {
+            print!("{}", teml::cli::reference());
+            0
+        }
+        Command::Repl(a) => {
+            let mut state = teml::cli::initial_state(&a.define);
+            if let Some(f) = &a.file {
+                match teml::cli::eval_file(f, &state) {
+                    Ok(s) => state = s,
+                    Err(e) => eprintln!("{e}"),
+                }
+            }
+            let mode = if a.rhai { teml::repl::Mode::Rhai } else { teml::repl::Mode::Teml };
+            teml::repl::Repl::new(state, mode).run()
+        }
+    };
+    std::process::exit(code);
 }

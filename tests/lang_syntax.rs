@@ -182,3 +182,14 @@ fn spans_point_at_the_arguments() {
     let texts: Vec<&str> = call.args.iter().map(|a| &src[a.span.start..a.span.end]).collect();
     assert_eq!(texts, vec!["D", "->", "[i]"]);
 }
+
+#[test]
+fn a_call_may_span_lines_inside_its_brackets() {
+    let src = "A = tensor([4,\n           4])   # declared\nB = eq(A, [i, j]   # reads A\n       -> [j, i])\nC = eq(Q, [i] -> [i])\n";
+    let e = teml::lang::eval(src, "m.teml", &teml::ir::State::new()).unwrap_err();
+    // the error is on the right line although the calls above took two lines each
+    assert!(e.to_string().contains("m.teml:5:8"), "{e}");
+    let ok = teml::lang::eval(&src.replace("C = eq(Q, [i] -> [i])\n", ""), "m.teml", &teml::ir::State::new())
+        .unwrap();
+    assert!(ok.get("B").is_some());
+}

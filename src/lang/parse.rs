@@ -24,7 +24,10 @@ pub const MAX_DEPTH: usize = 64;
 /// Parses a whole program.
 pub fn parse(src: &str, file: &str) -> Result<Program, Located> {
     check_depth(src, file)?;
-    let mut pairs = TemlParser::parse(Rule::program, src).map_err(|e| syntax_error(src, file, &e))?;
+    // A call may go on over several lines inside its brackets; the joined text has the same
+    // byte offsets, so every location still refers to `src`.
+    let joined = join_bracketed_lines(src);
+    let mut pairs = TemlParser::parse(Rule::program, &joined).map_err(|e| syntax_error(src, file, &e))?;
     let cx = Cx { src, file };
     let mut stmts = Vec::new();
     if let Some(program) = pairs.next() {
@@ -35,6 +38,47 @@ pub fn parse(src: &str, file: &str) -> Result<Program, Located> {
         }
     }
     Ok(Program { file: file.to_string(), src: src.to_string(), stmts })
+}
+
+/// Blanks the line breaks (and comments) inside brackets and parentheses, byte for byte, so that
+/// `f(a,\n  b)` reads as one statement.
+fn join_bracketed_lines(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut depth = 0usize;
+    let mut chars = src.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => in_str = !in_str,
+            '\\' if in_str => {
+                out.push(c);
+                if let Some(d) = chars.next() {
+                    out.push(d);
+                }
+                continue;
+            }
+            '(' | '[' if !in_str => depth += 1,
+            ')' | ']' if !in_str => depth = depth.saturating_sub(1),
+            '#' if !in_str && depth > 0 => {
+                out.push(' ');
+                while let Some(&d) = chars.peek() {
+                    if d == '\n' {
+                        break;
+                    }
+                    chars.next();
+                    out.extend(std::iter::repeat_n(' ', d.len_utf8()));
+                }
+                continue;
+            }
+            '\n' if depth > 0 => {
+                out.push(' ');
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Refuses input nested deeper than [`MAX_DEPTH`], pointing at the first bracket too deep.

@@ -1,0 +1,350 @@
+//! The `teml` command line: `run`, `check`, `repl`, `builtins`.
+
+use crate::driver::{self, KernelReport, Reduced, RunOptions};
+use crate::interp::Buffers;
+use crate::ir::{Name, State};
+use crate::runtime::{Flags, Timing};
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// teml: the Tensor optimizations Meta-Language. Build tensor expressions and loop nests,
+/// transform the nests, generate C, compile it, run it on real data, verify it against the
+/// untransformed program and time it.
+#[derive(Parser, Debug)]
+#[command(name = "teml", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Evaluate a meta-program (.teml or .rhai), then compile, run and verify every kernel its
+    /// `codegen` statements ask for, in order.
+    Run(RunArgs),
+    /// Evaluate and type-check a meta-program without compiling anything.
+    Check(CheckArgs),
+    /// An interactive session (both syntaxes; `:help` inside).
+    Repl(ReplArgs),
+    /// Print the language reference: every builtin with its signature, meaning and example.
+    Builtins,
+}
+
+/// Named constants and the program file.
+#[derive(Args, Debug, Clone)]
+pub struct ProgramArgs {
+    /// The meta-program: a `.teml` file (the paper's syntax) or a `.rhai` script.
+    pub file: PathBuf,
+    /// Bind a named constant, e.g. `-D N=250` (overrides the file's own `N = ...`).
+    #[arg(short = 'D', value_name = "NAME=INT", value_parser = parse_const)]
+    pub define: Vec<(String, i64)>,
+}
+
+/// `teml run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The program and its named constants.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// Input tensor from a .npy file (repeatable), e.g. `-i A=a.npy`.
+    #[arg(short = 'i', value_name = "NAME=PATH", value_parser = parse_path_pair)]
+    pub input: Vec<(String, PathBuf)>,
+    /// Save a tensor after the run as .npy (repeatable), e.g. `-o C=c.npy`.
+    #[arg(short = 'o', value_name = "NAME=PATH", value_parser = parse_path_pair)]
+    pub output: Vec<(String, PathBuf)>,
+    /// Write the generated C here (with several kernels, `PATH` gets `.1`, `.2`, ... before the extension).
+    #[arg(long, value_name = "PATH")]
+    pub emit_c: Option<PathBuf>,
+    /// Time every kernel and the untransformed build of its statements, and report the speedup.
+    #[arg(long)]
+    pub time: bool,
+    /// Threads for OpenMP loops (OMP_NUM_THREADS of the kernels).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// C compiler flags replacing the defaults `-O3 -march=native -fopenmp`.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub cflags: Option<String>,
+    /// Print one JSON report (with a `kernels` list) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Only generate C (to --emit-c, or standard output); compile and run nothing.
+    #[arg(long)]
+    pub no_run: bool,
+    /// Seed of the generator that fills tensors without other data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Seconds a kernel run (verification, warm-up and timing) may take before it is stopped.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    /// Minimum total timed seconds per kernel (with --time).
+    #[arg(long, default_value_t = 0.2)]
+    pub min_time: f64,
+    /// Do not print the nests of each kernel before its report.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `teml check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The program and its named constants.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+}
+
+/// `teml repl`.
+#[derive(Args, Debug)]
+pub struct ReplArgs {
+    /// Start in Rhai syntax instead of the paper's (switch with `:rhai` / `:teml`).
+    #[arg(long)]
+    pub rhai: bool,
+    /// Bind a named constant, e.g. `-D N=64`.
+    #[arg(short = 'D', value_name = "NAME=INT", value_parser = parse_const)]
+    pub define: Vec<(String, i64)>,
+    /// A program to load first.
+    pub file: Option<PathBuf>,
+}
+
+fn parse_const(s: &str) -> Result<(String, i64), String> {
+    let (n, v) = s.split_once('=').ok_or_else(|| format!("expected NAME=INT, found `{s}`"))?;
+    let v: i64 = v.trim().parse().map_err(|_| format!("expected an integer after `{n}=`, found `{v}`"))?;
+    if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("expected a constant name before `=`, found `{n}`"));
+    }
+    Ok((n.to_string(), v))
+}
+
+fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
+    let (n, p) = s.split_once('=').ok_or_else(|| format!("expected NAME=PATH, found `{s}`"))?;
+    if n.is_empty() {
+        return Err(format!("expected a tensor name before `=`, found `{s}`"));
+    }
+    Ok((n.to_string(), PathBuf::from(p)))
+}
+
+/// The initial state: the named constants given with `-D`.
+pub fn initial_state(defs: &[(String, i64)]) -> State {
+    defs.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v))
+}
+
+/// Evaluates a program file (by extension) from `state`.
+pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
+    let src =
+        std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    let file = path.display().to_string();
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("rhai") => crate::script::eval(&src, &file, state).map_err(|e| e.to_string()),
+        _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// `teml check`: 0 if the program evaluates.
+pub fn check(a: &CheckArgs) -> i32 {
+    match eval_file(&a.program.file, &initial_state(&a.program.define)) {
+        Ok(s) => {
+            let kernels = s.kernels.len();
+            println!(
+                "{}: ok ({} identifiers, {kernels} kernel{})",
+                a.program.file.display(),
+                s.vars.len(),
+                if kernels == 1 { "" } else { "s" }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
+fn emit_path(base: &Path, k: usize, n: usize) -> PathBuf {
+    if n == 1 {
+        return base.to_path_buf();
+    }
+    let stem = base.file_stem().and_then(|s| s.to_str()).unwrap_or("kernel");
+    let ext = base.extension().and_then(|s| s.to_str()).unwrap_or("c");
+    base.with_file_name(format!("{stem}.{}.{ext}", k + 1))
+}
+
+/// The same program with every named constant at most `cap` (for verification when the full
+/// size is too large to interpret).
+fn reduced_state(a: &RunArgs, full: &State, cap: i64) -> Result<(State, String), String> {
+    let defs: Vec<(String, i64)> = full.consts.iter().map(|(n, v)| (n.to_string(), (*v).min(cap))).collect();
+    let what = defs
+        .iter()
+        .filter(|(n, v)| full.constant(n) != Some(*v))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let s = eval_file(&a.program.file, &initial_state(&defs))?;
+    Ok((s, what))
+}
+
+/// `teml run`.
+pub fn run(a: &RunArgs) -> i32 {
+    let state = match eval_file(&a.program.file, &initial_state(&a.program.define)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    if state.kernels.is_empty() {
+        eprintln!("{}: the program has no codegen statement: nothing to run", a.program.file.display());
+        return if a.no_run { 0 } else { 1 };
+    }
+    let flags = match &a.cflags {
+        Some(f) => match Flags::parse(f, "--cflags") {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => Flags::default(),
+    };
+    let n = state.kernels.len();
+    if a.no_run {
+        for (k, req) in state.kernels.iter().enumerate() {
+            let name = if k == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{k}") };
+            let named: Vec<(Name, crate::ir::Nest)> =
+                req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+            match crate::codegen::generate(&state, &name, &named) {
+                Ok(c) => match &a.emit_c {
+                    Some(p) => {
+                        if let Err(e) = std::fs::write(emit_path(p, k, n), &c.source) {
+                            eprintln!("error: cannot write {}: {e}", p.display());
+                            return 1;
+                        }
+                    }
+                    None => print!("{}", c.source),
+                },
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 1;
+                }
+            }
+        }
+        return 0;
+    }
+    let opts = RunOptions {
+        flags,
+        threads: a.threads,
+        timing: a.time.then_some(Timing { min_time_s: a.min_time, ..Timing::default() }),
+        timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
+        inputs: a.input.iter().map(|(n, p)| (Name::from(n.as_str()), p.clone())).collect::<BTreeMap<_, _>>(),
+        seed: a.seed,
+        ..RunOptions::default()
+    };
+    let mut store = Buffers::new();
+    let mut reports: Vec<KernelReport> = Vec::new();
+    let mut failure: Option<String> = None;
+    for (k, req) in state.kernels.iter().enumerate() {
+        let cost = driver::reference_cost(&state, req).unwrap_or(0);
+        let mut small: Option<(State, String)> = None;
+        if cost > opts.max_reference_instances {
+            let mut cap = 64;
+            while cap >= 2 {
+                match reduced_state(a, &state, cap) {
+                    Ok((s, what)) => {
+                        let fits = s
+                            .kernels
+                            .get(k)
+                            .and_then(|r| driver::reference_cost(&s, r).ok())
+                            .is_some_and(|c| c <= opts.max_reference_instances);
+                        if fits {
+                            small = Some((s, what));
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failure = Some(format!("cannot verify kernel {} at a reduced size: {e}", k + 1));
+                        break;
+                    }
+                }
+                cap /= 2;
+            }
+            if failure.is_some() {
+                break;
+            }
+        }
+        if !a.json && !a.quiet {
+            for (name, nest) in req.names.iter().zip(&req.nests) {
+                println!("{name} =\n{}", nest.tree().trim_end());
+            }
+        }
+        let reduced = small
+            .as_ref()
+            .and_then(|(s, what)| s.kernels.get(k).map(|r| Reduced { state: s, req: r, what: what.clone() }));
+        match driver::run_request_with(&state, req, k, &opts, &mut store, reduced) {
+            Ok(r) => {
+                if let Some(p) = &a.emit_c
+                    && let Ok(src) = std::fs::read_to_string(&r.c_path)
+                    && let Err(e) = std::fs::write(emit_path(p, k, n), src)
+                {
+                    failure = Some(format!("cannot write {}: {e}", p.display()));
+                }
+                if !a.json {
+                    println!("{}", r.summary());
+                }
+                let ok = r.verified;
+                reports.push(r);
+                if !ok {
+                    failure = Some(format!(
+                        "kernel {} does not match the reference: not reported as a speedup",
+                        k + 1
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    if failure.is_none() {
+        for (name, path) in &a.output {
+            if let Err(e) = driver::save_npy(&store, name, path) {
+                failure = Some(e.to_string());
+            }
+        }
+    }
+    if a.json {
+        let report = serde_json::json!({
+            "file": a.program.file.display().to_string(),
+            "ok": failure.is_none(),
+            "error": failure,
+            "kernels": reports,
+        });
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    }
+    match failure {
+        None => 0,
+        Some(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// `teml builtins`: the language reference, generated from the builtin table.
+pub fn reference() -> String {
+    let mut out =
+        String::from("# TeML language reference\n\nGenerated from the builtin table (`teml builtins`).\n\n");
+    out.push_str("| builtin | signature | paper | meaning | example |\n|---|---|---|---|---|\n");
+    for b in crate::ops::builtins() {
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | `{}` |\n",
+            b.name, b.signature, b.equation, b.summary, b.example
+        ));
+    }
+    out.push_str(&crate::script::Stdlib::reference());
+    out
+}

@@ -1,0 +1,184 @@
+//! The real `teml` binary on real files: exit codes, outputs, JSON reports and the messages
+//! for malformed input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn teml(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("teml runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn write(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, src).unwrap();
+    p
+}
+
+#[test]
+fn run_verifies_the_paper_example() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", "examples/paper/fig6.teml", "-D", "N=48", "--threads", "2"], d.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("teml_kernel (l2): verified"), "{out}");
+}
+
+#[test]
+fn json_report_has_the_kernel_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(
+        &["run", "examples/paper/matmul_core.teml", "-D", "N=40", "--time", "--min-time", "0.01", "--json"],
+        d.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let k = &v["kernels"][0];
+    assert_eq!(v["ok"], true);
+    assert_eq!(k["name"], "teml_kernel");
+    assert_eq!(k["verified"], true);
+    for f in ["max_rel_error", "median_s", "gflops", "speedup"] {
+        assert!(k[f].as_f64().is_some(), "{f} in {k}");
+    }
+    assert_eq!(k["flops"], 2 * 40 * 40 * 40);
+}
+
+#[test]
+fn inputs_and_outputs_are_npy_files() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = write(
+        d.path(),
+        "scale.teml",
+        "A = tensor([2, 3])\nB = add(A, A, [[i, j], [i, j]] -> [i, j])\nl = build(B)\ncodegen(l)\n",
+    );
+    let out_path = d.path().join("b.npy");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small.npy");
+    let o = teml(
+        &[
+            "run",
+            prog.to_str().unwrap(),
+            "-i",
+            &format!("A={}", fixture.display()),
+            "-o",
+            &format!("B={}", out_path.display()),
+        ],
+        d.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let a = teml::runtime::npy::read_npy(&fixture).unwrap().data.to_f64();
+    let b = teml::runtime::npy::read_npy(&out_path).unwrap();
+    assert_eq!(b.shape, vec![2, 3]);
+    let want: Vec<f64> = a.iter().map(|x| 2.0 * x).collect();
+    assert_eq!(b.data.to_f64(), want);
+    // a shape that does not fit is refused
+    let bad = teml(
+        &["run", prog.to_str().unwrap(), "-i", &format!("B={}", fixture.display()), "-i", "A=nope.npy"],
+        d.path(),
+    );
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn emit_c_and_no_run() {
+    let d = tempfile::tempdir().unwrap();
+    let c = d.path().join("k.c");
+    let o = teml(&["run", "examples/paper/fig6.teml", "--no-run", "--emit-c", c.to_str().unwrap()], d.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let src = std::fs::read_to_string(&c).unwrap();
+    assert!(
+        src.contains("#pragma omp parallel for")
+            && src.contains("E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2]);"),
+        "{src}"
+    );
+}
+
+#[test]
+fn check_and_builtins() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["check", "examples/paper/fig5.teml"], d.path());
+    assert!(o.status.success() && text(&o).0.contains("ok"), "{:?}", text(&o));
+    let o = teml(&["builtins"], d.path());
+    let (out, _) = text(&o);
+    for b in teml::ops::builtins() {
+        assert!(out.contains(&format!("| `{}` |", b.name)), "{}", b.name);
+    }
+    let o = teml(&["--help"], d.path());
+    let (out, _) = text(&o);
+    for sub in ["run", "check", "repl", "builtins"] {
+        assert!(out.contains(sub), "{out}");
+    }
+    let o = teml(&["run", "--help"], d.path());
+    let (out, _) = text(&o);
+    for flag in ["-D", "-i", "-o", "--emit-c", "--time", "--threads", "--cflags", "--json", "--no-run"] {
+        assert!(out.contains(flag), "{flag}: {out}");
+    }
+}
+
+fn fails(src: &str, expect: &[&str]) {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(d.path(), "bad.teml", src);
+    for cmd in ["check", "run"] {
+        let o = teml(&[cmd, p.to_str().unwrap()], d.path());
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "{cmd} should fail: {out}{err}");
+        for e in expect {
+            assert!(err.contains(e), "{cmd}: expected `{e}` in:\n{err}");
+        }
+    }
+}
+
+#[test]
+fn parse_error_has_a_location() {
+    fails(
+        "A = tensor([4, 4])\nB = eq(A, [i1 i2] -> [i2, i1])\n",
+        &["bad.teml:2:", "B = eq(A, [i1 i2] -> [i2, i1])", "^"],
+    );
+}
+
+#[test]
+fn unknown_identifier_has_a_location() {
+    fails("A = tensor([4, 4])\n\nB = eq(Q, [i, j] -> [j, i])\n", &["bad.teml:3:8", "unknown identifier `Q`"]);
+}
+
+#[test]
+fn shape_mismatch_has_a_location() {
+    fails(
+        "A = tensor([4, 3])\nB = tensor([3, 5])\nP = vmul(A, B, [[i, k], [i, j]])\n",
+        &["bad.teml:3:", "shape mismatch", "expected iterator `i` to index dimensions of one extent"],
+    );
+}
+
+#[test]
+fn level_out_of_range_has_a_location() {
+    fails(
+        "A = tensor([4, 3])\nB = eq(A, [i, j] -> [j, i])\nl = build(B)\nl1 = stripmine(l, 3, 2)\n",
+        &["bad.teml:4:", "level out of range: expected 1..=2, found 3"],
+    );
+}
+
+#[test]
+fn a_verification_failure_is_a_failure() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "fuse.teml",
+        "A = tensor([8])\nB = eq(A, [i] -> [i])\nC = eq(B, [-i+7] -> [i])\nl1 = build(B)\nl2 = build(C)\nf = fuse_outer(l1, l2, 1)\ncodegen(f)\n",
+    );
+    let o = teml(&["run", p.to_str().unwrap(), "--time", "--json"], d.path());
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(err.contains("does not match the reference"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kernels"][0]["verified"], false);
+    assert!(v["kernels"][0]["speedup"].is_null());
+}
