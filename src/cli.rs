@@ -83,6 +83,10 @@ pub struct RunArgs {
     /// Minimum total timed seconds per kernel (with --time).
     #[arg(long, default_value_t = 0.2)]
     pub min_time: f64,
+    /// Most statement instances the reference interpreter runs per kernel; above it, the kernel
+    /// is verified on the same program with smaller named constants (and the report says so).
+    #[arg(long, value_name = "N", default_value_t = 400_000_000)]
+    pub max_reference: u64,
     /// Do not print the nests of each kernel before its report.
     #[arg(short, long)]
     pub quiet: bool,
@@ -240,6 +244,7 @@ pub fn run(a: &RunArgs) -> i32 {
         timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
         inputs: a.input.iter().map(|(n, p)| (Name::from(n.as_str()), p.clone())).collect::<BTreeMap<_, _>>(),
         seed: a.seed,
+        max_reference_instances: a.max_reference,
         ..RunOptions::default()
     };
     let mut store = Buffers::new();

@@ -182,3 +182,16 @@ fn a_verification_failure_is_a_failure() {
     assert_eq!(v["kernels"][0]["verified"], false);
     assert!(v["kernels"][0]["speedup"].is_null());
 }
+
+#[test]
+fn large_kernels_are_verified_at_a_reduced_size() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", "examples/paper/matmul_core.teml", "-D", "N=96", "--max-reference", "50000", "--json"], d.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let k = &v["kernels"][0];
+    assert_eq!(k["verified"], true);
+    let how = k["verification"].as_str().unwrap();
+    assert!(how.starts_with("reduced size (N=32)") && how.contains("884736"), "{how}");
+}
