@@ -72,24 +72,29 @@ fn collect(body: &[LNode], inner: &mut Vec<Loop>, out: &mut Vec<(Access, Vec<Loo
 
 /// The range `[lo, hi]` of `e` over the loops `inner` (innermost last), as expressions in the
 /// loop variable `p` and the iterators outside it. Over-approximates through `min`/`max`.
-fn range(e: &Expr, inner: &[Loop]) -> Option<(Expr, Expr)> {
+fn range(e: &Expr, inner: &[Loop], p: &str) -> Option<(Expr, Expr)> {
     let (mut lo, mut hi) = (e.clone(), e.clone());
     for l in inner.iter().rev() {
-        let (lb, ub) = (affine_lower(&l.lb)?, affine_upper(&l.ub)?);
         let c_lo = lo.coeff(&l.iter);
         let c_hi = hi.coeff(&l.iter);
+        if c_lo == 0 && c_hi == 0 {
+            continue; // the access does not depend on this loop
+        }
+        let (lb, ub) = (affine_lower(&l.lb)?, affine_upper(&l.ub, p)?);
         lo = lo.subst(&l.iter, if c_lo >= 0 { &lb } else { &ub });
         hi = hi.subst(&l.iter, if c_hi >= 0 { &ub } else { &lb });
     }
     (lo.is_affine() && hi.is_affine()).then_some((lo, hi))
 }
 
-/// An affine upper bound of a bound expression: itself, or an affine argument of a `min`.
-fn affine_upper(e: &Expr) -> Option<Expr> {
+/// An affine upper bound of a bound expression: itself, or an affine argument of a `min`,
+/// preferring one in terms of the marked loop `p` (`min(32*io+31, N-1)` gives `32*io+31`).
+fn affine_upper(e: &Expr, p: &str) -> Option<Expr> {
     if e.is_affine() {
         return Some(e.clone());
     }
-    e.min_args()?.iter().find(|a| a.is_affine()).cloned()
+    let args = e.min_args()?;
+    args.iter().find(|a| a.is_affine() && a.mentions(p)).or_else(|| args.iter().find(|a| a.is_affine())).cloned()
 }
 
 fn affine_lower(e: &Expr) -> Option<Expr> {
@@ -153,7 +158,7 @@ fn independent_in_some_dim(p: &Loop, acc: &[&(Access, Vec<Loop>)]) -> bool {
         let mut base: Option<Expr> = None;
         let (mut min_a, mut max_b) = (i64::MAX, i64::MIN);
         for (a, inner) in acc {
-            let Some((lo, hi)) = range(&a.index[d], inner) else { continue 'dims };
+            let Some((lo, hi)) = range(&a.index[d], inner, &p.iter) else { continue 'dims };
             let c = lo.coeff(&p.iter);
             if c < 1 || hi.coeff(&p.iter) != c || c0.is_some_and(|c0| c0 != c) {
                 continue 'dims;

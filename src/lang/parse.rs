@@ -59,14 +59,19 @@ fn join_bracketed_lines(src: &str) -> String {
             }
             '(' | '[' if !in_str => depth += 1,
             ')' | ']' if !in_str => depth = depth.saturating_sub(1),
-            '#' if !in_str && depth > 0 => {
-                out.push(' ');
+            '#' if !in_str => {
+                // a comment: copied at the top level, blanked inside brackets; never counted
+                out.push(if depth > 0 { ' ' } else { '#' });
                 while let Some(&d) = chars.peek() {
                     if d == '\n' {
                         break;
                     }
                     chars.next();
-                    out.extend(std::iter::repeat_n(' ', d.len_utf8()));
+                    if depth > 0 {
+                        out.extend(std::iter::repeat_n(' ', d.len_utf8()));
+                    } else {
+                        out.push(d);
+                    }
                 }
                 continue;
             }

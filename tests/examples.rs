@@ -1,0 +1,72 @@
+//! Every example kernel (Table 1) and every optimization path (Table 2, Sec. 5.3) runs with the
+//! real binary and verifies, at the small sizes its `# test:` line gives.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("teml" | "rhai")))
+        .collect();
+    out.sort();
+    out
+}
+
+fn test_args(path: &Path) -> Vec<String> {
+    let src = std::fs::read_to_string(path).unwrap();
+    let line = src
+        .lines()
+        .find_map(|l| l.strip_prefix("# test:").or_else(|| l.strip_prefix("// test:")))
+        .unwrap_or_else(|| panic!("{}: no `# test:` line with small sizes", path.display()));
+    line.split_whitespace().map(String::from).collect()
+}
+
+fn run_all(dir: &str, timed: bool) -> usize {
+    let cache = tempfile::tempdir().unwrap();
+    let list = files(dir);
+    assert!(!list.is_empty(), "no programs in {dir}");
+    for f in &list {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_teml"));
+        cmd.arg("run").arg(f).args(test_args(f)).args(["--json", "--threads", "2"]).env("TEML_CACHE_DIR", cache.path());
+        if timed {
+            cmd.args(["--time", "--min-time", "0.002"]);
+        }
+        let o = cmd.output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{}: {err}\n{out}", f.display());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}: {out}", f.display()));
+        let kernels = v["kernels"].as_array().unwrap();
+        assert!(!kernels.is_empty(), "{}", f.display());
+        for k in kernels {
+            assert_eq!(k["verified"], true, "{}: {k}", f.display());
+            if timed {
+                assert!(k["speedup"].as_f64().is_some_and(|s| s > 0.0), "{}: {k}", f.display());
+            }
+        }
+    }
+    list.len()
+}
+
+#[test]
+fn table1_kernels_run_and_verify() {
+    assert!(run_all("examples", false) >= 10);
+}
+
+#[test]
+fn paper_figures_run_and_verify() {
+    run_all("examples/paper", false);
+}
+
+#[test]
+fn pluto_paths_run_verify_and_report_speedups() {
+    assert_eq!(run_all("scripts/pluto", true), 7);
+}
+
+#[test]
+fn sec53_paths_run_verify_and_report_speedups() {
+    assert_eq!(run_all("scripts/paper", true), 4);
+}
