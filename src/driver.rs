@@ -118,7 +118,10 @@ pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
         match x {
             LNode::Stmt(s) => *total += trips * lower(s).map_or(0, |l| crate::ir::lower::flops(&l)),
             LNode::Loop(l) => {
-                let n = l.ub.sub(&l.lb).eval(&|v| state.constant(v)).map_or(0, |d| (d / l.step + 1).max(0) as u64);
+                let n =
+                    l.ub.sub(&l.lb)
+                        .eval(&|v| state.constant(v))
+                        .map_or(0, |d| (d / l.step + 1).max(0) as u64);
                 l.body.iter().for_each(|c| count(c, trips * n, state, total));
             }
         }
@@ -140,7 +143,10 @@ pub fn reference_cost(state: &State, req: &KernelRequest) -> Result<u64, RunErro
             match x {
                 LNode::Stmt(_) => *total += trips,
                 LNode::Loop(l) => {
-                    let n = l.ub.sub(&l.lb).eval(&|v| state.constant(v)).map_or(0, |d| (d / l.step + 1).max(0) as u64);
+                    let n =
+                        l.ub.sub(&l.lb)
+                            .eval(&|v| state.constant(v))
+                            .map_or(0, |d| (d / l.step + 1).max(0) as u64);
                     l.body.iter().for_each(|c| count(c, trips * n, state, total));
                 }
             }
@@ -163,7 +169,8 @@ fn splitmix(state: &mut u64) -> u64 {
 /// Uniform values in [0.5, 1.5): well away from zero (divisors) and of one sign (sums do not
 /// cancel), so that reassociated sums compare tightly. Seeded per tensor name.
 pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
-    let mut s = seed ^ name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut s = seed
+        ^ name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     (0..n)
         .map(|_| {
             let x = 0.5 + (splitmix(&mut s) >> 11) as f64 / (1u64 << 53) as f64;
@@ -173,7 +180,13 @@ pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
 }
 
 /// Initial data of a tensor: `-i` file, else its `init` statement, else seeded random values.
-pub fn initial_data(state: &State, opts: &RunOptions, name: &Name, dtype: DType, dims: &[usize]) -> Result<Vec<f64>, RunError> {
+pub fn initial_data(
+    state: &State,
+    opts: &RunOptions,
+    name: &Name,
+    dtype: DType,
+    dims: &[usize],
+) -> Result<Vec<f64>, RunError> {
     let n: usize = dims.iter().product();
     let from_file = |path: &std::path::Path| -> Result<Vec<f64>, RunError> {
         let a = runtime::npy::read_npy(path)?;
@@ -206,8 +219,12 @@ fn to_bytes(t: &Tensor) -> Vec<u8> {
 
 fn from_bytes(b: &[u8], dtype: DType) -> Vec<f64> {
     match dtype {
-        DType::Double => b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-        DType::Float => b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64).collect(),
+        DType::Double => {
+            b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+        }
+        DType::Float => {
+            b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64).collect()
+        }
     }
 }
 
@@ -274,7 +291,8 @@ fn compile_and_run(
     let mut buffers = Vec::new();
     let mut initial: Vec<Vec<u8>> = Vec::new();
     for p in &k.params {
-        let t = store.get(&p.name).ok_or_else(|| RunError::Data(format!("no data for tensor `{}`", p.name)))?;
+        let t =
+            store.get(&p.name).ok_or_else(|| RunError::Data(format!("no data for tensor `{}`", p.name)))?;
         let bytes = to_bytes(t);
         buffers.push(BufferSpec { name: p.name.to_string(), bytes: bytes.len() });
         initial.push(bytes);
@@ -293,7 +311,12 @@ fn compile_and_run(
 }
 
 /// Makes sure `store` has data for every tensor the nests use.
-pub fn ensure_data(state: &State, nests: &[Nest], opts: &RunOptions, store: &mut Buffers) -> Result<(), RunError> {
+pub fn ensure_data(
+    state: &State,
+    nests: &[Nest],
+    opts: &RunOptions,
+    store: &mut Buffers,
+) -> Result<(), RunError> {
     let mut err = None;
     let fresh = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
         if store.contains_key(name) {
@@ -311,7 +334,10 @@ pub fn ensure_data(state: &State, nests: &[Nest], opts: &RunOptions, store: &mut
     for (name, t) in fresh {
         if let Some(old) = store.get(&name) {
             if old.dims != t.dims {
-                return Err(RunError::Data(format!("tensor `{name}` has shape {:?} here but {:?} earlier", t.dims, old.dims)));
+                return Err(RunError::Data(format!(
+                    "tensor `{name}` has shape {:?} here but {:?} earlier",
+                    t.dims, old.dims
+                )));
             }
             continue;
         }
@@ -334,7 +360,13 @@ pub struct Reduced<'a> {
 /// Generates, compiles, runs, verifies and (with `opts.timing`) times the kernel of `req`,
 /// numbered `index`, starting from the data in `store`; on success `store` holds the kernel's
 /// outputs. A verification failure is a report with `verified: false`, not an error.
-pub fn run_request(state: &State, req: &KernelRequest, index: usize, opts: &RunOptions, store: &mut Buffers) -> Result<KernelReport, RunError> {
+pub fn run_request(
+    state: &State,
+    req: &KernelRequest,
+    index: usize,
+    opts: &RunOptions,
+    store: &mut Buffers,
+) -> Result<KernelReport, RunError> {
     run_request_with(state, req, index, opts, store, None)
 }
 
@@ -366,7 +398,8 @@ pub fn run_request_with(
         if !small.verified {
             return Ok(KernelReport { verification: format!("reduced size ({})", r.what), ..small });
         }
-        note = format!("reduced size ({}): the full size needs {cost} interpreted statement instances", r.what);
+        note =
+            format!("reduced size ({}): the full size needs {cost} interpreted statement instances", r.what);
     }
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     let kernel = codegen::generate(state, &name, &named)?;
@@ -454,7 +487,9 @@ pub fn run_request_with(
 
 /// Writes tensor `name` of `store` as `.npy` (in its element type).
 pub fn save_npy(store: &Buffers, name: &str, path: &std::path::Path) -> Result<(), RunError> {
-    let t = store.get(name).ok_or_else(|| RunError::Data(format!("-o {name}: no tensor `{name}` was computed or used")))?;
+    let t = store
+        .get(name)
+        .ok_or_else(|| RunError::Data(format!("-o {name}: no tensor `{name}` was computed or used")))?;
     let shape: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
     match t.dtype {
         DType::Double => runtime::npy::write_npy_f64(path, &shape, &t.data)?,

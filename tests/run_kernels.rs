@@ -18,13 +18,17 @@ fn opts(dir: &std::path::Path) -> RunOptions {
 }
 
 fn request(s: &State, names: &[&str]) -> KernelRequest {
-    KernelRequest { names: names.iter().map(|n| Name::from(*n)).collect(), nests: names.iter().map(|n| nest(s, n)).collect() }
+    KernelRequest {
+        names: names.iter().map(|n| Name::from(*n)).collect(),
+        nests: names.iter().map(|n| nest(s, n)).collect(),
+    }
 }
 
 fn verify(s: &State, names: &[&str]) -> teml::driver::KernelReport {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Buffers::new();
-    let r = run_request(s, &request(s, names), 0, &opts(dir.path()), &mut store).unwrap_or_else(|e| panic!("{names:?}: {e}"));
+    let r = run_request(s, &request(s, names), 0, &opts(dir.path()), &mut store)
+        .unwrap_or_else(|e| panic!("{names:?}: {e}"));
     assert!(r.verified, "{names:?}: {}", r.summary());
     r
 }
@@ -64,7 +68,8 @@ fn fuse_outer_and_contraction_accumulators_verify() {
     let s = run(&s, "t", "vcontract", vec![id("B"), id("D"), list(vec![int(2), int(1)])]);
     let s = run(&s, "A", "eq", vec![id("t"), none(), its("i1, i2")]);
     let s = run(&s, "C", "tensor", vec![shape("6, 7")]);
-    let s = run(&s, "C", "mul", vec![id("C"), id("C"), list(vec![its("i1, i2"), its("i1, i2")]), its("i1, i2")]);
+    let s =
+        run(&s, "C", "mul", vec![id("C"), id("C"), list(vec![its("i1, i2"), its("i1, i2")]), its("i1, i2")]);
     let s = run(&s, "la", "build", vec![id("A")]);
     let s = run(&s, "lc", "build", vec![id("C")]);
     let s = run(&s, "f", "fuse_outer", vec![id("la"), id("lc"), int(2)]);

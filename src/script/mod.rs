@@ -1,0 +1,262 @@
+//! The Rhai front-end: meta-programs as `.rhai` scripts, with loops, branches and functions
+//! around the same builtin table the `.teml` front-end uses, and the standard library
+//! (`stdlib/*.rhai`) loaded at start-up.
+//!
+//! ```rhai
+//! // Fig. 6, and two strip-mined variants
+//! let A = tensor([N, N]);            // N: a named constant (-D N=250)
+//! let B = tensor([N, N]);
+//! let C = tensor([N, N]);
+//! let D = vadd(A, B, [[i1, i2], [i1, i2]]);
+//! let E = mul(C, D, [[i1, i2], ()], [i1, i2]);
+//! let l = build(E);
+//! for v in [16, 32] {
+//!     let lv = stripmine(l, 2, v);
+//!     codegen(lv);
+//! }
+//! ```
+//!
+//! # Values
+//!
+//! Tensor expressions (`Tensor`), loop nests (`Nest`) and affine index expressions (`Index`)
+//! are Rhai values: printable (`print(l)` shows the readable tree), comparable with `==`
+//! (structurally) and immutable (every builtin returns a new value, so one nest branches into
+//! any number of variants).
+//!
+//! - **Iterators.** A name the script does not define is an index: `[i, j+1]`, `h+kh`, `2*i`
+//!   work, with `+`, `-` and `*` by integers overloaded on indices. So is a named constant:
+//!   `tensor([N, N])` has the symbolic extents `-D N=...` binds, while `const N = 64;` (or a
+//!   number) gives literal extents. `iter("k")` makes an index from a string. A name the
+//!   script defines is its variable, so do not reuse an iterator's name for a variable.
+//! - **Arguments.** The arrow of the paper's syntax is one more argument and an omitted
+//!   iterator list is `()`: `eq(A, [i1, i2], [i2, i1])`, `mul(C, D, [[i1, i2], ()], [i1, i2])`.
+//!   Every builtin of [`crate::ops::builtins`] is a function of 0 to 6 arguments (`codegen` up
+//!   to 16); the statements `init` and `codegen` update σ and return `()`.
+//!
+//! # Naming (eq. 17-18)
+//!
+//! A builtin returns its value with the hole □ unfilled. The hole is filled when the value is
+//! first *read through a variable*: `let A = tensor([N, N]);` then `eq(A, ...)` reads `A`, which
+//! binds it as `P_stmt[A = ...]` does (through [`crate::ops::assign`]: the hole becomes `A`, a
+//! declared shape is checked, an undeclared result is declared). The bound value replaces the
+//! variable's. So `let B = eq(A, [i1, i2], [i2, i1]);` makes `B` the assigned tensor exactly
+//! as `B = eq(A, ...)` does in `.teml`. `at("C", e)` is the `@C:` form (eq. 18).
+//!
+//! - At the top level of a script, every value read through a variable is also recorded in σ
+//!   under the variable's name, and at the end every top-level variable holding a value is
+//!   (values never read included), so the final σ maps every name.
+//! - Inside functions the script defines, reading a variable names what it holds, but σ is
+//!   not changed: a function returns values, and the caller's variable records them.
+//! - Inside standard-library functions nothing is named: values pass through with their hole,
+//!   and the variable the caller binds the result to names it. Variables whose name starts with
+//!   `_` never name what they hold, anywhere.
+//! - `codegen(l1, l2)` records the names of the variables its nests were read from.
+//! - An undefined name at the top level that σ maps (a value defined by a `.teml` line in the
+//!   REPL, see [`Session::set_state`]) is σ's value.
+//!
+//! # Sandbox
+//!
+//! Scripts run under [`Limits`]: operations (a runaway `loop {}` ends with an error), call and
+//! expression depth, string, array and map sizes, variables and functions. `import` finds no
+//! module, and there is no file access: `init(A, "a.npy")` only records the path.
+
+mod error;
+mod host;
+mod stdlib;
+mod values;
+
+pub use error::{STDLIB_ID, ScriptError};
+pub use stdlib::{FILES as STDLIB_FILES, Stdlib, StdlibFn};
+pub use values::{IndexVal, NestVal, TensorVal};
+
+use crate::ir::State;
+use host::{Host, Output};
+use rhai::{AST, Dynamic, Scope};
+
+/// The sandbox limits of a script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Operations before the script is stopped (a runaway loop).
+    pub max_operations: u64,
+    /// Nesting of function calls.
+    pub max_call_levels: usize,
+    /// Nesting of expressions at the top level.
+    pub max_expr_depth: usize,
+    /// Nesting of expressions inside functions.
+    pub max_fn_expr_depth: usize,
+    /// Length of a string.
+    pub max_string_size: usize,
+    /// Length of an array.
+    pub max_array_size: usize,
+    /// Size of an object map.
+    pub max_map_size: usize,
+    /// Variables in scope.
+    pub max_variables: usize,
+    /// Functions a script defines.
+    pub max_functions: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_operations: 50_000_000,
+            max_call_levels: 48,
+            max_expr_depth: 64,
+            max_fn_expr_depth: 48,
+            max_string_size: 1 << 20,
+            max_array_size: 100_000,
+            max_map_size: 10_000,
+            max_variables: 10_000,
+            max_functions: 1_000,
+        }
+    }
+}
+
+/// Runs the meta-program `src` (`file` names it in errors) from `state` (which holds the `-D`
+/// named constants) and returns the final state: σ with every named value, the `init`s and the
+/// `codegen` requests.
+pub fn eval(src: &str, file: &str, state: &State) -> Result<State, ScriptError> {
+    eval_with(src, file, state, &Limits::default())
+}
+
+/// [`eval`] under other limits.
+pub fn eval_with(src: &str, file: &str, state: &State, limits: &Limits) -> Result<State, ScriptError> {
+    let host = Host::new(state.clone(), limits, Output::Std)?;
+    let ast = compile(&host, src, file)?;
+    let mut scope = Scope::new();
+    host.engine.run_ast_with_scope(&mut scope, &ast).map_err(|e| host.error(file, src, &e, Some(&ast)))?;
+    host.sweep(&mut scope, file, src)?;
+    Ok(host.state())
+}
+
+fn compile(host: &Host, src: &str, file: &str) -> Result<AST, ScriptError> {
+    let mut ast = host.engine.compile(src).map_err(|e| error::from_parse(file, src, &e))?;
+    ast.set_source(if file == STDLIB_ID { "script" } else { file });
+    Ok(ast)
+}
+
+/// A REPL session: the Rhai scope, the functions defined so far and σ persist from line to
+/// line.
+///
+/// ```
+/// use teml::script::Session;
+/// let mut s = Session::new(teml::ir::State::new()).unwrap();
+/// s.eval_line("let A = tensor([4, 4]);").unwrap();
+/// assert!(s.eval_line("let B = eq(A, [i, j], [j, k]);").is_err()); // k has no range
+/// let out = s.eval_line("let B = eq(A, [i, j], [j, i]); infix(B)").unwrap();
+/// assert_eq!(out.as_deref(), Some("B[j][i] = A[i][j]"));
+/// assert!(s.state().get("B").is_some());
+/// ```
+pub struct Session {
+    host: Host,
+    scope: Scope<'static>,
+    functions: AST,
+    state: State,
+    file: String,
+}
+
+impl Session {
+    /// A session starting from `state`, under the default [`Limits`].
+    pub fn new(state: State) -> Result<Session, ScriptError> {
+        Session::with_limits(state, &Limits::default())
+    }
+
+    /// A session starting from `state` under `limits`.
+    pub fn with_limits(state: State, limits: &Limits) -> Result<Session, ScriptError> {
+        let host = Host::new(state.clone(), limits, Output::Capture)?;
+        Ok(Session { host, scope: Scope::new(), functions: AST::empty(), state, file: "<repl>".into() })
+    }
+
+    /// Evaluates one line (any number of statements and function definitions). Returns what
+    /// it printed and the value of its last expression, if not `()`. On error nothing of the
+    /// line takes effect: the previous σ and scope stay.
+    pub fn eval_line(&mut self, src: &str) -> Result<Option<String>, ScriptError> {
+        let line_ast = compile(&self.host, src, &self.file)?;
+        let ast = self.functions.merge(&line_ast);
+        let saved_scope = self.scope.clone();
+        self.host.shared.output.borrow_mut().clear();
+        *self.host.shared.last_error.borrow_mut() = None;
+        *self.host.shared.binding.borrow_mut() = None;
+        let result = self.host.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &ast);
+        let result = match result {
+            Ok(v) => self.host.sweep(&mut self.scope, &self.file, src).map(|()| v),
+            Err(e) => Err(self.host.error(&self.file, src, &e, Some(&ast))),
+        };
+        match result {
+            Ok(v) => {
+                self.functions = ast.clone_functions_only();
+                self.state = self.host.state();
+                let mut out = std::mem::take(&mut *self.host.shared.output.borrow_mut());
+                if !v.is_unit() {
+                    out.push_str(&display(&v));
+                }
+                let out = out.trim_end_matches('\n').to_string();
+                Ok((!out.is_empty()).then_some(out))
+            }
+            Err(e) => {
+                self.scope = saved_scope;
+                self.host.set_state(self.state.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// σ after the last line.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Replaces σ (e.g. after the REPL evaluated a `.teml` line). Script variables that σ now
+    /// maps to another value take σ's value.
+    pub fn set_state(&mut self, state: State) {
+        let names: Vec<String> = self.scope.iter().map(|(n, _, _)| n.to_string()).collect();
+        for name in names {
+            let Some(new) = state.get(&name) else { continue };
+            let cur = self.scope.get(&name).and_then(values::to_value);
+            if cur.as_ref() != Some(new)
+                && cur.is_some()
+                && let Some(slot) = self.scope.get_mut(&name)
+            {
+                *slot = values::to_dynamic(new.clone());
+            }
+        }
+        self.host.set_state(state.clone());
+        self.state = state;
+    }
+
+    /// The names a line can call: builtins, library functions, helpers and the functions
+    /// defined so far (for completion).
+    pub fn names(&self) -> Vec<String> {
+        self.host.callable_names(Some(&self.functions))
+    }
+
+    /// The variables of the scope (for completion).
+    pub fn variables(&self) -> Vec<String> {
+        self.scope.iter().map(|(n, _, _)| n.to_string()).collect()
+    }
+}
+
+/// How the REPL shows a value: trees for tensors and nests, expressions for indices.
+fn display(d: &Dynamic) -> String {
+    let d = d.flatten_clone();
+    if let Some(v) = values::to_value(&d) {
+        return v.tree().trim_end().to_string();
+    }
+    if let Some(IndexVal(e)) = d.clone().try_cast::<IndexVal>() {
+        return e.to_string();
+    }
+    if let Some(xs) = d.clone().try_cast::<rhai::Array>() {
+        let items: Vec<String> = xs
+            .iter()
+            .map(|x| {
+                let s = display(x);
+                if s.contains('\n') { format!("\n{s}\n") } else { s }
+            })
+            .collect();
+        return format!("[{}]", items.join(", "));
+    }
+    if d.is_string() {
+        return d.to_string();
+    }
+    d.to_string()
+}

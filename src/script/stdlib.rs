@@ -1,0 +1,263 @@
+//! The standard library (`stdlib/*.rhai`, embedded): its sources, the documentation read from
+//! their `///` comments, and [`Stdlib`], through which the `.teml` front-end calls it.
+
+use super::host::{HELPERS, Host, Output};
+use super::values::{from_arg, to_value};
+use super::{Limits, ScriptError};
+use crate::error::{Arg, Error, Result};
+use crate::ir::{State, Value};
+use crate::lang::Extensions;
+use crate::ops::ArgVal;
+use rhai::{Dynamic, EvalAltResult, Scope};
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+/// The files of the standard library, in load order.
+pub const FILES: &[(&str, &str)] = &[
+    ("stdlib/loops.rhai", include_str!("../../stdlib/loops.rhai")),
+    ("stdlib/tensors.rhai", include_str!("../../stdlib/tensors.rhai")),
+    ("stdlib/einsum.rhai", include_str!("../../stdlib/einsum.rhai")),
+];
+
+/// The whole library as one script.
+pub(crate) fn source() -> String {
+    FILES.iter().map(|(_, s)| *s).collect::<Vec<_>>().join("\n")
+}
+
+/// One documented function of the standard library (all its overloads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StdlibFn {
+    /// The name.
+    pub name: String,
+    /// The signatures of its overloads, as declared (`tile(l, v)`).
+    pub signatures: Vec<String>,
+    /// The file it is defined in.
+    pub file: String,
+    /// Where the paper defines it (the `paper:` line of its doc comment).
+    pub equation: String,
+    /// The first paragraph of its doc comment.
+    pub summary: String,
+    /// The rest of its doc comment (the definition, written out).
+    pub details: String,
+    /// An example (the `example:` line of its doc comment).
+    pub example: String,
+}
+
+/// Reads the public functions and their `///` doc comments from the library's sources.
+fn parse_docs() -> Vec<StdlibFn> {
+    let mut out: Vec<StdlibFn> = Vec::new();
+    for (file, src) in FILES {
+        let mut doc: Vec<String> = Vec::new();
+        for line in src.lines() {
+            let t = line.trim();
+            if let Some(d) = t.strip_prefix("///") {
+                doc.push(d.strip_prefix(' ').unwrap_or(d).to_string());
+                continue;
+            }
+            if let Some(rest) = t.strip_prefix("fn ") {
+                let sig = rest.split('{').next().unwrap_or(rest).trim().to_string();
+                let name = sig.split('(').next().unwrap_or("").trim().to_string();
+                let entry = describe_fn(&name, &sig, file, &doc);
+                match out.iter_mut().find(|f| f.name == name) {
+                    Some(f) => {
+                        f.signatures.push(sig);
+                        if f.summary.is_empty() {
+                            *f = StdlibFn { signatures: f.signatures.clone(), ..entry };
+                        }
+                    }
+                    None => out.push(entry),
+                }
+            }
+            doc.clear();
+        }
+    }
+    out
+}
+
+fn describe_fn(name: &str, sig: &str, file: &str, doc: &[String]) -> StdlibFn {
+    let mut equation = String::new();
+    let mut example = String::new();
+    let mut paras: Vec<String> = vec![String::new()];
+    for d in doc {
+        if let Some(e) = d.strip_prefix("paper:") {
+            equation = e.trim().to_string();
+        } else if let Some(e) = d.strip_prefix("example:") {
+            example = e.trim().trim_matches('`').to_string();
+        } else if d.trim().is_empty() {
+            paras.push(String::new());
+        } else if let Some(p) = paras.last_mut() {
+            if !p.is_empty() {
+                p.push('\n');
+            }
+            p.push_str(d);
+        }
+    }
+    let paras: Vec<String> = paras.into_iter().filter(|p| !p.trim().is_empty()).collect();
+    StdlibFn {
+        name: name.to_string(),
+        signatures: vec![sig.to_string()],
+        file: file.to_string(),
+        equation,
+        summary: paras.first().map(|p| p.replace('\n', " ")).unwrap_or_default(),
+        details: paras.get(1..).map(|ps| ps.join("\n\n")).unwrap_or_default(),
+        example,
+    }
+}
+
+static DOCS: OnceLock<Vec<StdlibFn>> = OnceLock::new();
+
+/// The documented public functions of the standard library.
+pub fn functions() -> &'static [StdlibFn] {
+    DOCS.get_or_init(parse_docs)
+}
+
+/// The names of the standard library's public functions.
+pub(crate) fn function_names() -> Vec<String> {
+    functions().iter().map(|f| f.name.clone()).collect()
+}
+
+thread_local! {
+    /// One engine per thread for calls from the `.teml` front-end.
+    static HOST: std::cell::OnceCell<std::result::Result<Rc<Host>, ScriptError>> =
+        const { std::cell::OnceCell::new() };
+}
+
+/// The standard library as [`Extensions`] of the `.teml` front-end: `lt = tile(l, 32)` in a
+/// `.teml` program calls the Rhai function `tile`.
+///
+/// ```
+/// use teml::script::Stdlib;
+/// let src = "A = tensor([8, 8])\nB = transpose(A, [[1, 2]])\nl = build(B)\nlt = tile(l, 4)\n";
+/// let s = teml::lang::eval_with(src, "t.teml", &teml::ir::State::new(), &Stdlib::get()).unwrap();
+/// assert!(s.get("lt").is_some());
+/// ```
+#[derive(Clone)]
+pub struct Stdlib {
+    host: std::result::Result<Rc<Host>, ScriptError>,
+}
+
+impl Stdlib {
+    /// The library (its engine is built once per thread, on first use).
+    pub fn get() -> Stdlib {
+        let host = HOST.with(|cell| {
+            cell.get_or_init(|| Host::new(State::new(), &Limits::default(), Output::Std).map(Rc::new)).clone()
+        });
+        Stdlib { host }
+    }
+
+    /// The documented functions.
+    pub fn functions() -> &'static [StdlibFn] {
+        functions()
+    }
+
+    /// A Markdown section documenting every function of the library (signature, paper
+    /// equation, meaning, example), read from the `///` comments of `stdlib/*.rhai`, followed
+    /// by the host helpers scripts may use.
+    pub fn reference() -> String {
+        let mut out = String::from(
+            "\n## Standard library\n\nThe Sec. 4 compositions, written in Rhai in `stdlib/*.rhai` from the core builtins \
+             exactly as the paper composes them. Both front-ends call them by name: `lt = tile(l, 32)` \
+             in `.teml`, `let lt = tile(l, 32);` in `.rhai`. In Rhai the arrow of the paper's syntax is an \
+             extra argument and an omitted iterator list is `()`.\n\n",
+        );
+        out.push_str("| function | signatures | paper | meaning | example |\n|---|---|---|---|---|\n");
+        for f in functions() {
+            let sigs: Vec<String> = f.signatures.iter().map(|s| format!("`{s}`")).collect();
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} | `{}` |\n",
+                f.name,
+                sigs.join("<br>"),
+                f.equation,
+                f.summary.replace('|', "\\|"),
+                f.example.replace('|', "\\|")
+            ));
+        }
+        for f in functions() {
+            out.push_str(&format!("\n### `{}`\n\n", f.name));
+            for s in &f.signatures {
+                out.push_str(&format!("- `{s}`\n"));
+            }
+            out.push_str(&format!("\n{} ({}, `{}`)\n", f.summary, f.equation, f.file));
+            if !f.details.is_empty() {
+                out.push_str(&format!("\n{}\n", f.details));
+            }
+            if !f.example.is_empty() {
+                out.push_str(&format!("\nExample: `{}`\n", f.example));
+            }
+        }
+        out.push_str(
+            "\n## Script helpers\n\nHost functions available to `.rhai` scripts (not TeML builtins: they \
+             inspect values, so that the library can be written as compositions).\n\n| helper | signature | meaning |\n|---|---|---|\n",
+        );
+        for (name, sig, meaning) in HELPERS {
+            out.push_str(&format!("| `{name}` | `{sig}` | {} |\n", meaning.replace('|', "\\|")));
+        }
+        out
+    }
+
+    fn signatures(name: &str) -> String {
+        functions()
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.signatures.join(" or "))
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    fn run(&self, host: &Host, state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
+        host.set_state(state.clone());
+        *host.shared.last_error.borrow_mut() = None;
+        let lookup = |w: &crate::ir::Name| state.get(w).cloned();
+        let mut scope = Scope::new();
+        let mut params = Vec::new();
+        for (k, a) in args.iter().enumerate() {
+            let p = format!("_a{k}");
+            scope.push_dynamic(p.clone(), from_arg(a, &lookup));
+            params.push(p);
+        }
+        let call = format!("{name}({})", params.join(", "));
+        let result = host.engine.eval_with_scope::<Dynamic>(&mut scope, &call);
+        host.set_state(State::new());
+        let fail = |e: &EvalAltResult| -> Error {
+            if let EvalAltResult::ErrorFunctionNotFound(sig, _) = e
+                && sig.starts_with(&format!("{name} ("))
+            {
+                return Error::BadArgument {
+                    builtin: name.into(),
+                    arg: Arg::new(args.len(), "arguments"),
+                    expected: Self::signatures(name),
+                    found: format!("{} arguments", args.len()),
+                };
+            }
+            let err = host.error("stdlib", &call, e, None);
+            err.error.unwrap_or(Error::Illegal { builtin: name.into(), reason: err.message })
+        };
+        match result {
+            Ok(d) => to_value(&d).ok_or_else(|| Error::WrongKind {
+                builtin: name.into(),
+                arg: Arg::new(0, "result"),
+                expected: "a tensor expression or a loop nest".into(),
+                found: super::values::describe(&d),
+            }),
+            Err(e) => Err(fail(&e)),
+        }
+    }
+}
+
+impl Extensions for Stdlib {
+    fn call(&self, state: &State, name: &str, args: &[ArgVal]) -> Option<Result<Value>> {
+        if !functions().iter().any(|f| f.name == name) {
+            return None;
+        }
+        Some(match &self.host {
+            Ok(host) => self.run(host, state, name, args),
+            Err(e) => Err(Error::Illegal {
+                builtin: name.into(),
+                reason: format!("the standard library failed to load: {e}"),
+            }),
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        function_names()
+    }
+}

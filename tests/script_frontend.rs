@@ -1,0 +1,370 @@
+//! The Rhai front-end: the paper's figures give the same trees as the `.teml` front-end, naming
+//! with `let` (eq. 17) and `at` (eq. 18), families of variants with loops, branches and
+//! functions, errors with their place, the sandbox, and REPL sessions.
+
+use teml::ir::{Init, Nest, State, Value};
+use teml::script::{Limits, Session, Stdlib, eval, eval_with};
+
+fn ok(src: &str, s: &State) -> State {
+    eval(src, "t.rhai", s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(src: &str) -> teml::script::ScriptError {
+    match eval(src, "t.rhai", &State::new()) {
+        Ok(_) => panic!("should fail:\n{src}"),
+        Err(e) => e,
+    }
+}
+
+fn get<'a>(s: &'a State, id: &str) -> &'a Value {
+    s.get(id).unwrap_or_else(|| panic!("`{id}` unbound in {:?}", s.vars.keys().collect::<Vec<_>>()))
+}
+
+fn nest(s: &State, id: &str) -> Nest {
+    match get(s, id) {
+        Value::Nest(n) => n.clone(),
+        Value::Tensor(_) => panic!("`{id}` is a tensor"),
+    }
+}
+
+fn infix(s: &State, id: &str) -> String {
+    match get(s, id) {
+        Value::Tensor(t) => t.to_string(),
+        Value::Nest(_) => panic!("`{id}` is a nest"),
+    }
+}
+
+fn teml_file(name: &str) -> String {
+    let path = format!("{}/tests/lang/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+const FIG6: &str = r#"
+// Fig. 6
+let A = tensor([N, N]);
+let B = tensor([N, N]);
+let C = tensor([N, N]);
+let D = vadd(A, B, [[i1, i2], [i1, i2]]);
+let E = mul(C, D, [[i1, i2], ()], [i1, i2]);
+let l = build(E);
+"#;
+
+#[test]
+fn fig6_gives_the_trees_of_the_teml_program() {
+    let r = ok(FIG6, &State::new());
+    let t = teml::lang::eval(&teml_file("fig6.teml"), "fig6.teml", &State::new()).unwrap();
+    for id in ["A", "B", "C", "D", "E", "l"] {
+        assert_eq!(get(&r, id).paper(), get(&t, id).paper(), "{id}");
+    }
+    assert_eq!(r.vars.keys().collect::<Vec<_>>(), t.vars.keys().collect::<Vec<_>>());
+    // The strings of tests/paper_figures.rs.
+    let d = "⟨(+, [N, N], •), [⟨(A, [N, N], [i1, i2]), []⟩, ⟨(B, [N, N], [i1, i2]), []⟩]⟩";
+    assert_eq!(get(&r, "D").paper(), d);
+    assert_eq!(
+        get(&r, "E").paper(),
+        format!(
+            "⟨(=, •, •), [⟨(E, [N, N], [i1, i2]), []⟩, ⟨(*, [N, N], •), [⟨(C, [N, N], [i1, i2]), []⟩, {d}]⟩]⟩"
+        )
+    );
+    assert_eq!(infix(&r, "E"), "E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2])");
+    assert_eq!(
+        nest(&r, "l").tree(),
+        "for i1 in [0, N-1]\n  for i2 in [0, N-1]\n    E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2])\n"
+    );
+}
+
+#[test]
+fn let_names_the_tensor_as_eq_17_does() {
+    let s = ok("let A = tensor([N1, N2]);\nlet B = eq(A, [i1, i2], [i2, i1]);", &State::new());
+    assert_eq!(get(&s, "A").paper(), "⟨(A, [N1, N2], ε), []⟩");
+    assert_eq!(
+        get(&s, "B").paper(),
+        "⟨(=, •, •), [⟨(B, [N2, N1], [i2, i1]), []⟩, ⟨(A, [N1, N2], [i1, i2]), []⟩]⟩"
+    );
+    // Reassignment without let, shadowing, and a value read inside an expression.
+    let s = ok(
+        "let A = tensor([4]);\nlet X = 0;\nX = eq(A, [i], [i]);\nlet l = build(X);\nlet X = eq(A, [i], [i]);",
+        &State::new(),
+    );
+    assert_eq!(infix(&s, "X"), "X[i] = A[i]");
+    assert_eq!(nest(&s, "l").tree(), "for i in [0, 3]\n  X[i] = A[i]\n");
+    // A declared result must keep its declared shape.
+    let e =
+        err("let B = tensor([3, 4]);\nlet A = tensor([4, 3]);\nlet B = eq(A, [i, j], [i, j]);\nbuild(B);");
+    assert!(e.message.contains("shape mismatch"), "{e}");
+    assert_eq!((e.line, e.col), (3, 5), "{e}");
+}
+
+#[test]
+fn at_is_the_at_id_form_of_eq_18() {
+    let src = "let A = tensor([N, N]);\nlet B = tensor([N, N]);\nlet C = tensor([N, N]);\n\
+               let D = at(\"C\", add(A, B, [[i1, i2], [i1, i2]], [i1, i2]));\nlet l = build(D);";
+    let s = ok(src, &State::new());
+    let t = teml::lang::eval(&teml_file("fig5.teml"), "fig5.teml", &State::new()).unwrap();
+    assert_eq!(get(&s, "D").paper(), get(&t, "D").paper());
+    for id in ["A", "B", "C"] {
+        assert_eq!(get(&s, id).paper(), format!("⟨({id}, [N, N], ε), []⟩"));
+    }
+    assert_eq!(
+        nest(&s, "l").tree(),
+        "for i1 in [0, N-1]\n  for i2 in [0, N-1]\n    C[i1][i2] = A[i1][i2] + B[i1][i2]\n"
+    );
+    // An undeclared target is declared by @id: with the inferred shape.
+    let s = ok("let A = tensor([3]);\nlet D = at(\"Z\", eq(A, [i], [i]));", &State::new());
+    assert_eq!(get(&s, "Z").paper(), "⟨(Z, [3], ε), []⟩");
+    assert_eq!(infix(&s, "D"), "Z[i] = A[i]");
+}
+
+#[test]
+fn affine_indices_and_named_constants() {
+    // A 3-point stencil: h+kh-style affine accesses.
+    let src = "let A = tensor([10]);\nlet B = tensor([8]);\nlet S = vadd(A, A, [[i], [i+1]]);\n\
+               let B = add(S, A, [(), [2*i - i + 2]], [i]);\nlet l = build(B);";
+    let s = ok(src, &State::new());
+    assert_eq!(infix(&s, "B"), "B[i] = A[i] + A[i+1] + A[i+2]");
+    assert_eq!(nest(&s, "l").tree(), "for i in [0, 7]\n  B[i] = A[i] + A[i+1] + A[i+2]\n");
+    // Undefined names are symbolic constants (bound by -D); a Rhai constant is a literal extent.
+    let st = State::new().with_const("N", 6);
+    let s = ok("let A = tensor([N, M]);\nconst M = 5;\nlet B = tensor([M, N - 1]);", &st);
+    assert_eq!(get(&s, "A").paper(), "⟨(A, [N, M], ε), []⟩");
+    assert_eq!(get(&s, "B").paper(), "⟨(B, [5, N-1], ε), []⟩");
+    assert_eq!(s.constant("N"), Some(6));
+    // Index values print, compare and combine.
+    let s = ok(
+        "let e = 2*(h+kh) - kh + 1;\nif e != iter(\"h\")*2 + kh + 1 { throw \"wrong\"; }\n\
+         if `${e}` != \"2*h+kh+1\" { throw `printed ${e}`; }\nif i - i != 0 { throw \"i-i\"; }",
+        &State::new(),
+    );
+    assert!(s.vars.is_empty());
+    let e = err("let x = i * j;");
+    assert!(e.message.contains("affine"), "{e}");
+}
+
+#[test]
+fn loops_branches_and_functions_build_families_of_variants() {
+    let src = format!(
+        "{FIG6}
+fn variant(l, v) {{
+    let s = stripmine(l, 2, v);
+    if v > 8 {{ interchange(s, 1, 2) }} else {{ s }}
+}}
+let seen = [];
+for v in [4, 16] {{
+    let lv = variant(l, v);
+    seen.push(lv);
+    codegen(lv);
+}}
+if seen[0] == seen[1] {{ throw \"variants should differ\"; }}
+if variant(l, 4) != seen[0] {{ throw \"variants are values\"; }}
+let l2 = seen[1];
+"
+    );
+    let s = ok(&src, &State::new().with_const("N", 64));
+    assert_eq!(s.kernels.len(), 2);
+    for k in &s.kernels {
+        assert_eq!(k.names.iter().map(|n| n.to_string()).collect::<Vec<_>>(), vec!["lv"]);
+    }
+    assert_eq!(
+        s.kernels[0].nests[0].path().iter().map(|l| l.iter.to_string()).collect::<Vec<_>>(),
+        ["i1", "i2o", "i2"]
+    );
+    assert_eq!(
+        s.kernels[1].nests[0].path().iter().map(|l| l.iter.to_string()).collect::<Vec<_>>(),
+        ["i2o", "i1", "i2"]
+    );
+    // The original nest is unchanged (values are immutable), and l2 is the second variant.
+    assert_eq!(nest(&s, "l").path().len(), 2);
+    assert_eq!(nest(&s, "l2"), s.kernels[1].nests[0]);
+}
+
+#[test]
+fn statements_record_inits_and_codegen_names() {
+    let s = ok(
+        &format!(
+            "{FIG6}\ninit(A, \"a.npy\");\ninit(B, 2.5);\ninit(C, random);\nlet l1 = stripmine(l, 1, 8);\ncodegen(l, l1);"
+        ),
+        &State::new(),
+    );
+    assert_eq!(s.inits.get("A"), Some(&Init::Npy("a.npy".into())));
+    assert_eq!(s.inits.get("B"), Some(&Init::Value(2.5)));
+    assert_eq!(s.inits.get("C"), Some(&Init::Random));
+    assert_eq!(s.kernels.len(), 1);
+    assert_eq!(s.kernels[0].names.iter().map(|n| n.to_string()).collect::<Vec<_>>(), ["l", "l1"]);
+    assert_eq!(s.kernels[0].nests[1], nest(&s, "l1"));
+    // A nest that is no variable's value gets the builtin's default name.
+    let s = ok(&format!("{FIG6}\ncodegen(stripmine(l, 1, 8));"), &State::new());
+    assert_eq!(s.kernels[0].names[0].to_string(), "nest1");
+}
+
+#[test]
+fn values_print_and_compare() {
+    let mut s = Session::new(State::new()).unwrap();
+    s.eval_line(FIG6).unwrap();
+    let out = s.eval_line("print(l); l").unwrap().unwrap();
+    let tree =
+        "for i1 in [0, N-1]\n  for i2 in [0, N-1]\n    E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2])";
+    assert_eq!(out, format!("{tree}\n{tree}"));
+    assert_eq!(
+        s.eval_line("E").unwrap().unwrap(),
+        "(=, •, •)\n├─ (E, [N, N], [i1, i2])\n└─ (*, [N, N], •)\n   ├─ (C, [N, N], [i1, i2])\n   └─ (+, [N, N], •)\n      ├─ (A, [N, N], [i1, i2])\n      └─ (B, [N, N], [i1, i2])"
+    );
+    assert_eq!(s.eval_line("stripmine(l, 1, 4) == stripmine(l, 1, 4)").unwrap().as_deref(), Some("true"));
+    assert_eq!(s.eval_line("stripmine(l, 1, 4) == l").unwrap().as_deref(), Some("false"));
+    assert_eq!(s.eval_line("D == vadd(A, B, [[i1, i2], [i1, i2]])").unwrap().as_deref(), Some("true"));
+    assert_eq!(s.eval_line("[i, j+1]").unwrap().as_deref(), Some("[i, j+1]"));
+    assert_eq!(
+        s.eval_line("type_of(l) + type_of(E) + type_of(i)").unwrap().as_deref(),
+        Some("NestTensorIndex")
+    );
+    assert_eq!(
+        s.eval_line("paper(D)").unwrap().as_deref(),
+        Some("⟨(+, [N, N], •), [⟨(A, [N, N], [i1, i2]), []⟩, ⟨(B, [N, N], [i1, i2]), []⟩]⟩")
+    );
+}
+
+#[test]
+fn unknown_builtin_points_at_the_call_and_suggests() {
+    let e =
+        err("let A = tensor([8]);\nlet B = eq(A, [i], [i]);\nlet l = build(B);\nlet l1 = stripmin(l, 1, 4);");
+    assert_eq!((e.line, e.col), (4, 10), "{e}");
+    assert!(e.message.contains("unknown builtin or function `stripmin`"), "{e}");
+    assert!(e.message.contains("did you mean `stripmine`"), "{e}");
+    let shown = e.to_string();
+    assert!(shown.contains(" --> t.rhai:4:10"), "{shown}");
+    assert!(shown.contains("4 | let l1 = stripmin(l, 1, 4);\n  |          ^^^^^^^^"), "{shown}");
+}
+
+#[test]
+fn a_builtin_error_keeps_its_message_and_points_at_the_argument() {
+    let src =
+        "let A = tensor([8]);\nlet B = eq(A, [i], [i]);\nlet l = build(B);\nlet l1 = stripmine(l, 1, 0);";
+    let e = err(src);
+    assert_eq!(e.message, "stripmine: argument 3 (factor): expected a factor of 1 or more, found 0");
+    assert_eq!((e.line, e.col, e.width), (4, 26, 1), "{e}");
+    assert!(matches!(e.error, Some(teml::Error::BadArgument { .. })), "{e:?}");
+    // A wrong iterator list (eq. 14): the message names eq, the argument and what was found.
+    let e = err("let A = tensor([8, 8]);\nlet B = eq(A, [i], [i]);");
+    assert!(
+        e.message.starts_with("eq: argument 1 (tensor): expected 2 indices for `A` [8, 8] (its rank)"),
+        "{e}"
+    );
+    assert_eq!((e.line, e.col), (2, 12), "{e}");
+    // A wrong number of arguments.
+    let e = err("let A = tensor([8]);\nlet B = eq(A, [i]);");
+    assert!(e.message.starts_with("eq: argument 2 (arguments): expected 3 arguments"), "{e}");
+    // A value that is no argument at all.
+    let e = err("let A = tensor([8]);\nlet B = eq(A, #{a: 1}, [i]);");
+    assert!(e.message.contains("argument 2"), "{e}");
+    // A syntax error.
+    let e = err("let A = tensor([8];\n");
+    assert!(e.message.starts_with("syntax error"), "{e}");
+    assert_eq!(e.line, 1);
+}
+
+#[test]
+fn errors_inside_library_functions_point_at_the_call() {
+    let src = format!("{FIG6}\nlet lt = tile(l, 0);");
+    let e = err(&src);
+    assert_eq!(e.message, "stripmine: argument 3 (factor): expected a factor of 1 or more, found 0");
+    assert_eq!((e.line, e.col), (10, 10), "{e}");
+    assert_eq!(e.notes, ["in `stripmine_n` (stdlib)", "in `tile` (stdlib)"]);
+    assert!(e.to_string().contains("= note: in `tile` (stdlib)"), "{e}");
+    // The library's own checks name the library function.
+    let e = err(&format!("{FIG6}\nlet l2 = interchange_n(l, 1, 5);"));
+    assert!(e.message.starts_with("interchange_n: argument 3 (count): expected a count in 0..=1"), "{e}");
+    // Errors in a function of the script point inside it.
+    let e = err(&format!("{FIG6}\nfn f(l) {{\n  stripmine(l, 9, 2)\n}}\nlet x = f(l);"));
+    assert_eq!((e.line, e.col), (11, 16), "{e}");
+    assert!(e.message.starts_with("stripmine: argument 2 (level): level out of range"), "{e}");
+    assert!(e.notes.iter().any(|n| n.starts_with("in `f`")), "{:?}", e.notes);
+}
+
+#[test]
+fn a_runaway_script_ends_with_a_clear_error() {
+    let limits = Limits { max_operations: 20_000, ..Limits::default() };
+    let e = eval_with("let x = 0;\nloop {\n  x += 1;\n}", "spin.rhai", &State::new(), &limits).unwrap_err();
+    assert!(e.message.contains("limit of 20000 operations"), "{e}");
+    assert!(e.line >= 2, "{e}");
+    // Endless recursion stops at the call-depth limit.
+    let e = err("fn f(n) { f(n + 1) }\nf(0);");
+    assert!(e.message.contains("nested deeper than"), "{e}");
+    // Large values are refused.
+    let e = err("let s = \"x\"; loop { s += s; }");
+    assert!(e.message.to_lowercase().contains("length") || e.message.contains("size"), "{e}");
+}
+
+#[test]
+fn no_module_or_file_is_reachable() {
+    let e = err("import \"stdlib/loops\" as m;");
+    assert!(e.message.to_lowercase().contains("module"), "{e}");
+    // init only records the path.
+    let s = ok("let A = tensor([2]);\ninit(A, \"/nonexistent/a.npy\");", &State::new());
+    assert_eq!(s.inits.get("A"), Some(&Init::Npy("/nonexistent/a.npy".into())));
+}
+
+#[test]
+fn the_session_keeps_state_after_an_error() {
+    let mut s = Session::new(State::new().with_const("N", 16)).unwrap();
+    assert_eq!(s.eval_line("let A = tensor([N, N]);").unwrap(), None);
+    s.eval_line("let B = eq(A, [i1, i2], [i2, i1]); let l = build(B);").unwrap();
+    let before = s.state().clone();
+    let e = s.eval_line("let l = stripmine(l, 1, 0);").unwrap_err();
+    assert_eq!(e.file, "<repl>");
+    assert_eq!(s.state(), &before);
+    // A failing line leaves nothing behind, not even what ran before the error.
+    s.eval_line("let z = 1;").unwrap();
+    assert!(s.eval_line("let z = 2; let q = build(A);").is_err());
+    assert_eq!(s.eval_line("z").unwrap().as_deref(), Some("1"));
+    assert_eq!(s.eval_line("q").unwrap().as_deref(), Some("q"), "q is unbound: an index");
+    // The scope and σ carry on.
+    s.eval_line("fn twice(l) { stripmine(stripmine(l, 1, 4), 1, 2) }").unwrap();
+    s.eval_line("let l2 = twice(l);").unwrap();
+    assert_eq!(
+        s.state().get("l2").map(|v| v.tree().lines().count()),
+        Some(5),
+        "{:?}",
+        s.state().get("l2").map(|v| v.tree())
+    );
+    assert_eq!(s.eval_line("depth(l2)").unwrap().as_deref(), Some("4"));
+    assert!(s.names().contains(&"twice".to_string()));
+    assert!(s.variables().contains(&"l2".to_string()));
+}
+
+#[test]
+fn the_session_sees_values_a_teml_line_defined() {
+    let mut s = Session::new(State::new()).unwrap();
+    s.eval_line("let A = tensor([4]);").unwrap();
+    let st = teml::lang::eval("B = eq(A, [i] -> [i])\nA = tensor([5])", "<repl>", s.state()).unwrap();
+    s.set_state(st);
+    assert_eq!(s.eval_line("infix(B)").unwrap().as_deref(), Some("B[i] = A[i]"));
+    // The script's A now is σ's.
+    assert_eq!(s.eval_line("shape(A)").unwrap().as_deref(), Some("[5]"));
+}
+
+#[test]
+fn the_reference_documents_the_library_and_helpers() {
+    let r = Stdlib::reference();
+    for f in Stdlib::functions() {
+        assert!(r.contains(&format!("### `{}`", f.name)), "{}", f.name);
+        assert!(!f.summary.is_empty() && !f.equation.is_empty() && !f.example.is_empty(), "{f:?}");
+    }
+    for name in [
+        "stripmine_n",
+        "interchange_n",
+        "tile",
+        "unroll_by",
+        "unroll_and_jam",
+        "entrywise_add",
+        "ventrywise_mul",
+        "transpose",
+        "vtranspose",
+        "contract",
+        "vouterproduct",
+        "outerproduct",
+        "einsum",
+    ] {
+        assert!(teml::lang::Extensions::names(&Stdlib::get()).contains(&name.to_string()), "{name}");
+    }
+    assert!(r.contains("| `tile` | `tile(l, v)`<br>`tile(l, v, d)` | eq. 29 |"), "{r}");
+    assert!(r.contains("| `fresh_iters` |"));
+}
