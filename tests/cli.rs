@@ -195,3 +195,18 @@ fn large_kernels_are_verified_at_a_reduced_size() {
     let how = k["verification"].as_str().unwrap();
     assert!(how.starts_with("reduced size (N=32)") && how.contains("884736"), "{how}");
 }
+
+#[test]
+fn the_language_reference_is_generated_from_the_table() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md");
+    let generated = teml::cli::reference();
+    if std::env::var_os("TEML_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap();
+    assert!(committed == generated, "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test)");
+    // every example in the table is valid syntax (Rhai ones start with `let`)
+    for b in teml::ops::builtins().iter().filter(|b| !b.example.starts_with("let ")) {
+        teml::lang::parse(b.example, b.name).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+    }
+}
