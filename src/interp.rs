@@ -294,12 +294,11 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
     Ok(total)
 }
 
+/// Makes a tensor's data from its name, element type and extents.
+pub type FillFn<'a> = dyn FnMut(&Name, DType, &[usize]) -> Vec<f64> + 'a;
+
 /// Buffers for every real tensor the nests use, filled by `fill(name, dtype, dims)`.
-pub fn buffers_for(
-    state: &State,
-    nests: &[Nest],
-    fill: &mut dyn FnMut(&Name, DType, &[usize]) -> Vec<f64>,
-) -> Result<Buffers, String> {
+pub fn buffers_for(state: &State, nests: &[Nest], fill: &mut FillFn<'_>) -> Result<Buffers, String> {
     let mut out = Buffers::new();
     for n in nests {
         for s in n.stmts() {

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use teml::ir::{Nest, State};
+use teml::ir::State;
 use teml::ops::ArgVal;
 
 fn tree(s: &State, n: &str) -> String {
