@@ -153,8 +153,9 @@ impl Expr {
             }
             kept.push(a);
         }
-        // Canonical order (constants last, so `min(4*io+3, 9)` reads naturally).
-        kept.sort_by(|a, b| (a.as_const().is_some(), a).cmp(&(b.as_const().is_some(), b)));
+        // Arguments keep the order they were given in (`min(8*io+7, N-1)` reads as strip-mining
+        // wrote it); constants go last.
+        kept.sort_by_key(|a| a.as_const().is_some());
         kept.dedup();
         if kept.len() == 1 {
             return kept.pop().unwrap_or_default();
