@@ -22,8 +22,8 @@ fn run(file: &str) -> Result<Run, String> {
         cmd.args(extra.split_whitespace());
     }
     let o = cmd.output().map_err(|e| e.to_string())?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).map_err(|e| format!("{file}: {e}: {}", String::from_utf8_lossy(&o.stderr)))?;
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .map_err(|e| format!("{file}: {e}: {}", String::from_utf8_lossy(&o.stderr)))?;
     if v["ok"] != true {
         return Err(format!("{file}: {}", v["error"]));
     }
@@ -40,7 +40,9 @@ fn run(file: &str) -> Result<Run, String> {
 
 fn main() {
     let kernels = ["mttkrp", "interp", "helm", "gconv"];
-    println!("| kernel | untransformed | Pluto path (Table 2) | paper path (Sec. 5.3) | paper vs Pluto | verified |");
+    println!(
+        "| kernel | untransformed | Pluto path (Table 2) | paper path (Sec. 5.3) | paper vs Pluto | verified |"
+    );
     println!("|---|---|---|---|---|---|");
     for k in kernels {
         let pluto = run(&format!("scripts/pluto/{k}.teml"));

@@ -186,7 +186,10 @@ fn a_verification_failure_is_a_failure() {
 #[test]
 fn large_kernels_are_verified_at_a_reduced_size() {
     let d = tempfile::tempdir().unwrap();
-    let o = teml(&["run", "examples/paper/matmul_core.teml", "-D", "N=96", "--max-reference", "50000", "--json"], d.path());
+    let o = teml(
+        &["run", "examples/paper/matmul_core.teml", "-D", "N=96", "--max-reference", "50000", "--json"],
+        d.path(),
+    );
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -204,7 +207,10 @@ fn the_language_reference_is_generated_from_the_table() {
         std::fs::write(&path, &generated).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap();
-    assert!(committed == generated, "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test)");
+    assert!(
+        committed == generated,
+        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test)"
+    );
     // every example in the table is valid syntax (Rhai ones start with `let`)
     for b in teml::ops::builtins().iter().filter(|b| !b.example.starts_with("let ")) {
         teml::lang::parse(b.example, b.name).unwrap_or_else(|e| panic!("{}: {e}", b.name));

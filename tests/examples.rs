@@ -30,7 +30,11 @@ fn run_all(dir: &str, timed: bool) -> usize {
     assert!(!list.is_empty(), "no programs in {dir}");
     for f in &list {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_teml"));
-        cmd.arg("run").arg(f).args(test_args(f)).args(["--json", "--threads", "2"]).env("TEML_CACHE_DIR", cache.path());
+        cmd.arg("run")
+            .arg(f)
+            .args(test_args(f))
+            .args(["--json", "--threads", "2"])
+            .env("TEML_CACHE_DIR", cache.path());
         if timed {
             cmd.args(["--time", "--min-time", "0.002"]);
         }
@@ -38,7 +42,8 @@ fn run_all(dir: &str, timed: bool) -> usize {
         let out = String::from_utf8_lossy(&o.stdout);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{}: {err}\n{out}", f.display());
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}: {out}", f.display()));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}: {out}", f.display()));
         let kernels = v["kernels"].as_array().unwrap();
         assert!(!kernels.is_empty(), "{}", f.display());
         for k in kernels {

@@ -120,7 +120,7 @@ fn transformation_lines_init_and_codegen() {
     assert_eq!(s.constant("N"), Some(250));
     assert_eq!(
         get(&s, "l1").tree(),
-        "for i1 in [0, N-1]\n  for i2o in [0, floor((N-1)/32)]\n    for i2 in [32*i2o, min(N-1, 32*i2o+31)]\n      for i3 in [0, N-1]\n        B[i3][i2][i1] = A[i1][i2][i3]\n"
+        "for i1 in [0, N-1]\n  for i2o in [0, floor((N-1)/32)]\n    for i2 in [32*i2o, min(32*i2o+31, N-1)]\n      for i3 in [0, N-1]\n        B[i3][i2][i1] = A[i1][i2][i3]\n"
     );
     assert_eq!(
         get(&s, "l2").tree(),

@@ -96,6 +96,36 @@ fn let_names_the_tensor_as_eq_17_does() {
 }
 
 #[test]
+fn naming_inside_functions_and_unnamed_values() {
+    // In a function of the script, reading a variable names what it holds; σ records the
+    // top-level variables only.
+    let s = ok(
+        "fn mk(n) {\n  let T = tensor([n]);\n  let U = eq(T, [i], [i]);\n  U\n}\nlet X = mk(3);\nlet l = build(X);",
+        &State::new(),
+    );
+    assert_eq!(infix(&s, "X"), "U[i] = T[i]");
+    assert_eq!(s.vars.keys().map(|k| k.to_string()).collect::<Vec<_>>(), ["X", "l"]);
+    // Library results carry the hole until the caller's variable names them.
+    let s = ok("let A = tensor([3, 3]);\nlet At = transpose(A, [[1, 2]]);", &State::new());
+    assert_eq!(infix(&s, "At"), "At[i2][i1] = A[i1][i2]");
+    // Variables starting with `_` keep the hole.
+    let s = ok("let A = tensor([3]);\nlet _b = eq(A, [i], [i]);\nlet B = _b;", &State::new());
+    assert_eq!(infix(&s, "B"), "B[i] = A[i]");
+    assert!(s.get("_b").is_none());
+    // An unnamed assignment cannot be an argument.
+    let e = err("let A = tensor([3]);\nlet l = build(eq(A, [i], [i]));");
+    assert!(
+        e.message.starts_with(
+            "build: argument 1 (argument): expected a named assignment: bind it to a variable first"
+        ),
+        "{e}"
+    );
+    assert_eq!((e.line, e.col), (2, 15), "{e}");
+    let e = err("let A = tensor([3]);\nlet S = vadd(A, eq(A, [i], [i]), [[i], ()]);");
+    assert!(e.message.contains("the unnamed assignment `□[i] = A[i]`"), "{e}");
+}
+
+#[test]
 fn at_is_the_at_id_form_of_eq_18() {
     let src = "let A = tensor([N, N]);\nlet B = tensor([N, N]);\nlet C = tensor([N, N]);\n\
                let D = at(\"C\", add(A, B, [[i1, i2], [i1, i2]], [i1, i2]));\nlet l = build(D);";
@@ -252,6 +282,10 @@ fn a_builtin_error_keeps_its_message_and_points_at_the_argument() {
     // A wrong number of arguments.
     let e = err("let A = tensor([8]);\nlet B = eq(A, [i]);");
     assert!(e.message.starts_with("eq: argument 2 (arguments): expected 3 arguments"), "{e}");
+    // A library function with the wrong number of arguments.
+    let e = err("let A = tensor([8]);\nlet B = eq(A, [i], [i]);\nlet l = build(B);\nlet t = tile(l);");
+    assert_eq!(e.message, "`tile`: expected tile(l, v) or tile(l, v, d), found `tile (Nest)`");
+    assert_eq!((e.line, e.col, e.width), (4, 9, 4), "{e}");
     // A value that is no argument at all.
     let e = err("let A = tensor([8]);\nlet B = eq(A, #{a: 1}, [i]);");
     assert!(e.message.contains("argument 2"), "{e}");
@@ -291,12 +325,24 @@ fn a_runaway_script_ends_with_a_clear_error() {
     // Large values are refused.
     let e = err("let s = \"x\"; loop { s += s; }");
     assert!(e.message.to_lowercase().contains("length") || e.message.contains("size"), "{e}");
+    // A wall-clock limit backs the operation count.
+    let limits =
+        Limits { max_operations: 0, max_time: std::time::Duration::from_millis(300), ..Limits::default() };
+    let e = eval_with("loop { }", "spin.rhai", &State::new(), &limits).unwrap_err();
+    assert!(e.message.contains("time limit of 0.3 s"), "{e}");
+    // Deeply nested values neither overflow the stack nor reach the builtins.
+    let e = err("let a = [];\nfor n in 0..1500 { a = [a]; }\nlet A = tensor([2]);\nlet B = eq(A, a, [i]);");
+    assert!(e.message.contains("nested more than 16 deep"), "{e}");
 }
 
 #[test]
 fn no_module_or_file_is_reachable() {
     let e = err("import \"stdlib/loops\" as m;");
     assert!(e.message.to_lowercase().contains("module"), "{e}");
+    let e = err("sleep(100000);");
+    assert_eq!(e.message, "sleep is not available in TeML scripts");
+    let e = err("sleep(1.5);");
+    assert_eq!(e.message, "sleep is not available in TeML scripts");
     // init only records the path.
     let s = ok("let A = tensor([2]);\ninit(A, \"/nonexistent/a.npy\");", &State::new());
     assert_eq!(s.inits.get("A"), Some(&Init::Npy("/nonexistent/a.npy".into())));
@@ -367,4 +413,64 @@ fn the_reference_documents_the_library_and_helpers() {
     }
     assert!(r.contains("| `tile` | `tile(l, v)`<br>`tile(l, v, d)` | eq. 29 |"), "{r}");
     assert!(r.contains("| `fresh_iters` |"));
+}
+
+#[test]
+fn odd_inputs_give_errors_not_panics() {
+    let inputs = [
+        "",
+        "let",
+        "(((((",
+        "tile()",
+        "tile(1, 2)",
+        "tile(1, 2, 3)",
+        "contract(1, 2, 3)",
+        "einsum(1, 2)",
+        "einsum(\"->\", [])",
+        "einsum(\"ij,jk->ik\", [tensor([2, 2]), 5])",
+        "transpose(tensor([2]), [])",
+        "vouterproduct([])",
+        "entrywise_add(1)",
+        "[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]",
+        "eq()",
+        "init()",
+        "init(1, 2)",
+        "codegen()",
+        "codegen(1)",
+        "at(1, 2)",
+        "at(\"\", tensor([2]))",
+        "with_iters(1, 2)",
+        "with_iters(tensor([2]), [i, j])",
+        "fail(\"x\", -5, \"r\", \"e\", 3)",
+        "fresh_iters(-1, [])",
+        "fresh_iters(1000, [])",
+        "iter(\"\")",
+        "iter(\"a b\")",
+        "shape(1)",
+        "rank(())",
+        "depth(tensor([2]))",
+        "stripmine(build(1), 1, 1)",
+        "let é = tensor([2]); let ü = eq(é, [ï], [ï]); build(ü)",
+        "tensor([0])",
+        "tensor([-3])",
+        "tensor([N - 5])",
+        "let x = i * 0; x",
+        "unroll(build(eq(tensor([9999999]), [i], [i])), 1)",
+        "throw 5;",
+        "throw tensor([2]);",
+        "let f = |x| x + i; f.call(1)",
+        "import \"x\"",
+        "eval(\"loop {}\")",
+    ];
+    let limits = Limits { max_operations: 100_000, ..Limits::default() };
+    for src in inputs {
+        let r = eval_with(src, "odd.rhai", &State::new(), &limits);
+        if let Err(e) = r {
+            let shown = e.to_string();
+            assert!(shown.starts_with("error: "), "{src}: {shown}");
+        }
+        let mut s = Session::with_limits(State::new(), &limits).unwrap();
+        let _ = s.eval_line(src);
+        let _ = s.eval_line("1 + 1").unwrap();
+    }
 }

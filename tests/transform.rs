@@ -267,3 +267,21 @@ fn interchange_levels_as_list_must_be_two() {
     assert!(e.contains("two levels"), "{e}");
     let _ = ArgVal::Omitted;
 }
+
+#[test]
+fn stripmine_uses_bound_constants_for_the_remainder() {
+    let s = State::new().with_const("N", 8);
+    let s = run(&s, "A", "tensor", vec![shape("N")]);
+    let s = run(&s, "B", "eq", vec![id("A"), its("i"), its("i")]);
+    let s = run(&s, "l", "build", vec![id("B")]);
+    let s = run(&s, "a", "stripmine", vec![id("l"), int(1), int(4)]);
+    assert_eq!(tree(&s, "a"), "for io in [0, floor((N-1)/4)]\n  for i in [4*io, 4*io+3]\n    B[i] = A[i]\n");
+    let s = run(&s, "b", "stripmine", vec![id("l"), int(1), int(3)]);
+    assert_eq!(
+        tree(&s, "b"),
+        "for io in [0, floor((N-1)/3)]\n  for i in [3*io, min(3*io+2, N-1)]\n    B[i] = A[i]\n"
+    );
+    // so a partial unroll works with -D sizes
+    let s = run(&s, "c", "unroll", vec![id("a"), int(2)]);
+    assert_eq!(nest(&s, "c").stmts().len(), 4);
+}

@@ -94,7 +94,10 @@ fn affine_upper(e: &Expr, p: &str) -> Option<Expr> {
         return Some(e.clone());
     }
     let args = e.min_args()?;
-    args.iter().find(|a| a.is_affine() && a.mentions(p)).or_else(|| args.iter().find(|a| a.is_affine())).cloned()
+    args.iter()
+        .find(|a| a.is_affine() && a.mentions(p))
+        .or_else(|| args.iter().find(|a| a.is_affine()))
+        .cloned()
 }
 
 fn affine_lower(e: &Expr) -> Option<Expr> {

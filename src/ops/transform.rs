@@ -129,7 +129,11 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
         let o = Expr::var_name(&outer_name);
         let inner_lb = lb.add(&o.scale(s * factor));
         let full_ub = inner_lb.add_int(s * (factor - 1));
-        let trip = ub.sub(lb).as_const().map(|d| d.div_euclid(s) + 1);
+        // The trip count, with the named constants the state binds (as `unroll` does): where v
+        // divides it, the last block is full and needs no `min`.
+        let span = ub.sub(lb);
+        let trip =
+            span.as_const().or_else(|| span.eval(&|c| state.constant(c)).ok()).map(|d| d.div_euclid(s) + 1);
         let inner_ub = match trip {
             Some(n) if n % factor == 0 => full_ub,
             _ => Expr::min(&full_ub, ub),

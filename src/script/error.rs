@@ -115,6 +115,7 @@ pub(crate) struct Context<'a> {
     pub last_error: Option<Error>,
     pub names: &'a dyn Fn() -> Vec<String>,
     pub max_operations: u64,
+    pub max_time: std::time::Duration,
     pub max_call_levels: usize,
 }
 
@@ -148,11 +149,11 @@ pub(crate) fn from_eval(file: &str, src: &str, e: &EvalAltResult, cx: &Context<'
     let (message, error) = message_of(cur, cx);
     let mut width = ident_width(src, pos);
     // An error a builtin raised about one of its arguments: point at that argument.
-    if let (true, Some(err)) = (in_user_file, &error) {
-        if let Some((p, w)) = argument_place(src, pos, err) {
-            pos = p;
-            width = w;
-        }
+    if let (true, Some(err)) = (in_user_file, &error)
+        && let Some((p, w)) = argument_place(src, pos, err)
+    {
+        pos = p;
+        width = w;
     }
     let mut out = ScriptError::at(file, src, pos, width, message);
     out.notes = notes;
@@ -172,10 +173,11 @@ fn message_of(e: &EvalAltResult, cx: &Context<'_>) -> (String, Option<Error>) {
             let name = sig.split(['(', ' ']).next().unwrap_or(sig).to_string();
             let close = close_names(&name, &(cx.names)());
             let mut msg = format!("unknown builtin or function `{name}` (called as `{sig}`)");
-            if close.iter().any(|n| *n == name) {
-                msg = format!(
-                    "`{name}` cannot be called with these arguments (`{sig}`): check their number and types"
-                );
+            if close.contains(&name) {
+                msg = match signature_of(&name) {
+                    Some(expected) => format!("`{name}`: expected {expected}, found `{sig}`"),
+                    None => format!("`{name}` cannot be called with these arguments (`{sig}`)"),
+                };
             } else if !close.is_empty() {
                 let quoted: Vec<String> = close.iter().map(|n| format!("`{n}`")).collect();
                 msg.push_str(&format!("; did you mean {}?", quoted.join(" or ")));
@@ -186,6 +188,9 @@ fn message_of(e: &EvalAltResult, cx: &Context<'_>) -> (String, Option<Error>) {
             format!("the script ran past its limit of {} operations (an endless loop?)", cx.max_operations),
             None,
         ),
+        EvalAltResult::ErrorTerminated(_, _) => {
+            (format!("the script ran past its time limit of {} s", cx.max_time.as_secs_f64()), None)
+        }
         EvalAltResult::ErrorStackOverflow(_) => (
             format!("function calls nested deeper than {} levels (endless recursion?)", cx.max_call_levels),
             None,
@@ -199,6 +204,17 @@ fn message_of(e: &EvalAltResult, cx: &Context<'_>) -> (String, Option<Error>) {
             (text.to_string(), None)
         }
     }
+}
+
+/// How a builtin, library function or helper is called.
+fn signature_of(name: &str) -> Option<String> {
+    if let Some(b) = crate::ops::lookup(name) {
+        return Some(b.signature.to_string());
+    }
+    if let Some(f) = super::stdlib::functions().iter().find(|f| f.name == name) {
+        return Some(f.signatures.join(" or "));
+    }
+    super::host::HELPERS.iter().find(|h| h.0 == name).map(|h| h.1.to_string())
 }
 
 /// The byte offset of a 1-based line and character column.

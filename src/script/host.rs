@@ -4,7 +4,9 @@
 
 use super::Limits;
 use super::error::{self, STDLIB_ID, ScriptError};
-use super::values::{IndexVal, NestVal, TensorVal, describe, index_dynamic, to_arg, to_dynamic, to_value};
+use super::values::{
+    IndexVal, NestVal, TensorVal, describe, index_dynamic, short, to_arg, to_dynamic, to_value,
+};
 use crate::error::{Arg, Error};
 use crate::ir::{Dim, Expr, Iters, Name, Nest, Op, State, TExpr, Value};
 use crate::ops::{self, ArgVal, Returns};
@@ -57,6 +59,8 @@ pub(crate) struct Shared {
     /// Set when a builtin returned a value carrying the hole: the top-level scope may hold
     /// values to bind.
     pub holes: std::cell::Cell<bool>,
+    /// When the running script is stopped (see [`Limits::max_time`]).
+    pub deadline: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 impl Shared {
@@ -84,9 +88,9 @@ impl Shared {
         r.push_back((Name::from(name), v.clone()));
     }
 
-    /// Binds the value a variable holds on reading it (eq. 17): a value carrying the hole □
-    /// gets the variable's name; at the top level the binding is also recorded in σ. Returns
-    /// the bound value when it changed.
+    /// Binds the value a variable holds (eq. 17): a value carrying the hole □ gets the
+    /// variable's name; at the top level the binding is also recorded in σ. Returns the bound
+    /// value when it changed.
     pub fn bind(&self, name: &str, v: Value, top: bool) -> Result<Option<Value>, Error> {
         self.bind_inner(name, v, top).inspect_err(|_| *self.binding.borrow_mut() = Some(name.to_string()))
     }
@@ -95,9 +99,8 @@ impl Shared {
         let holed = matches!(&v, Value::Tensor(t) if t.has_hole());
         if !holed {
             if top {
-                self.state.borrow_mut().vars.insert(Name::from(name), v.clone());
+                self.state.borrow_mut().vars.insert(Name::from(name), v);
             }
-            self.remember(name, &v);
             return Ok(None);
         }
         let s2 = ops::assign(&self.state.borrow(), name, None, v.clone())?;
@@ -105,7 +108,6 @@ impl Shared {
         if top {
             *self.state.borrow_mut() = s2;
         }
-        self.remember(name, &bound);
         Ok(Some(bound))
     }
 
@@ -207,6 +209,11 @@ impl Host {
         register_builtins(&mut engine, &shared);
         register_helpers(&mut engine, &shared);
         resolve_variables(&mut engine, &shared);
+        let sh = shared.clone();
+        engine.on_progress(move |ops| {
+            let late = ops % 256 == 0 && sh.deadline.get().is_some_and(|d| std::time::Instant::now() > d);
+            late.then(|| Dynamic::from("time limit"))
+        });
         let (out, err) = (shared.clone(), shared.clone());
         match output {
             Output::Std => {
@@ -228,6 +235,11 @@ impl Host {
         }
         engine.register_global_module(stdlib_module()?);
         Ok(Host { engine, shared, limits: limits.clone() })
+    }
+
+    /// Starts the clock of [`Limits::max_time`] for the script about to run.
+    pub fn start_clock(&self) {
+        self.shared.deadline.set(std::time::Instant::now().checked_add(self.limits.max_time));
     }
 
     /// σ now.
@@ -260,6 +272,7 @@ impl Host {
             last_error: self.shared.last_error.borrow().clone(),
             names: &names,
             max_operations: self.limits.max_operations,
+            max_time: self.limits.max_time,
             max_call_levels: self.limits.max_call_levels,
         };
         let mut out = error::from_eval(file, src, e, &cx);
@@ -281,25 +294,18 @@ impl Host {
     /// Records every top-level variable of `scope` that holds a value in σ (naming those that
     /// still carry the hole), updating the scope with the bound values.
     pub fn sweep(&self, scope: &mut Scope, file: &str, src: &str) -> Result<(), ScriptError> {
-        let entries: Vec<(String, Dynamic)> = scope.iter().map(|(n, _, v)| (n.to_string(), v)).collect();
-        for (name, value) in entries {
-            if name.starts_with('_') {
-                continue;
-            }
-            let Some(v) = to_value(&value) else { continue };
-            match self.shared.bind(&name, v, true) {
-                Ok(Some(b)) => {
-                    if let Some(slot) = scope.get_mut(&name) {
-                        *slot = to_dynamic(b);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let (pos, width) = definition_of(src, &name);
-                    let mut out = ScriptError::at(file, src, pos, width, e.to_string());
-                    out.error = Some(e);
-                    return Err(out);
-                }
+        self.shared.holes.set(true);
+        if let Err(e) = self.shared.bind_pending(scope) {
+            let name = self.shared.binding.borrow().clone().unwrap_or_default();
+            let (pos, width) = definition_of(src, &name);
+            let mut out = ScriptError::at(file, src, pos, width, e.to_string());
+            out.error = Some(e);
+            return Err(out);
+        }
+        // Nothing carries the hole now: record the rest (nests, in scope order).
+        for (name, _, value) in scope.iter() {
+            if let (false, Some(v)) = (name.starts_with('_'), to_value(&value)) {
+                self.shared.state.borrow_mut().vars.insert(Name::from(name), v);
             }
         }
         Ok(())
@@ -335,6 +341,13 @@ fn sandbox(engine: &mut Engine, limits: &Limits) {
     engine.set_max_map_size(limits.max_map_size);
     engine.set_max_variables(limits.max_variables);
     engine.set_max_functions(limits.max_functions);
+    // No waiting outside the limits' sight.
+    engine.register_fn("sleep", |_: i64| -> RhaiResult<()> {
+        Err("sleep is not available in TeML scripts".into())
+    });
+    engine.register_fn("sleep", |_: f64| -> RhaiResult<()> {
+        Err("sleep is not available in TeML scripts".into())
+    });
     // No module is loaded from anywhere: `import` finds nothing.
     engine.set_max_modules(0);
     engine.set_module_resolver(rhai::module_resolvers::DummyModuleResolver::new());
@@ -412,7 +425,8 @@ fn resolve_variables(engine: &mut Engine, shared: &Rc<Shared>) {
                 return Ok(None);
             }
             let Some(v) = to_value(d) else { return Ok(None) };
-            let bound = sh.bind(name, v, top).map_err(|e| sh.fail_binding(e))?;
+            let bound = sh.bind(name, v.clone(), top).map_err(|e| sh.fail_binding(e))?;
+            sh.remember(name, bound.as_ref().unwrap_or(&v));
             let Some(b) = bound else { return Ok(None) };
             return match ctx.scope_mut().get_mut(name) {
                 Some(slot) => {
@@ -465,6 +479,24 @@ fn args_of(builtin: &str, args: &[&mut Dynamic]) -> Result<Vec<ArgVal>, Error> {
         .collect()
 }
 
+/// An assignment whose target is still the hole cannot be an argument: the tensor it assigns
+/// has no name to be read by (`let X = ...` names it).
+fn unnamed_assignment(builtin: &str, argv: &[ArgVal]) -> Result<(), Error> {
+    for (k, a) in argv.iter().enumerate() {
+        if let ArgVal::Value(Value::Tensor(t)) = a
+            && t.target().is_some_and(|x| x.op == Op::Hole)
+        {
+            return Err(Error::WrongKind {
+                builtin: builtin.into(),
+                arg: Arg::new(k + 1, "argument"),
+                expected: "a named assignment: bind it to a variable first (`let X = ...;`)".into(),
+                found: format!("the unnamed assignment `{t}`"),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn call_builtin(
     sh: &Shared,
     name: &'static str,
@@ -472,6 +504,7 @@ fn call_builtin(
     args: &mut [&mut Dynamic],
 ) -> RhaiResult<Dynamic> {
     let mut argv = args_of(name, args).map_err(|e| sh.fail(e))?;
+    unnamed_assignment(name, &argv).map_err(|e| sh.fail(e))?;
     match returns {
         Returns::Stmt => {
             let values: Vec<Value> = args.iter().filter_map(|d| to_value(d)).collect();
@@ -821,7 +854,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
               expected: ImmutableString,
               found: Dynamic|
               -> RhaiResult<Dynamic> {
-            let found = if found.is_string() { found.to_string() } else { describe(&found) };
+            let found = if found.is_string() { found.to_string() } else { short(&found) };
             Err(sh.fail(Error::BadArgument {
                 builtin: builtin.to_string(),
                 arg: Arg::new(usize::try_from(pos).unwrap_or(0), &role),

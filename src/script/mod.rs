@@ -49,7 +49,12 @@
 //!   not changed: a function returns values, and the caller's variable records them.
 //! - Inside standard-library functions nothing is named: values pass through with their hole,
 //!   and the variable the caller binds the result to names it. Variables whose name starts with
-//!   `_` never name what they hold, anywhere.
+//!   `_` never name what they hold, anywhere. (So a script function meant to return an unnamed
+//!   value, as the library's do, returns the expression itself or holds it in a `_` variable;
+//!   its parameters name what they are given unnamed: pass named values.)
+//! - A value never read through a variable keeps its hole: an unnamed `tensor(...)` used
+//!   directly as an operand is the tensor being defined, as `accumulator` is; an unnamed
+//!   assignment as an argument is an error (`let X = ...` first).
 //! - `codegen(l1, l2)` records the names of the variables its nests were read from.
 //! - An undefined name at the top level that σ maps (a value defined by a `.teml` line in the
 //!   REPL, see [`Session::set_state`]) is σ's value.
@@ -72,12 +77,17 @@ pub use values::{IndexVal, NestVal, TensorVal};
 use crate::ir::State;
 use host::{Host, Output};
 use rhai::{AST, Dynamic, Scope};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// The sandbox limits of a script.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Operations before the script is stopped (a runaway loop).
     pub max_operations: u64,
+    /// Wall-clock time before the script is stopped (an operation on a huge value can be
+    /// slow while counting as one).
+    pub max_time: Duration,
     /// Nesting of function calls.
     pub max_call_levels: usize,
     /// Nesting of expressions at the top level.
@@ -86,7 +96,7 @@ pub struct Limits {
     pub max_fn_expr_depth: usize,
     /// Length of a string.
     pub max_string_size: usize,
-    /// Length of an array.
+    /// Elements of an array (nested arrays included).
     pub max_array_size: usize,
     /// Size of an object map.
     pub max_map_size: usize,
@@ -100,16 +110,38 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_operations: 50_000_000,
+            max_time: Duration::from_secs(300),
             max_call_levels: 48,
             max_expr_depth: 64,
             max_fn_expr_depth: 48,
             max_string_size: 1 << 20,
-            max_array_size: 100_000,
+            max_array_size: 50_000,
             max_map_size: 10_000,
             max_variables: 10_000,
             max_functions: 1_000,
         }
     }
+}
+
+/// The stack of the thread scripts run on: Rhai recurses over nested values, and the limits
+/// above bound that recursion, not the stack of the caller's thread.
+const SCRIPT_STACK: usize = 512 << 20;
+
+/// Runs `f` on a thread with [`SCRIPT_STACK`] of stack.
+fn on_script_thread<T: Send>(
+    file: &str,
+    f: impl FnOnce() -> Result<T, ScriptError> + Send,
+) -> Result<T, ScriptError> {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("teml-script".into())
+            .stack_size(SCRIPT_STACK)
+            .spawn_scoped(scope, f)
+            .map_err(|e| ScriptError::plain(file, format!("cannot start the script thread: {e}")))?;
+        handle.join().unwrap_or_else(|_| {
+            Err(ScriptError::plain(file, "internal error: the script thread panicked".into()))
+        })
+    })
 }
 
 /// Runs the meta-program `src` (`file` names it in errors) from `state` (which holds the `-D`
@@ -121,12 +153,17 @@ pub fn eval(src: &str, file: &str, state: &State) -> Result<State, ScriptError> 
 
 /// [`eval`] under other limits.
 pub fn eval_with(src: &str, file: &str, state: &State, limits: &Limits) -> Result<State, ScriptError> {
-    let host = Host::new(state.clone(), limits, Output::Std)?;
-    let ast = compile(&host, src, file)?;
-    let mut scope = Scope::new();
-    host.engine.run_ast_with_scope(&mut scope, &ast).map_err(|e| host.error(file, src, &e, Some(&ast)))?;
-    host.sweep(&mut scope, file, src)?;
-    Ok(host.state())
+    on_script_thread(file, || {
+        let host = Host::new(state.clone(), limits, Output::Std)?;
+        let ast = compile(&host, src, file)?;
+        let mut scope = Scope::new();
+        host.start_clock();
+        host.engine
+            .run_ast_with_scope(&mut scope, &ast)
+            .map_err(|e| host.error(file, src, &e, Some(&ast)))?;
+        host.sweep(&mut scope, file, src)?;
+        Ok(host.state())
+    })
 }
 
 fn compile(host: &Host, src: &str, file: &str) -> Result<AST, ScriptError> {
@@ -136,7 +173,7 @@ fn compile(host: &Host, src: &str, file: &str) -> Result<AST, ScriptError> {
 }
 
 /// A REPL session: the Rhai scope, the functions defined so far and σ persist from line to
-/// line.
+/// line. The engine lives on a thread of its own (see [`Limits`]); the session talks to it.
 ///
 /// ```
 /// use teml::script::Session;
@@ -148,6 +185,16 @@ fn compile(host: &Host, src: &str, file: &str) -> Result<AST, ScriptError> {
 /// assert!(s.state().get("B").is_some());
 /// ```
 pub struct Session {
+    jobs: Option<mpsc::Sender<Job>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    state: State,
+}
+
+/// Work for the session's thread.
+type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+/// What the session's thread owns.
+struct Worker {
     host: Host,
     scope: Scope<'static>,
     functions: AST,
@@ -163,20 +210,111 @@ impl Session {
 
     /// A session starting from `state` under `limits`.
     pub fn with_limits(state: State, limits: &Limits) -> Result<Session, ScriptError> {
-        let host = Host::new(state.clone(), limits, Output::Capture)?;
-        Ok(Session { host, scope: Scope::new(), functions: AST::empty(), state, file: "<repl>".into() })
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready, started) = mpsc::channel::<Result<(), ScriptError>>();
+        let (st, lim) = (state.clone(), limits.clone());
+        let worker = std::thread::Builder::new()
+            .name("teml-session".into())
+            .stack_size(SCRIPT_STACK)
+            .spawn(move || {
+                let host = match Host::new(st.clone(), &lim, Output::Capture) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                let mut w = Worker {
+                    host,
+                    scope: Scope::new(),
+                    functions: AST::empty(),
+                    state: st,
+                    file: "<repl>".into(),
+                };
+                while let Ok(job) = inbox.recv() {
+                    job(&mut w);
+                }
+            })
+            .map_err(|e| ScriptError::plain("<repl>", format!("cannot start the session thread: {e}")))?;
+        match started.recv() {
+            Ok(Ok(())) => Ok(Session { jobs: Some(jobs), worker: Some(worker), state }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ScriptError::plain("<repl>", "internal error: the session thread stopped".into())),
+        }
+    }
+
+    /// Runs `f` on the session's thread.
+    fn on_worker<T: Send + 'static>(&self, f: impl FnOnce(&mut Worker) -> T + Send + 'static) -> Option<T> {
+        let (reply, answer) = mpsc::channel();
+        let job: Job = Box::new(move |w| {
+            let _ = reply.send(f(w));
+        });
+        self.jobs.as_ref()?.send(job).ok()?;
+        answer.recv().ok()
     }
 
     /// Evaluates one line (any number of statements and function definitions). Returns what
     /// it printed and the value of its last expression, if not `()`. On error nothing of the
     /// line takes effect: the previous σ and scope stay.
     pub fn eval_line(&mut self, src: &str) -> Result<Option<String>, ScriptError> {
+        let src = src.to_string();
+        let answer = self.on_worker(move |w| {
+            let r = w.eval_line(&src);
+            (r, w.state.clone())
+        });
+        match answer {
+            Some((r, state)) => {
+                self.state = state;
+                r
+            }
+            None => Err(ScriptError::plain("<repl>", "internal error: the session thread stopped".into())),
+        }
+    }
+
+    /// σ after the last line.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Replaces σ (e.g. after the REPL evaluated a `.teml` line). Script variables that σ now
+    /// maps to another value take σ's value.
+    pub fn set_state(&mut self, state: State) {
+        let st = state.clone();
+        self.on_worker(move |w| w.set_state(st));
+        self.state = state;
+    }
+
+    /// The names a line can call: builtins, library functions, helpers and the functions
+    /// defined so far (for completion).
+    pub fn names(&self) -> Vec<String> {
+        self.on_worker(|w| w.host.callable_names(Some(&w.functions))).unwrap_or_default()
+    }
+
+    /// The variables of the scope (for completion).
+    pub fn variables(&self) -> Vec<String> {
+        self.on_worker(|w| w.scope.iter().map(|(n, _, _)| n.to_string()).collect()).unwrap_or_default()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.jobs = None; // the worker's loop ends
+        if let Some(h) = self.worker.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Worker {
+    fn eval_line(&mut self, src: &str) -> Result<Option<String>, ScriptError> {
         let line_ast = compile(&self.host, src, &self.file)?;
         let ast = self.functions.merge(&line_ast);
         let saved_scope = self.scope.clone();
         self.host.shared.output.borrow_mut().clear();
         *self.host.shared.last_error.borrow_mut() = None;
         *self.host.shared.binding.borrow_mut() = None;
+        self.host.start_clock();
         let result = self.host.engine.eval_ast_with_scope::<Dynamic>(&mut self.scope, &ast);
         let result = match result {
             Ok(v) => self.host.sweep(&mut self.scope, &self.file, src).map(|()| v),
@@ -188,7 +326,7 @@ impl Session {
                 self.state = self.host.state();
                 let mut out = std::mem::take(&mut *self.host.shared.output.borrow_mut());
                 if !v.is_unit() {
-                    out.push_str(&display(&v));
+                    out.push_str(&display(&v, 0));
                 }
                 let out = out.trim_end_matches('\n').to_string();
                 Ok((!out.is_empty()).then_some(out))
@@ -201,14 +339,7 @@ impl Session {
         }
     }
 
-    /// σ after the last line.
-    pub fn state(&self) -> &State {
-        &self.state
-    }
-
-    /// Replaces σ (e.g. after the REPL evaluated a `.teml` line). Script variables that σ now
-    /// maps to another value take σ's value.
-    pub fn set_state(&mut self, state: State) {
+    fn set_state(&mut self, state: State) {
         let names: Vec<String> = self.scope.iter().map(|(n, _, _)| n.to_string()).collect();
         for name in names {
             let Some(new) = state.get(&name) else { continue };
@@ -223,21 +354,13 @@ impl Session {
         self.host.set_state(state.clone());
         self.state = state;
     }
-
-    /// The names a line can call: builtins, library functions, helpers and the functions
-    /// defined so far (for completion).
-    pub fn names(&self) -> Vec<String> {
-        self.host.callable_names(Some(&self.functions))
-    }
-
-    /// The variables of the scope (for completion).
-    pub fn variables(&self) -> Vec<String> {
-        self.scope.iter().map(|(n, _, _)| n.to_string()).collect()
-    }
 }
 
 /// How the REPL shows a value: trees for tensors and nests, expressions for indices.
-fn display(d: &Dynamic) -> String {
+fn display(d: &Dynamic, depth: usize) -> String {
+    if depth > 16 {
+        return "[...]".into();
+    }
     let d = d.flatten_clone();
     if let Some(v) = values::to_value(&d) {
         return v.tree().trim_end().to_string();
@@ -249,7 +372,7 @@ fn display(d: &Dynamic) -> String {
         let items: Vec<String> = xs
             .iter()
             .map(|x| {
-                let s = display(x);
+                let s = display(x, depth + 1);
                 if s.contains('\n') { format!("\n{s}\n") } else { s }
             })
             .collect();

@@ -47,6 +47,16 @@ pub fn index_dynamic(e: Expr) -> Dynamic {
 /// `Word`, which the builtins resolve by position: iterator, named constant, identifier of σ or
 /// type name). `Err` describes a value that cannot be an argument.
 pub fn to_arg(d: &Dynamic) -> Result<ArgVal, String> {
+    to_arg_at(d, 0)
+}
+
+/// Lists nested deeper than this are no arguments (the deepest a builtin reads is 3).
+const MAX_LIST_DEPTH: usize = 16;
+
+fn to_arg_at(d: &Dynamic, depth: usize) -> Result<ArgVal, String> {
+    if depth > MAX_LIST_DEPTH {
+        return Err(format!("lists nested more than {MAX_LIST_DEPTH} deep"));
+    }
     let d = d.flatten_clone();
     if d.is_unit() {
         return Ok(ArgVal::Omitted);
@@ -63,7 +73,7 @@ pub fn to_arg(d: &Dynamic) -> Result<ArgVal, String> {
     }
     if d.is_array() {
         let xs: Array = d.into_array().unwrap_or_default();
-        return xs.iter().map(to_arg).collect::<Result<Vec<_>, _>>().map(ArgVal::List);
+        return xs.iter().map(|x| to_arg_at(x, depth + 1)).collect::<Result<Vec<_>, _>>().map(ArgVal::List);
     }
     if let Some(v) = to_value(&d) {
         return Ok(ArgVal::Value(v));
@@ -101,6 +111,38 @@ pub fn from_arg(a: &ArgVal, lookup: &dyn Fn(&Name) -> Option<Value>) -> Dynamic 
         ArgVal::List(xs) => Dynamic::from_array(xs.iter().map(|x| from_arg(x, lookup)).collect()),
         ArgVal::Omitted => Dynamic::UNIT,
     }
+}
+
+/// A value as error messages show what was found: numbers, strings, `()`, lists and indices
+/// as written, tensors and nests by kind.
+pub fn short(d: &Dynamic) -> String {
+    short_at(d, 0)
+}
+
+fn short_at(d: &Dynamic, depth: usize) -> String {
+    let d = d.flatten_clone();
+    if let Ok(i) = d.as_int() {
+        return i.to_string();
+    }
+    if let Ok(x) = d.as_float() {
+        return format!("{x:?}");
+    }
+    if d.is_string() {
+        return format!("\"{d}\"");
+    }
+    if d.is_unit() {
+        return "()".into();
+    }
+    if let Some(IndexVal(e)) = d.clone().try_cast::<IndexVal>() {
+        return e.to_string();
+    }
+    if let Some(xs) = d.clone().try_cast::<Array>() {
+        if depth > 4 {
+            return "[...]".into();
+        }
+        return format!("[{}]", xs.iter().map(|x| short_at(x, depth + 1)).collect::<Vec<_>>().join(", "));
+    }
+    describe(&d)
 }
 
 /// Describes a Rhai value for error messages.
