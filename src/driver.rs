@@ -112,49 +112,30 @@ pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, Ru
     Ok(out)
 }
 
-/// Floating-point operations of one run of the untransformed program.
-pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
-    fn count(x: &LNode, trips: u64, state: &State, total: &mut u64) {
+/// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
+/// named constants.
+fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
+    fn go(x: &LNode, trips: u64, state: &State, weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
         match x {
-            LNode::Stmt(s) => *total += trips * lower(s).map_or(0, |l| crate::ir::lower::flops(&l)),
+            LNode::Stmt(s) => trips * weight(s),
             LNode::Loop(l) => {
-                let n =
-                    l.ub.sub(&l.lb)
-                        .eval(&|v| state.constant(v))
-                        .map_or(0, |d| (d / l.step + 1).max(0) as u64);
-                l.body.iter().for_each(|c| count(c, trips * n, state, total));
+                let span = l.ub.sub(&l.lb).eval(&|v| state.constant(v));
+                let n = span.map_or(0, |d| (d / l.step + 1).max(0) as u64);
+                l.body.iter().map(|c| go(c, trips * n, state, weight)).sum()
             }
         }
     }
-    let mut total = 0;
-    for n in nests {
-        n.items().iter().for_each(|x| count(x, 1, state, &mut total));
-    }
-    total
+    nests.iter().flat_map(|n| n.items()).map(|x| go(x, 1, state, weight)).sum()
+}
+
+/// Floating-point operations of one run of the untransformed program.
+pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
+    weigh(state, nests, &|s| lower(s).map_or(0, |l| crate::ir::lower::flops(&l)))
 }
 
 /// Statement instances of the untransformed program (the reference interpreter's work).
 pub fn reference_cost(state: &State, req: &KernelRequest) -> Result<u64, RunError> {
-    let nests = untransformed(state, req)?;
-    let mut total = 0u64;
-    for n in &nests {
-        let mut one = 0;
-        fn count(x: &LNode, trips: u64, state: &State, total: &mut u64) {
-            match x {
-                LNode::Stmt(_) => *total += trips,
-                LNode::Loop(l) => {
-                    let n =
-                        l.ub.sub(&l.lb)
-                            .eval(&|v| state.constant(v))
-                            .map_or(0, |d| (d / l.step + 1).max(0) as u64);
-                    l.body.iter().for_each(|c| count(c, trips * n, state, total));
-                }
-            }
-        }
-        n.items().iter().for_each(|x| count(x, 1, state, &mut one));
-        total += one;
-    }
-    Ok(total)
+    Ok(weigh(state, &untransformed(state, req)?, &|_| 1))
 }
 
 /// splitmix64: a tiny, stable generator, so that a seed means the same data in every version.

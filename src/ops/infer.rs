@@ -100,34 +100,25 @@ pub fn extent_of(
         let Some(e) = o.extent else { continue };
         match plain {
             None => plain = Some((e, o.leaf)),
-            Some((e0, l0)) => match same_extent(e0, e, state) {
-                Some(true) => {}
-                Some(false) => {
-                    return Err(Error::ShapeMismatch {
-                        builtin: builtin.into(),
-                        arg: arg.clone(),
-                        expected: format!(
-                            "iterator `{v}` to index dimensions of one extent ({e0} in {})",
-                            l0.access()
-                        ),
-                        found: format!("extent {e} in {}", o.leaf.access()),
-                    });
-                }
-                None => {
-                    return Err(Error::ShapeMismatch {
-                        builtin: builtin.into(),
-                        arg: arg.clone(),
-                        expected: format!(
-                            "iterator `{v}` to index dimensions of one extent ({e0} in {})",
-                            l0.access()
-                        ),
-                        found: format!(
-                            "extent {e} in {}, which cannot be compared with {e0} until the named constants are bound (-D NAME=INT)",
-                            o.leaf.access()
-                        ),
-                    });
-                }
-            },
+            Some((e0, l0)) => {
+                let found = match same_extent(e0, e, state) {
+                    Some(true) => continue,
+                    Some(false) => format!("extent {e} in {}", o.leaf.access()),
+                    None => format!(
+                        "extent {e} in {}, which cannot be compared with {e0} until the named constants are bound (-D NAME=INT)",
+                        o.leaf.access()
+                    ),
+                };
+                return Err(Error::ShapeMismatch {
+                    builtin: builtin.into(),
+                    arg: arg.clone(),
+                    expected: format!(
+                        "iterator `{v}` to index dimensions of one extent ({e0} in {})",
+                        l0.access()
+                    ),
+                    found,
+                });
+            }
         }
     }
     // Single-iterator affine occurrences c*v + d within [0, E-1] narrow the range further
