@@ -4,9 +4,7 @@
 //! program computes.
 
 mod common;
-use common::{instance_set, instances};
-use teml::driver::{RunOptions, run_request};
-use teml::interp::Buffers;
+use common::{instance_set, instances, verify_kernels};
 use teml::ir::{Nest, State, Value};
 use teml::script::{Stdlib, eval};
 
@@ -258,22 +256,6 @@ fn teml_programs_call_the_library() {
 
 // ---------------------------------------------------------------------------------------------
 // Compiled, run and verified against the untransformed program.
-
-fn verify_kernels(s: &State) {
-    assert!(!s.kernels.is_empty());
-    for (k, req) in s.kernels.iter().enumerate() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = RunOptions {
-            worker: Some(env!("CARGO_BIN_EXE_teml").into()),
-            cache_dir: Some(dir.path().to_path_buf()),
-            threads: Some(2),
-            ..RunOptions::default()
-        };
-        let r = run_request(s, req, k, &opts, &mut Buffers::new())
-            .unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
-        assert!(r.verified, "{:?}: {}", req.names, r.summary());
-    }
-}
 
 #[test]
 fn tiled_unrolled_and_jammed_matmuls_verify() {

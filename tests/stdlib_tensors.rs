@@ -3,9 +3,7 @@
 //! run) computes what the reference interpreter computes.
 
 mod common;
-use common::instance_set;
-use teml::driver::{RunOptions, run_request};
-use teml::interp::Buffers;
+use common::{instance_set, verify_kernels};
 use teml::ir::{Nest, State, Value};
 use teml::script::{Stdlib, eval};
 
@@ -318,22 +316,6 @@ fn the_mttkrp_of_sec_5_3_in_teml_syntax() {
 
 // ---------------------------------------------------------------------------------------------
 // Compiled, run and verified against the reference interpreter.
-
-fn verify_kernels(s: &State) {
-    assert!(!s.kernels.is_empty());
-    for (k, req) in s.kernels.iter().enumerate() {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = RunOptions {
-            worker: Some(env!("CARGO_BIN_EXE_teml").into()),
-            cache_dir: Some(dir.path().to_path_buf()),
-            threads: Some(2),
-            ..RunOptions::default()
-        };
-        let r = run_request(s, req, k, &opts, &mut Buffers::new())
-            .unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
-        assert!(r.verified, "{:?}: {}", req.names, r.summary());
-    }
-}
 
 #[test]
 fn library_kernels_verify() {

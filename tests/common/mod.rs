@@ -130,3 +130,20 @@ pub fn matmul(ni: i64, nk: i64, nj: i64) -> State {
     let s = run(&s, "C", "add", vec![id("C"), id("P"), list(vec![its("i, j"), none()]), its("i, j")]);
     run(&s, "l", "build", vec![id("C")])
 }
+
+/// Compiles, runs and verifies every kernel the state's `codegen` statements ask for.
+pub fn verify_kernels(s: &State) {
+    assert!(!s.kernels.is_empty());
+    for (k, req) in s.kernels.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = teml::driver::RunOptions {
+            worker: Some(env!("CARGO_BIN_EXE_teml").into()),
+            cache_dir: Some(dir.path().to_path_buf()),
+            threads: Some(2),
+            ..teml::driver::RunOptions::default()
+        };
+        let r = teml::driver::run_request(s, req, k, &opts, &mut teml::interp::Buffers::new())
+            .unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
+        assert!(r.verified, "{:?}: {}", req.names, r.summary());
+    }
+}
