@@ -94,6 +94,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// The argument the error names, for the variants that name one.
+    pub fn arg(&self) -> Option<&Arg> {
+        match self {
+            Error::UnknownIdentifier { arg, .. }
+            | Error::WrongKind { arg, .. }
+            | Error::BadArgument { arg, .. }
+            | Error::IteratorList { arg, .. }
+            | Error::ShapeMismatch { arg, .. }
+            | Error::OutOfBounds { arg, .. }
+            | Error::RangeInference { arg, .. }
+            | Error::LevelOutOfRange { arg, .. }
+            | Error::BelowBranch { arg, .. } => Some(arg),
+            Error::FuseMismatch { .. } | Error::Illegal { .. } => None,
+        }
+    }
+
     /// The builtin the error comes from.
     pub fn builtin(&self) -> &str {
         match self {

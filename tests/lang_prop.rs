@@ -117,13 +117,18 @@ fn statement() -> impl Strategy<Value = String> {
         .prop_map(|(lhs, f, args)| format!("{lhs}{f}({})", args.join(", ")))
 }
 
-proptest! {
-    // 256 cases each (about a second in all); PROPTEST_CASES=N for a longer run.
-    #![proptest_config(ProptestConfig {
+/// 256 cases each (PROPTEST_CASES=N for more); no failure files written.
+fn config() -> ProptestConfig {
+    ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
         failure_persistence: None,
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    // 256 cases each (about a second in all); PROPTEST_CASES=N for a longer run.
+    #![proptest_config(config())]
 
     #[test]
     fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -179,11 +184,7 @@ fn transform() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn random_transformation_chains(ts in proptest::collection::vec(transform(), 1..4), n in 1i64..40) {

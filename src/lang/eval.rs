@@ -143,22 +143,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev.last().copied().unwrap_or(0)
 }
 
-/// The argument an error names, for the variants that name one.
-pub fn error_arg(e: &Error) -> Option<&Arg> {
-    match e {
-        Error::UnknownIdentifier { arg, .. }
-        | Error::WrongKind { arg, .. }
-        | Error::BadArgument { arg, .. }
-        | Error::IteratorList { arg, .. }
-        | Error::ShapeMismatch { arg, .. }
-        | Error::OutOfBounds { arg, .. }
-        | Error::RangeInference { arg, .. }
-        | Error::LevelOutOfRange { arg, .. }
-        | Error::BelowBranch { arg, .. } => Some(arg),
-        Error::FuseMismatch { .. } | Error::Illegal { .. } => None,
-    }
-}
-
 /// Where an error of `call` points: the argument it names; the target (or `@id`) for the
 /// binding's errors (builtin `id =`); the call's name for errors of another builtin (an
 /// extension calling core builtins); else the start of the statement.
@@ -177,7 +161,7 @@ fn locate(
             _ => call.name.span,
         }
     } else {
-        match error_arg(&e) {
+        match e.arg() {
             None => stmt_start,
             Some(a) if a.role.starts_with("result iterators") => {
                 call.args.last().map_or(call.span, |x| x.span)

@@ -31,7 +31,7 @@ mod parse;
 
 pub use ast::{Arg, CallExpr, Ident, Program, Span, Stmt, StmtKind};
 pub use diag::Located;
-pub use eval::{Extensions, NoExtensions, close_names, error_arg, eval_one, eval_program};
+pub use eval::{Extensions, NoExtensions, close_names, eval_one, eval_program};
 pub use parse::MAX_DEPTH;
 
 use crate::ir::State;

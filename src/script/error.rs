@@ -2,7 +2,7 @@
 //! or argument at fault, and the message (a TeML builtin's message kept word for word).
 
 use crate::error::Error;
-use crate::lang::{Located, close_names, error_arg};
+use crate::lang::{Located, close_names};
 use rhai::{EvalAltResult, ParseError, Position};
 use std::fmt;
 
@@ -245,7 +245,7 @@ fn ident_width(src: &str, pos: Position) -> usize {
 /// The place of the argument a builtin's error names, when `pos` points at the call: scans
 /// the call's parentheses, splitting at top-level commas.
 fn argument_place(src: &str, pos: Position, err: &Error) -> Option<(Position, usize)> {
-    let arg = error_arg(err)?;
+    let arg = err.arg()?;
     let start = offset(src, pos)?;
     let name: String = src[start..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
     if name != err.builtin() || arg.pos == 0 {
