@@ -79,6 +79,8 @@ struct CStmt {
     at: Lin,
     update: Update,
     rhs: Vec<ROp>,
+    /// An accumulator's reduction coordinates: where all are 0, the update sets.
+    first: Option<Vec<Lin>>,
 }
 
 #[derive(Clone, Debug)]
@@ -179,7 +181,11 @@ impl Compiler<'_> {
                 let (buf, at) = self.access(&lw.target, bufs)?;
                 let mut rhs = Vec::new();
                 self.rhs(&lw.rhs, &mut rhs, bufs)?;
-                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs }))
+                let first = match &lw.first {
+                    Some(xs) => Some(xs.iter().map(|x| self.lin(x)).collect::<Result<Vec<_>, _>>()?),
+                    None => None,
+                };
+                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first }))
             }
             LNode::Loop(l) => {
                 let lb = self.bound(&l.lb)?;
@@ -234,9 +240,10 @@ impl Machine<'_> {
                 let slot = self.data[s.buf]
                     .get_mut(off as usize)
                     .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
+                let first = s.first.as_ref().is_some_and(|xs| xs.iter().all(|x| x.eval(&self.env) == 0));
                 match s.update {
-                    Update::Set => *slot = v,
-                    Update::Add => *slot += v,
+                    Update::Add if !first => *slot += v,
+                    _ => *slot = v,
                 }
                 self.count += 1;
                 Ok(())
@@ -260,21 +267,14 @@ impl Machine<'_> {
     }
 }
 
-/// Runs `nests` in order on `bufs`, zeroing each nest's accumulators first (as generated code
-/// does). Returns the number of statement instances executed.
+/// Runs `nests` in order on `bufs`. An accumulator is zeroed at the first update of each of
+/// its elements (the update sets instead of adding), as generated code does. Returns the
+/// number of statement instances executed.
 pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, String> {
     let mut total = 0;
     for n in nests {
         let mut cx = Compiler { state, names: Vec::new(), dims: Vec::new(), slots: Vec::new() };
         let code = n.items().iter().map(|x| cx.node(x, bufs)).collect::<Result<Vec<_>, _>>()?;
-        for s in n.stmts() {
-            if let Some(lw) = lower(&s)
-                && lw.zero_first
-                && let Some(t) = lw.target.id().and_then(|id| bufs.get_mut(id))
-            {
-                t.data.iter_mut().for_each(|x| *x = 0.0);
-            }
-        }
         let names = cx.names;
         // Borrow each named buffer mutably once, in compile order.
         let mut taken: Vec<(Name, Tensor)> = names

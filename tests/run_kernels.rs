@@ -75,7 +75,7 @@ fn fuse_outer_and_contraction_accumulators_verify() {
     let s = run(&s, "f", "fuse_outer", vec![id("la"), id("lc"), int(2)]);
     verify(&s, &["f"]);
     verify(&s, &["la", "lc"]);
-    // The contraction reordered (k outermost): still zeroed before the nest.
+    // The contraction reordered (k outermost): zeroed before the k loop, as a nest over i1, i2.
     let s = run(&s, "r", "interchange", vec![id("la"), int(1), int(3)]);
     verify(&s, &["r"]);
 }

@@ -34,7 +34,7 @@ fn tensor_tree_printer_is_indented() {
     let s = program();
     assert_eq!(
         texpr(&s, "A").tree(),
-        "(=, •, •)  accumulator: zeroed before its nest\n\
+        "(=, •, •)  accumulator: zeroed at its first update\n\
          ├─ (A, [N, N, N], [i1, i2, i3])\n\
          └─ (Σ[k1], [N, N, N], •)\n   \
             ├─ (B, [N, N, N], [i1, i2, k1])\n   \

@@ -181,7 +181,7 @@ fn contract_is_eq_33() {
         "⟨(=, •, •), [⟨(R, [N, K], [i1, i2]), []⟩, ⟨(+, [N, K, M], •), [⟨(R, [N, K], [i1, i2]), []⟩, \
          ⟨(*, [N, M, K], •), [⟨(A, [N, M], [i1, k1]), []⟩, ⟨(D, [M, K], [k1, i2]), []⟩]⟩]⟩]⟩"
     );
-    assert!(get(&s, "R").tree().starts_with("(=, •, •)  accumulator: zeroed before its nest"));
+    assert!(get(&s, "R").tree().starts_with("(=, •, •)  accumulator: zeroed at its first update"));
     assert_eq!(
         nest(&s, "l").tree(),
         "for i1 in [0, N-1]\n  for i2 in [0, K-1]\n    for k1 in [0, M-1]\n      R[i1][i2] += A[i1][k1] * D[k1][i2]\n"

@@ -5,18 +5,21 @@
 //! are laid out one per line. Marks become OpenMP pragmas only where [`deps::plan`] shows them
 //! correct: a loop that carries a reduction sums into private accumulators with a
 //! `reduction(+: ...)` clause, and anything else is refused with a reason. Accumulators that a
-//! contraction introduces are zeroed before the nest that accumulates into them.
+//! contraction introduces are zeroed at the first update of each element, in the transformed
+//! order ([`zero`]).
 //!
 //! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
 //! **args)`, which calls it with the buffers in parameter order.
 
 pub mod deps;
+pub mod zero;
 
 use crate::error::{Error, Result};
 use crate::ir::{Atom, DType, Dim, Expr, LNode, Loop, Name, Nest, Op, State, TNode, Update, lower};
 use deps::Plan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use zero::{GNode, Zero};
 
 /// Name of the generic entry point every generated translation unit exports.
 pub const ENTRY: &str = "teml_entry";
@@ -102,30 +105,6 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             body.push('\n');
         }
         let _ = writeln!(body, "  /* {nname} */");
-        // Accumulators are zeroed before the nest that accumulates into them.
-        let mut zeroed = BTreeSet::new();
-        for s in n.stmts() {
-            let Some(lw) = lower(&s) else { continue };
-            let Some(t) = lw.target.id() else { continue };
-            if lw.zero_first && zeroed.insert(t.clone()) {
-                let p = params
-                    .iter()
-                    .find(|p| &p.name == t)
-                    .ok_or_else(|| illegal(format!("no parameter {t}")))?;
-                if p.is_scalar() {
-                    let _ = writeln!(body, "  *{t} = 0.0;");
-                } else {
-                    helpers.memset = true;
-                    let size: Vec<String> = p.dims.iter().map(|d| c_expr(d, &mut helpers, true)).collect();
-                    let _ = writeln!(
-                        body,
-                        "  memset({t}, 0, sizeof({}) * {});",
-                        p.dtype.c_name(),
-                        size.join(" * ")
-                    );
-                }
-            }
-        }
         let mut cx = Cx {
             out: &mut body,
             helpers: &mut helpers,
@@ -133,8 +112,8 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             acc_count: &mut acc_count,
             params: &params,
         };
-        for x in n.items() {
-            cx.node(x, 1).map_err(illegal)?;
+        for g in &zero::place(n.items()) {
+            cx.node(g, 1).map_err(illegal)?;
         }
     }
 
@@ -146,9 +125,6 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         env!("CARGO_PKG_VERSION"),
         names.join(", ")
     );
-    if helpers.memset {
-        src.push_str("#include <string.h>\n");
-    }
     src.push('\n');
     for c in &consts {
         match state.constant(c) {
@@ -284,7 +260,6 @@ struct Helpers {
     min: bool,
     max: bool,
     floordiv: bool,
-    memset: bool,
 }
 
 /// An integer expression in C; `paren` wraps compound expressions, as in `i <= (N-1)`.
@@ -340,9 +315,13 @@ impl Cx<'_> {
         let _ = writeln!(self.out, "{}{s}", "  ".repeat(depth));
     }
 
-    fn node(&mut self, x: &LNode, depth: usize) -> std::result::Result<(), String> {
+    fn node(&mut self, x: &GNode, depth: usize) -> std::result::Result<(), String> {
         match x {
-            LNode::Stmt(s) => {
+            GNode::Zero(z) => {
+                self.zero(z, depth);
+                Ok(())
+            }
+            GNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
                 let rhs = self.c_value(&lw.rhs);
                 let op = if lw.update == Update::Add { "+=" } else { "=" };
@@ -354,11 +333,39 @@ impl Cx<'_> {
                 self.line(depth, &format!("{lhs} {op} {rhs};"));
                 Ok(())
             }
-            LNode::Loop(l) => self.loop_(l, depth),
+            GNode::Loop(l, body) => self.loop_(l, body, depth),
         }
     }
 
-    fn loop_(&mut self, l: &Loop, depth: usize) -> std::result::Result<(), String> {
+    /// `C[i][j] = 0.0;`, inside its loops and under its guard.
+    fn zero(&mut self, z: &Zero, depth: usize) {
+        let mut depth = depth;
+        if !z.guard.is_empty() {
+            let conds: Vec<String> =
+                z.guard.iter().map(|g| format!("{} == 0", c_expr(g, self.helpers, false))).collect();
+            self.line(depth, &format!("if ({})", conds.join(" && ")));
+            depth += 1;
+        }
+        for l in &z.loops {
+            let h = self.header(l);
+            self.line(depth, &h);
+            depth += 1;
+        }
+        let target = self.c_leaf(&z.target);
+        self.line(depth, &format!("{target} = 0.0;"));
+    }
+
+    fn header(&mut self, l: &Loop) -> String {
+        format!(
+            "for (int {i} = {lb}; {i} <= {ub}; {i}{step})",
+            i = l.iter,
+            lb = c_expr(&l.lb, self.helpers, false),
+            ub = c_expr(&l.ub, self.helpers, true),
+            step = if l.step == 1 { "++".to_string() } else { format!(" += {}", l.step) }
+        )
+    }
+
+    fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let marked = l.annot.parallel || l.annot.vectorize;
         let plan = if marked {
             let what = match (l.annot.parallel, l.annot.vectorize) {
@@ -372,13 +379,7 @@ impl Cx<'_> {
         } else {
             None
         };
-        let header = format!(
-            "for (int {i} = {lb}; {i} <= {ub}; {i}{step})",
-            i = l.iter,
-            lb = c_expr(&l.lb, self.helpers, false),
-            ub = c_expr(&l.ub, self.helpers, true),
-            step = if l.step == 1 { "++".to_string() } else { format!(" += {}", l.step) }
-        );
+        let header = self.header(l);
         let mut pragma = match (l.annot.parallel, l.annot.vectorize) {
             (true, true) => Some("#pragma omp parallel for simd".to_string()),
             (true, false) => Some("#pragma omp parallel for".to_string()),
@@ -388,6 +389,17 @@ impl Cx<'_> {
         let mut reduction_vars: Vec<(String, std::sync::Arc<TNode>, Option<String>)> = Vec::new();
         let mut depth = depth;
         if let Some(Plan::Reduction(targets)) = &plan {
+            if let Some(t) = targets.iter().find(|t| zeroes_inside(body, &t.access)) {
+                return Err(format!(
+                    "cannot {} loop `{}` ({}): the accumulator {} is zeroed at its first update \
+                     inside the loop, which sums into it; expected its zeroing outside the loop \
+                     (keep the loops over its indices outside the marked loop)",
+                    if l.annot.parallel { "parallelize" } else { "vectorize" },
+                    l.iter,
+                    l.range(),
+                    t.access
+                ));
+            }
             self.line(depth, "{");
             depth += 1;
             for t in targets {
@@ -412,12 +424,12 @@ impl Cx<'_> {
             self.line(depth, p);
         }
         self.line(depth, &header);
-        let single = matches!(l.body.as_slice(), [_]);
+        let single = matches!(body, [GNode::Loop(..) | GNode::Stmt(_)]);
         if single {
-            self.node(&l.body[0], depth + 1)?;
+            self.node(&body[0], depth + 1)?;
         } else {
             self.line(depth, "{");
-            for c in &l.body {
+            for c in body {
                 self.node(c, depth + 1)?;
             }
             self.line(depth, "}");
@@ -475,6 +487,15 @@ impl Cx<'_> {
             _ => self.c_leaf(t),
         }
     }
+}
+
+/// True if a zeroing of `access` is among `body`'s items, at any depth.
+fn zeroes_inside(body: &[GNode], access: &str) -> bool {
+    body.iter().any(|g| match g {
+        GNode::Zero(z) => z.target.access() == access,
+        GNode::Loop(_, b) => zeroes_inside(b, access),
+        GNode::Stmt(_) => false,
+    })
 }
 
 #[cfg(test)]

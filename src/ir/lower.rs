@@ -2,6 +2,7 @@
 //! contractions realized by the loops around the statement and accumulators zeroed first.
 //! Code generation and the reference interpreter both read this one form.
 
+use super::expr::{Expr, Name};
 use super::texpr::{AssignMode, Op, TExpr, TNode};
 use std::sync::Arc;
 
@@ -23,8 +24,10 @@ pub struct Lowered {
     pub update: Update,
     /// The value: arithmetic over leaves only (no contraction nodes).
     pub rhs: TExpr,
-    /// The target is an accumulator: zero it before the nest that contains the statement.
-    pub zero_first: bool,
+    /// The target is an accumulator: the instance where all these expressions are 0 is the
+    /// first update of its element, which sets instead of adding (the accumulator is zeroed
+    /// there, never earlier). `None` for statements that write or add onto what was there.
+    pub first: Option<Vec<Expr>>,
 }
 
 /// True if `stmt` is `x = x + r` with the same tensor at the same indices.
@@ -62,7 +65,14 @@ pub fn lower(stmt: &TExpr) -> Option<Lowered> {
         target: x.clone(),
         update,
         rhs: flatten(value),
-        zero_first: matches!(stmt.op, Op::Assign(AssignMode::Accumulator)),
+        first: matches!(stmt.op, Op::Assign(AssignMode::Accumulator)).then(|| match stmt.first_update() {
+            Some(xs) => xs.to_vec(),
+            // Not placed by `build`: the iterators it reads that the target does not index.
+            None => {
+                let t: Vec<Name> = x.index_vars();
+                stmt.index_vars().into_iter().filter(|v| !t.contains(v)).map(|v| Expr::var_name(&v)).collect()
+            }
+        }),
     })
 }
 

@@ -46,7 +46,7 @@ pub enum AssignMode {
     #[default]
     Plain,
     /// The target is an accumulator that a contraction introduces (eq. 33, or an assignment
-    /// of a `vcontract`): it is zeroed before the nest that accumulates into it.
+    /// of a `vcontract`): it is zeroed at the first update of each element (see `codegen::zero`).
     Accumulator,
 }
 
@@ -247,6 +247,19 @@ impl TNode {
         self.is_assign().then(|| &self.children[1])
     }
 
+    /// The reduction coordinates of an accumulator statement placed in a nest by `build`: the
+    /// current values of the iterators it sums over (their loops all start at 0). The
+    /// statement instance where all of them are 0 is the first update of its target element,
+    /// in any order the loop transformations produce; the accumulator is zeroed there. They
+    /// live in the assignment node's iterator list (• everywhere else), so that unrolling and
+    /// renaming substitute them like every other index.
+    pub fn first_update(&self) -> Option<&[Expr]> {
+        match (&self.op, &self.iters) {
+            (Op::Assign(AssignMode::Accumulator), Iters::List(xs)) => Some(xs),
+            _ => None,
+        }
+    }
+
     /// The index expressions of a leaf, if it has a list.
     pub fn index_list(&self) -> Option<&[Expr]> {
         match &self.iters {
@@ -302,7 +315,7 @@ impl TNode {
     /// Every leaf with an index list, left to right.
     pub fn indexed_leaves(&self) -> Vec<&TNode> {
         fn go<'a>(n: &'a TNode, out: &mut Vec<&'a TNode>) {
-            if matches!(n.iters, Iters::List(_)) {
+            if matches!(n.iters, Iters::List(_)) && !n.is_assign() {
                 out.push(n);
             }
             for c in &n.children {
@@ -366,7 +379,7 @@ impl TNode {
     /// The paper's notation `⟨(op, S, I), [..]⟩`.
     pub fn paper(&self) -> String {
         let kids: Vec<String> = self.children.iter().map(|c| c.paper()).collect();
-        format!("⟨({}, {}, {}), [{}]⟩", self.op.symbol(), self.shape, self.iters, kids.join(", "))
+        format!("⟨({}, {}, {}), [{}]⟩", self.op.symbol(), self.shape, self.shown_iters(), kids.join(", "))
     }
 
     /// An indented tree, one node per line.
@@ -377,12 +390,12 @@ impl TNode {
     }
 
     fn tree_into(&self, out: &mut String, first: &str, rest: &str) {
-        let mut line = format!("{first}({}, {}, {})", self.op.symbol(), self.shape, self.iters);
+        let mut line = format!("{first}({}, {}, {})", self.op.symbol(), self.shape, self.shown_iters());
         if self.dtype == DType::Float && self.is_tensor_leaf() {
             line.push_str(" float");
         }
         if let Op::Assign(AssignMode::Accumulator) = self.op {
-            line.push_str("  accumulator: zeroed before its nest");
+            line.push_str("  accumulator: zeroed at its first update");
         }
         out.push_str(&line);
         out.push('\n');
@@ -392,6 +405,12 @@ impl TNode {
             let (f, r) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
             c.tree_into(out, &format!("{rest}{f}"), &format!("{rest}{r}"));
         }
+    }
+
+    /// The iterator list as the paper prints it: an assignment's is • (its reduction
+    /// coordinates, see [`TNode::first_update`], are internal).
+    fn shown_iters(&self) -> &Iters {
+        if self.is_assign() { &Iters::Bullet } else { &self.iters }
     }
 
     fn prec(&self) -> u8 {

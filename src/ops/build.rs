@@ -2,7 +2,7 @@
 
 use super::infer::{check_bounds, constants, extent_of, iterators};
 use crate::error::{Arg, Error, Result};
-use crate::ir::{Annotations, Expr, LNode, Loop, Name, Nest, State, TExpr};
+use crate::ir::{Annotations, AssignMode, Expr, Iters, LNode, Loop, Name, Nest, Op, State, TExpr};
 use std::sync::Arc;
 
 /// The loop order `build` uses: by number when every iterator is named `i<k>` (the paper's
@@ -78,7 +78,16 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         ranges.push((v.clone(), extent.add_int(-1)));
     }
     check_bounds(&[t], &ranges, state, b, &arg)?;
-    let mut body = vec![LNode::Stmt(t.clone())];
+    // An accumulator remembers the coordinates it sums over (see `TNode::first_update`).
+    let stmt = match t.op {
+        Op::Assign(AssignMode::Accumulator) => {
+            let target: Vec<Name> = x.index_vars();
+            let red: Vec<Expr> = order.iter().filter(|v| !target.contains(v)).map(Expr::var_name).collect();
+            t.with_iters(Iters::List(red))
+        }
+        _ => t.clone(),
+    };
+    let mut body = vec![LNode::Stmt(stmt)];
     for (v, ub) in ranges.iter().rev() {
         body = vec![LNode::Loop(Arc::new(Loop {
             iter: v.clone(),

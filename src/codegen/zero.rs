@@ -1,0 +1,228 @@
+//! Where an accumulator is zeroed: immediately before the first update of each of its elements
+//! in the *transformed* order, never by a clear hoisted above statements that still read the
+//! old values.
+//!
+//! `build` gives every accumulator statement its reduction coordinates (the iterators it sums
+//! over, whose loops start at 0; [`crate::ir::TNode::first_update`]). The instance where all of
+//! them are 0 is the first update of its element in every order that strip-mining,
+//! interchange, fusion, tiling and unrolling produce (each keeps the loops of one statement
+//! increasing). So the zeroing `Z` starts as a guarded statement right before its statement:
+//!
+//! ```text
+//! for i, j, k:  if (k == 0) C[i][j] = 0;  C[i][j] += A[i][k] * B[k][j]
+//! ```
+//!
+//! and is then hoisted outward, loop by loop, while that keeps its meaning:
+//! - out of a loop over a reduction coordinate (`k`), where `Z` runs at the loop's first
+//!   iteration only: the guard is evaluated at the loop's lower bound (`k == 0` becomes true,
+//!   `k == 4*ko` gives `ko == 0` one level up);
+//! - out of a loop over a target index (`j`, or the block loop `jo` of a strip-mined `j`),
+//!   becoming a loop of zeroings, where different iterations touch different elements and
+//!   nothing else in the loop touches the accumulator at another index, and only while the
+//!   guard still waits for a reduction loop further out (an unconditional zeroing stays next
+//!   to its updates, for locality);
+//! - in both cases only past statements that do not touch the accumulator.
+//!
+//! For the untransformed `i, j, k` nest this gives `C[i][j] = 0.0;` just before the `k` loop;
+//! for `i, k, j` a zeroing loop over `j` before the `k` loop; for `k, i, j` a zeroing nest
+//! over `i, j` before it. Where hoisting stops, the
+//! guarded form stays (still correct; gcc unswitches it).
+
+use crate::ir::{Expr, LNode, Loop, Lowered, Name, TExpr, lower};
+use std::sync::Arc;
+
+/// A zeroing of one accumulator access, possibly inside loops, under a guard.
+#[derive(Clone, Debug)]
+pub struct Zero {
+    /// The target leaf, e.g. `C[i][j]`.
+    pub target: TExpr,
+    /// Conjuncts `e == 0`; empty means always.
+    pub guard: Vec<Expr>,
+    /// Loops around the zeroing (outermost first): the target loops it was hoisted out of.
+    pub loops: Vec<Arc<Loop>>,
+}
+
+/// The items of a nest with zeroings placed.
+#[derive(Clone, Debug)]
+pub enum GNode {
+    /// A loop of the nest (its header) with its items.
+    Loop(Arc<Loop>, Vec<GNode>),
+    /// A statement of the nest.
+    Stmt(TExpr),
+    /// A zeroing.
+    Zero(Zero),
+}
+
+impl GNode {
+    fn accesses(&self, tensor: &Name, out: &mut Vec<String>) {
+        match self {
+            GNode::Loop(_, body) => body.iter().for_each(|g| g.accesses(tensor, out)),
+            GNode::Stmt(s) => {
+                if let Some(lw) = lower(s) {
+                    accesses_of(&lw, tensor, out);
+                }
+            }
+            GNode::Zero(z) => {
+                if z.target.id() == Some(tensor) {
+                    out.push(z.target.access());
+                }
+            }
+        }
+    }
+}
+
+fn accesses_of(lw: &Lowered, tensor: &Name, out: &mut Vec<String>) {
+    if lw.target.id() == Some(tensor) {
+        out.push(lw.target.access());
+    }
+    lw.rhs.visit(&mut |n| {
+        if n.id() == Some(tensor) {
+            out.push(n.access());
+        }
+    });
+}
+
+/// Places the zeroings of every accumulator statement in `items`.
+pub fn place(items: &[LNode]) -> Vec<GNode> {
+    let mut out = Vec::new();
+    for x in items {
+        match x {
+            LNode::Stmt(s) => {
+                if let Some(first) = lower(s).and_then(|lw| lw.first.map(|f| (lw.target, f))) {
+                    let (target, guard) = first;
+                    if let Some(guard) = simplify(guard) {
+                        out.push(GNode::Zero(Zero { target, guard, loops: Vec::new() }));
+                    }
+                }
+                out.push(GNode::Stmt(s.clone()));
+            }
+            LNode::Loop(l) => {
+                let body = place(&l.body);
+                let (hoisted, body) = hoist(l, body);
+                out.extend(hoisted);
+                out.push(GNode::Loop(l.clone(), body));
+            }
+        }
+    }
+    out
+}
+
+/// Drops conjuncts that always hold; `None` if one never holds (the statement copy is never
+/// a first update, as in the later copies of an unrolled reduction loop). Every iterator of a
+/// nest that `build` started is non-negative, so `5*ko + 1 == 0` never holds.
+fn simplify(guard: Vec<Expr>) -> Option<Vec<Expr>> {
+    let mut out = Vec::new();
+    for g in guard {
+        let positive = g.constant() > 0 && g.affine_terms().is_some_and(|ts| ts.iter().all(|(_, a)| *a >= 0));
+        match g.as_const() {
+            Some(0) => {}
+            Some(_) => return None,
+            None if positive => return None,
+            None => out.push(g),
+        }
+    }
+    Some(out)
+}
+
+/// Moves the zeroings at the front of `l`'s body that may run before the loop out of it.
+fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
+    let mut hoisted = Vec::new();
+    let mut kept: Vec<GNode> = Vec::new();
+    let all = body.clone();
+    for g in body {
+        let GNode::Zero(z) = g else {
+            kept.push(g);
+            continue;
+        };
+        let Some(tensor) = z.target.id().cloned() else {
+            kept.push(GNode::Zero(z));
+            continue;
+        };
+        // Only past items that do not touch the accumulator.
+        let mut before = Vec::new();
+        kept.iter().for_each(|k| k.accesses(&tensor, &mut before));
+        let out = if before.is_empty() { hoist_one(l, &z, &tensor, &all) } else { None };
+        match out {
+            Some(Some(z2)) => hoisted.push(GNode::Zero(z2)),
+            Some(None) => {} // never runs
+            None => kept.push(GNode::Zero(z)),
+        }
+    }
+    (hoisted, kept)
+}
+
+/// The zeroing as it reads outside loop `l`: `Some(None)` if it never runs, `None` if it
+/// cannot move.
+fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode]) -> Option<Option<Zero>> {
+    let v = &l.iter;
+    let in_target = z.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(v));
+    let in_loops = z.loops.iter().any(|zl| zl.lb.mentions(v) || zl.ub.mentions(v));
+    let in_guard = z.guard.iter().any(|g| g.mentions(v));
+    if in_guard {
+        // A reduction coordinate: the zeroing runs at the loop's first iteration, if at all.
+        // Each conjunct mentioning v grows with v and is never negative, so it is 0 at some
+        // iteration only if it is 0 at the first.
+        if in_target || in_loops {
+            return None;
+        }
+        let mut guard = Vec::new();
+        for g in &z.guard {
+            if !g.mentions(v) {
+                guard.push(g.clone());
+                continue;
+            }
+            if !g.is_affine() || g.coeff(v) < 1 {
+                return None;
+            }
+            guard.push(normalize(g.subst(v, &l.lb)));
+        }
+        return Some(simplify(guard).map(|guard| Zero { guard, ..z.clone() }));
+    }
+    // Out of the loops over its indices only on the way out of a reduction loop above: an
+    // unconditional zeroing stays next to the updates (locality).
+    if !(in_target || in_loops) || z.guard.is_empty() {
+        return None;
+    }
+    // A target index: a loop of zeroings. Every access to the accumulator in the loop must be
+    // this one, and different iterations must touch different elements.
+    let mut acc = Vec::new();
+    body.iter().for_each(|g| g.accesses(tensor, &mut acc));
+    let me = z.target.access();
+    if acc.iter().any(|a| *a != me) {
+        return None;
+    }
+    let injective = if in_target {
+        z.target.index_list().unwrap_or(&[]).iter().any(|x| x.is_affine() && x.coeff(v) != 0)
+    } else {
+        // The block loop of a strip-mined loop: `j in [c + a*jo, min(c + a*jo + a - 1, ..)]`.
+        z.loops.first().is_some_and(|zl| blocks_of(zl, v))
+    };
+    if !injective {
+        return None;
+    }
+    let header = Arc::new(Loop { body: Vec::new(), annot: Default::default(), ..l.clone() });
+    let mut loops = vec![header];
+    loops.extend(z.loops.iter().cloned());
+    Some(Some(Zero { loops, ..z.clone() }))
+}
+
+/// True if the ranges of `inner` for different values of `v` are disjoint blocks.
+fn blocks_of(inner: &Loop, v: &str) -> bool {
+    if !inner.lb.is_affine() {
+        return false;
+    }
+    let a = inner.lb.coeff(v);
+    if a < 1 {
+        return false;
+    }
+    let last = inner.lb.add_int(a - 1);
+    inner.ub == last || inner.ub.min_args().is_some_and(|xs| xs.contains(&last))
+}
+
+/// `a*v + b == 0` with `a` dividing `b` reads `v == -b/a`; other forms stay.
+fn normalize(g: Expr) -> Expr {
+    match g.affine_terms().as_deref() {
+        Some([(v, a)]) if *a > 1 && g.constant() % a == 0 => Expr::var_name(v).add_int(g.constant() / a),
+        _ => g,
+    }
+}
