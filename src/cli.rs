@@ -1,8 +1,8 @@
 //! The `teml` command line: `run`, `check`, `repl`, `builtins`.
 
-use crate::driver::{self, KernelReport, Reduced, RunOptions};
 use crate::interp::Buffers;
 use crate::ir::{Name, State};
+use crate::pipeline::{self, KernelRef, KernelReport, Pipeline, Program, RunOptions};
 use crate::runtime::{Flags, Timing};
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -176,33 +176,8 @@ fn emit_path(base: &Path, k: usize, n: usize) -> PathBuf {
     base.with_file_name(format!("{stem}.{}.{ext}", k + 1))
 }
 
-/// The same program with every named constant at most `cap` (for verification when the full
-/// size is too large to interpret).
-fn reduced_state(a: &RunArgs, full: &State, cap: i64) -> Result<(State, String), String> {
-    let defs: Vec<(String, i64)> = full.consts.iter().map(|(n, v)| (n.to_string(), (*v).min(cap))).collect();
-    let what = defs
-        .iter()
-        .filter(|(n, v)| full.constant(n) != Some(*v))
-        .map(|(n, v)| format!("{n}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let s = eval_file(&a.program.file, &initial_state(&defs))?;
-    Ok((s, what))
-}
-
 /// `teml run`.
 pub fn run(a: &RunArgs) -> i32 {
-    let state = match eval_file(&a.program.file, &initial_state(&a.program.define)) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
-    };
-    if state.kernels.is_empty() {
-        eprintln!("{}: the program has no codegen statement: nothing to run", a.program.file.display());
-        return if a.no_run { 0 } else { 1 };
-    }
     let flags = match &a.cflags {
         Some(f) => match Flags::parse(f, "--cflags") {
             Ok(f) => f,
@@ -213,13 +188,36 @@ pub fn run(a: &RunArgs) -> i32 {
         },
         None => Flags::default(),
     };
+    let opts = RunOptions {
+        flags,
+        threads: a.threads,
+        timing: a.time.then_some(Timing { min_time_s: a.min_time, ..Timing::default() }),
+        timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
+        inputs: a.input.iter().map(|(n, p)| (Name::from(n.as_str()), p.clone())).collect::<BTreeMap<_, _>>(),
+        seed: a.seed,
+        max_reference_instances: a.max_reference,
+        ..RunOptions::default()
+    };
+    let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
+    let pipe = match Pipeline::new(Program::file(&a.program.file, defines), opts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let state = pipe.state();
+    if state.kernels.is_empty() {
+        eprintln!("{}: the program has no codegen statement: nothing to run", a.program.file.display());
+        return if a.no_run { 0 } else { 1 };
+    }
     let n = state.kernels.len();
     if a.no_run {
         for (k, req) in state.kernels.iter().enumerate() {
             let name = if k == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{k}") };
             let named: Vec<(Name, crate::ir::Nest)> =
                 req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-            match crate::codegen::generate(&state, &name, &named) {
+            match crate::codegen::generate(state, &name, &named) {
                 Ok(c) => match &a.emit_c {
                     Some(p) => {
                         if let Err(e) = std::fs::write(emit_path(p, k, n), &c.source) {
@@ -237,58 +235,23 @@ pub fn run(a: &RunArgs) -> i32 {
         }
         return 0;
     }
-    let opts = RunOptions {
-        flags,
-        threads: a.threads,
-        timing: a.time.then_some(Timing { min_time_s: a.min_time, ..Timing::default() }),
-        timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
-        inputs: a.input.iter().map(|(n, p)| (Name::from(n.as_str()), p.clone())).collect::<BTreeMap<_, _>>(),
-        seed: a.seed,
-        max_reference_instances: a.max_reference,
-        ..RunOptions::default()
-    };
-    let mut store = Buffers::new();
     let mut reports: Vec<KernelReport> = Vec::new();
-    let mut failure: Option<String> = None;
+    let mut failure: Option<String> = pipe.check_inputs().err().map(|e| e.to_string());
+    // `-o`: each tensor as the last kernel that uses it left it.
+    let mut last: Buffers = Buffers::new();
+    let mut mismatched: Vec<String> = Vec::new();
     for (k, req) in state.kernels.iter().enumerate() {
-        let cost = driver::reference_cost(&state, req).unwrap_or(0);
-        let mut small: Option<(State, String)> = None;
-        if cost > opts.max_reference_instances {
-            let mut cap = 64;
-            while cap >= 2 {
-                match reduced_state(a, &state, cap) {
-                    Ok((s, what)) => {
-                        let fits = s
-                            .kernels
-                            .get(k)
-                            .and_then(|r| driver::reference_cost(&s, r).ok())
-                            .is_some_and(|c| c <= opts.max_reference_instances);
-                        if fits {
-                            small = Some((s, what));
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        failure = Some(format!("cannot verify kernel {} at a reduced size: {e}", k + 1));
-                        break;
-                    }
-                }
-                cap /= 2;
-            }
-            if failure.is_some() {
-                break;
-            }
+        if failure.is_some() {
+            break;
         }
         if !a.json && !a.quiet {
             for (name, nest) in req.names.iter().zip(&req.nests) {
                 println!("{name} =\n{}", nest.tree().trim_end());
             }
         }
-        let reduced = small
-            .as_ref()
-            .and_then(|(s, what)| s.kernels.get(k).map(|r| Reduced { state: s, req: r, what: what.clone() }));
-        match driver::run_request_with(&state, req, k, &opts, &mut store, reduced) {
-            Ok(r) => {
+        match pipe.run(&KernelRef::Codegen(k), k) {
+            Ok(run) => {
+                let r = run.report;
                 if let Some(p) = &a.emit_c
                     && let Ok(src) = std::fs::read_to_string(&r.c_path)
                     && let Err(e) = std::fs::write(emit_path(p, k, n), src)
@@ -301,22 +264,22 @@ pub fn run(a: &RunArgs) -> i32 {
                 let ok = r.verified;
                 reports.push(r);
                 if !ok {
-                    failure = Some(format!(
-                        "kernel {} does not match the reference: not reported as a speedup",
-                        k + 1
-                    ));
-                    break;
+                    mismatched.push((k + 1).to_string());
                 }
+                last.extend(run.outputs);
             }
-            Err(e) => {
-                failure = Some(e.to_string());
-                break;
-            }
+            Err(e) => failure = Some(e.to_string()),
         }
+    }
+    if failure.is_none() && !mismatched.is_empty() {
+        failure = Some(match mismatched.as_slice() {
+            [k] => format!("kernel {k} does not match the reference: not reported as a speedup"),
+            ks => format!("kernels {} do not match the reference: not reported as speedups", ks.join(", ")),
+        });
     }
     if failure.is_none() {
         for (name, path) in &a.output {
-            if let Err(e) = driver::save_npy(&store, name, path) {
+            if let Err(e) = pipeline::save_npy(&last, name, path) {
                 failure = Some(e.to_string());
             }
         }

@@ -8,18 +8,19 @@
 //! - [`lang`]: the `.teml` syntax.
 //! - [`cli`], [`repl`]: the `teml` command and its interactive session.
 //! - [`script`]: the Rhai front-end (`.rhai` meta-programs, REPL sessions) and the standard library.
-//! - [`driver`]: codegen, compile, run, verify, time: the pipeline behind `teml run`.
+//! - [`pipeline`]: the one road from a meta-program to verified, timed kernels (evaluate, lower,
+//!   compile, run, verify at full or reduced size, time), used by the CLI, the REPL and the tuner.
 //! - [`interp`]: the reference interpreter verification compares against.
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod codegen;
-pub mod driver;
 pub mod error;
 pub mod interp;
 pub mod ir;
 pub mod lang;
 pub mod ops;
+pub mod pipeline;
 pub mod repl;
 pub mod runtime;
 pub mod script;

@@ -15,15 +15,16 @@ fn main() {
             0
         }
         Command::Repl(a) => {
-            let mut state = teml::cli::initial_state(&a.define);
+            let state = teml::cli::initial_state(&a.define);
+            let mode = if a.rhai { teml::repl::Mode::Rhai } else { teml::repl::Mode::Teml };
+            let mut repl = teml::repl::Repl::new(state, mode);
             if let Some(f) = &a.file {
-                match teml::cli::eval_file(f, &state) {
-                    Ok(s) => state = s,
+                match repl.handle(&format!(":load {}", f.display())) {
+                    Ok(msg) => println!("{msg}"),
                     Err(e) => eprintln!("{e}"),
                 }
             }
-            let mode = if a.rhai { teml::repl::Mode::Rhai } else { teml::repl::Mode::Teml };
-            teml::repl::Repl::new(state, mode).run()
+            repl.run()
         }
     };
     std::process::exit(code);

@@ -2,9 +2,8 @@
 //! to inspect, compile, verify and time what the session built. An error never ends the
 //! session; the state before the failing line is kept.
 
-use crate::driver::{self, RunOptions};
-use crate::interp::Buffers;
 use crate::ir::{KernelRequest, Name, State, Value};
+use crate::pipeline::{KernelRef, Pipeline, Program, RunOptions};
 use crate::runtime::{Flags, Timing};
 use crate::script::{Session, Stdlib};
 use rustyline::completion::{Completer, Pair};
@@ -14,6 +13,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Context, Editor, Helper};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -130,6 +130,58 @@ pub fn is_complete(src: &str) -> bool {
     depth <= 0 && !in_str
 }
 
+/// One accepted input of the session, kept so that the session can be evaluated again (with
+/// other named constants: `:def`, reduced-size verification).
+#[derive(Clone, Debug)]
+enum Entry {
+    /// A line in the paper's syntax.
+    Teml(String),
+    /// A line of Rhai.
+    Rhai(String),
+    /// `:load` of a program file.
+    Load(PathBuf),
+    /// `:load` of a saved state (JSON): fixed sizes, it cannot be evaluated again.
+    Saved(State),
+}
+
+/// Evaluates the session's inputs again from the named constants `consts`; returns the state
+/// and the Rhai session the inputs made.
+fn replay(log: &[Entry], consts: &BTreeMap<Name, i64>) -> Result<(State, Option<Session>), String> {
+    let mut state = consts.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v));
+    let mut session: Option<Session> = None;
+    for e in log {
+        match e {
+            Entry::Teml(src) => {
+                state = crate::lang::eval_stmt(src, "<repl>", &state, &Stdlib::get())
+                    .map_err(|e| e.to_string())?
+            }
+            Entry::Rhai(src) => {
+                if session.is_none() {
+                    session = Some(Session::new(state.clone()).map_err(|e| e.to_string())?);
+                }
+                let s = session.as_mut().ok_or("no session")?;
+                s.set_state(state.clone());
+                s.eval_line(src).map_err(|e| e.to_string())?;
+                state = s.state().clone();
+            }
+            Entry::Load(path) => state = crate::cli::eval_file(path, &state)?,
+            Entry::Saved(saved) => {
+                if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v))
+                {
+                    return Err(format!(
+                        "the session was loaded from a saved state with {n}={}; it cannot be evaluated with {n}={v}",
+                        saved.constant(n).unwrap_or_default()
+                    ));
+                }
+                let mut s = saved.clone();
+                s.consts.extend(consts.iter().map(|(n, v)| (n.clone(), *v)));
+                state = s;
+            }
+        }
+    }
+    Ok((state, session))
+}
+
 /// The REPL.
 pub struct Repl {
     state: State,
@@ -137,18 +189,31 @@ pub struct Repl {
     mode: Mode,
     opts: RunOptions,
     names: Rc<RefCell<Vec<String>>>,
+    /// Every accepted input, in order.
+    log: Vec<Entry>,
+    /// Named constants from `-D` and `:def`.
+    defines: BTreeMap<Name, i64>,
 }
 
 impl Repl {
     /// A session starting from `state`, in `mode`.
     pub fn new(state: State, mode: Mode) -> Repl {
+        let defines = state.consts.clone();
         Repl {
             state,
             session: None,
             mode,
             opts: RunOptions::default(),
             names: Rc::new(RefCell::new(Vec::new())),
+            log: Vec::new(),
+            defines,
         }
+    }
+
+    /// The session as a program the pipeline can evaluate again at other sizes.
+    fn program(&self) -> Program {
+        let log = self.log.clone();
+        Program::new("<repl>", self.defines.clone(), move |consts| replay(&log, consts).map(|(s, _)| s))
     }
 
     /// The current state.
@@ -188,6 +253,7 @@ impl Repl {
                 let s = crate::lang::eval_stmt(input, "<repl>", &self.state, &Stdlib::get())
                     .map_err(|e| e.to_string())?;
                 self.state = s;
+                self.log.push(Entry::Teml(input.to_string()));
                 Ok(self.echo(&before))
             }
             Mode::Rhai => {
@@ -196,6 +262,7 @@ impl Repl {
                 let out = session.eval_line(input).map_err(|e| e.to_string())?;
                 let new_state = session.state().clone();
                 self.state = new_state;
+                self.log.push(Entry::Rhai(input.to_string()));
                 let mut msg = self.echo(&before);
                 if let Some(o) = out {
                     if !msg.is_empty() {
@@ -236,7 +303,11 @@ impl Repl {
 
     fn request(&self, id: &str) -> Result<KernelRequest, String> {
         match self.value(id)? {
-            Value::Nest(n) => Ok(KernelRequest { names: vec![Name::from(id)], nests: vec![n.clone()] }),
+            Value::Nest(n) => Ok(KernelRequest {
+                names: vec![Name::from(id)],
+                nests: vec![n.clone()],
+                ..Default::default()
+            }),
             v => Err(format!("`{id}` is {}: expected a loop nest (build it first)", v.kind())),
         }
     }
@@ -268,13 +339,13 @@ impl Repl {
             }
             ":run" | ":time" => {
                 let id = need("a loop nest")?;
-                let req = self.request(id)?;
+                self.request(id)?;
                 let mut opts = self.opts.clone();
                 if cmd == ":time" {
                     opts.timing = Some(Timing::default());
                 }
-                let r = driver::run_request(&self.state, &req, 0, &opts, &mut Buffers::new())
-                    .map_err(|e| e.to_string())?;
+                let pipe = Pipeline::with_state(self.program(), self.state.clone(), opts);
+                let r = pipe.run(&KernelRef::Nest(Name::from(id)), 0).map_err(|e| e.to_string())?.report;
                 if r.verified { Ok(r.summary()) } else { Err(r.summary()) }
             }
             ":state" => Ok(self.state_listing()),
@@ -282,8 +353,24 @@ impl Repl {
                 let (n, v) = need("NAME=INT")?.split_once('=').ok_or(":def: expected NAME=INT")?;
                 let v: i64 =
                     v.trim().parse().map_err(|_| format!(":def: expected an integer, found `{v}`"))?;
-                self.state = self.state.with_const(n.trim(), v);
-                Ok(format!("{} = {v}", n.trim()))
+                let n = n.trim();
+                // Everything built from the constant is evaluated again with the new value.
+                let mut defines = self.defines.clone();
+                defines.insert(Name::from(n), v);
+                let (state, session) = replay(&self.log, &defines).map_err(|e| {
+                    let old = self.state.constant(n).map_or("unbound".to_string(), |x| x.to_string());
+                    format!(
+                        ":def {n}={v}: the session cannot be evaluated again with it ({n} stays {old}):\n{e}"
+                    )
+                })?;
+                let changed = self.state.vars.iter().filter(|(k, x)| state.vars.get(*k) != Some(x)).count();
+                self.state = state;
+                self.session = session;
+                self.defines = defines;
+                Ok(format!(
+                    "{n} = {v} ({changed} value{} evaluated again)",
+                    if changed == 1 { "" } else { "s" }
+                ))
             }
             ":threads" => {
                 let n: usize = need("a number")?
@@ -299,6 +386,8 @@ impl Repl {
             ":load" => {
                 let path = PathBuf::from(need("a file")?);
                 let s = self.load(&path)?;
+                let saved = path.extension().and_then(|e| e.to_str()) == Some("json");
+                self.log.push(if saved { Entry::Saved(s.clone()) } else { Entry::Load(path.clone()) });
                 self.state = s;
                 Ok(format!("loaded {} ({} identifiers)", path.display(), self.state.vars.len()))
             }

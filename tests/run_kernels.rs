@@ -3,9 +3,8 @@
 
 mod common;
 use common::*;
-use teml::driver::{RunOptions, run_request};
-use teml::interp::Buffers;
 use teml::ir::{KernelRequest, Name, State};
+use teml::pipeline::{RunOptions, run_request};
 use teml::runtime::Timing;
 
 fn opts(dir: &std::path::Path) -> RunOptions {
@@ -21,14 +20,14 @@ fn request(s: &State, names: &[&str]) -> KernelRequest {
     KernelRequest {
         names: names.iter().map(|n| Name::from(*n)).collect(),
         nests: names.iter().map(|n| nest(s, n)).collect(),
+        ..Default::default()
     }
 }
 
-fn verify(s: &State, names: &[&str]) -> teml::driver::KernelReport {
+fn verify(s: &State, names: &[&str]) -> teml::pipeline::KernelReport {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Buffers::new();
-    let r = run_request(s, &request(s, names), 0, &opts(dir.path()), &mut store)
-        .unwrap_or_else(|e| panic!("{names:?}: {e}"));
+    let r =
+        run_request(s, &request(s, names), 0, &opts(dir.path())).unwrap_or_else(|e| panic!("{names:?}: {e}"));
     assert!(r.verified, "{names:?}: {}", r.summary());
     r
 }
@@ -92,7 +91,7 @@ fn an_illegal_fusion_is_caught_by_verification() {
     let s = run(&s, "f", "fuse_outer", vec![id("l1"), id("l2"), int(1)]);
     assert_eq!(nest(&s, "f").tree(), "for i in [0, 7]\n  B[i] = A[i]\n  C[i] = B[-i+7]\n");
     let dir = tempfile::tempdir().unwrap();
-    let r = run_request(&s, &request(&s, &["f"]), 0, &opts(dir.path()), &mut Buffers::new()).unwrap();
+    let r = run_request(&s, &request(&s, &["f"]), 0, &opts(dir.path())).unwrap();
     assert!(!r.verified && r.speedup.is_none() && r.gflops.is_none(), "{}", r.summary());
     assert!(r.worst.as_deref().unwrap_or("").starts_with("C[0]: kernel"), "{}", r.summary());
     // unfused, the same statements verify
@@ -106,8 +105,7 @@ fn timing_reports_speedup_against_the_untransformed_build() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());
     o.timing = Some(Timing { warmup: 1, min_time_s: 0.01, min_reps: 3, max_reps: 50 });
-    let mut store = Buffers::new();
-    let r = run_request(&s, &request(&s, &["p"]), 0, &o, &mut store).unwrap();
+    let r = run_request(&s, &request(&s, &["p"]), 0, &o).unwrap();
     assert!(r.verified);
     let t = r.time.unwrap();
     assert!(t.reps >= 3 && t.min_s <= t.median_s && t.median_s <= t.max_s);
@@ -120,8 +118,7 @@ fn same_variant_twice_compiles_once() {
     let s = matmul(5, 4, 3);
     let dir = tempfile::tempdir().unwrap();
     let o = opts(dir.path());
-    let mut store = Buffers::new();
-    let a = run_request(&s, &request(&s, &["l"]), 0, &o, &mut store).unwrap();
-    let b = run_request(&s, &request(&s, &["l"]), 0, &o, &mut Buffers::new()).unwrap();
+    let a = run_request(&s, &request(&s, &["l"]), 0, &o).unwrap();
+    let b = run_request(&s, &request(&s, &["l"]), 0, &o).unwrap();
     assert!(!a.cached && b.cached);
 }

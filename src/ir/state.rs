@@ -84,7 +84,7 @@ pub enum Init {
 
 /// One `codegen(l1, l2, ...)` statement: the nests (as they were when it ran) that become one
 /// kernel, in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelRequest {
     /// The identifiers named in the statement.
     pub names: Vec<Name>,

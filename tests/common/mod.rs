@@ -136,14 +136,14 @@ pub fn verify_kernels(s: &State) {
     assert!(!s.kernels.is_empty());
     for (k, req) in s.kernels.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = teml::driver::RunOptions {
+        let opts = teml::pipeline::RunOptions {
             worker: Some(env!("CARGO_BIN_EXE_teml").into()),
             cache_dir: Some(dir.path().to_path_buf()),
             threads: Some(2),
-            ..teml::driver::RunOptions::default()
+            ..teml::pipeline::RunOptions::default()
         };
-        let r = teml::driver::run_request(s, req, k, &opts, &mut teml::interp::Buffers::new())
-            .unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
+        let r =
+            teml::pipeline::run_request(s, req, k, &opts).unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
         assert!(r.verified, "{:?}: {}", req.names, r.summary());
     }
 }

@@ -168,17 +168,35 @@ pub fn initial_data(
     dtype: DType,
     dims: &[usize],
 ) -> Result<Vec<f64>, RunError> {
+    initial_data_cropped(state, opts, name, dtype, dims, false)
+}
+
+/// [`initial_data`]; with `crop`, data from a file larger than `dims` gives its leading block
+/// (element `[i][j]` of the smaller tensor is `[i][j]` of the file's), which is how a program
+/// verified at a reduced size reads the inputs given for the full size.
+fn initial_data_cropped(
+    state: &State,
+    opts: &RunOptions,
+    name: &Name,
+    dtype: DType,
+    dims: &[usize],
+    crop: bool,
+) -> Result<Vec<f64>, RunError> {
     let n: usize = dims.iter().product();
     let from_file = |path: &std::path::Path| -> Result<Vec<f64>, RunError> {
         let a = runtime::npy::read_npy(path)?;
         let shape: Vec<usize> = a.shape.iter().map(|&d| d as usize).collect();
-        if shape != dims {
+        let fits = crop && shape.len() == dims.len() && shape.iter().zip(dims).all(|(f, d)| f >= d);
+        if shape != dims && !fits {
             return Err(RunError::Data(format!(
                 "{}: expected shape {dims:?} for tensor `{name}`, found {shape:?}",
                 path.display()
             )));
         }
-        let v = a.data.to_f64();
+        let mut v = a.data.to_f64();
+        if shape != dims {
+            v = leading_block(&v, &shape, dims);
+        }
         Ok(if dtype == DType::Float { v.into_iter().map(|x| x as f32 as f64).collect() } else { v })
     };
     if let Some(p) = opts.inputs.get(name) {
@@ -189,6 +207,25 @@ pub fn initial_data(
         Some(Init::Npy(p)) => from_file(std::path::Path::new(p)),
         Some(Init::Random) | None => Ok(random_data(opts.seed, name, n, dtype)),
     }
+}
+
+/// The leading `dims` block of a row-major array of shape `shape` (every `dims[d] <= shape[d]`).
+fn leading_block(data: &[f64], shape: &[usize], dims: &[usize]) -> Vec<f64> {
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; dims.len()];
+    for _ in 0..n {
+        let off = idx.iter().zip(shape).fold(0usize, |acc, (i, s)| acc * s + i);
+        out.push(data[off]);
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
 }
 
 fn to_bytes(t: &Tensor) -> Vec<u8> {
@@ -291,123 +328,316 @@ fn compile_and_run(
     Ok((runtime::run_kernel(&spec, &refs)?, compiled))
 }
 
-/// Makes sure `store` has data for every tensor the nests use.
-pub fn ensure_data(
-    state: &State,
-    nests: &[Nest],
-    opts: &RunOptions,
-    store: &mut Buffers,
-) -> Result<(), RunError> {
-    let mut err = None;
-    let fresh = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
-        if store.contains_key(name) {
-            return Vec::new();
+/// A meta-program the pipeline can evaluate again at other sizes (reduced-size verification,
+/// the REPL's `:def`): a file, the REPL's log of inputs, or any function of the named
+/// constants.
+pub struct Program {
+    /// What the user calls it, e.g. the file's path or `<repl>`.
+    pub label: String,
+    /// Named constants fixed from outside (`-D`, `:def`); they override the program's own
+    /// `N = ...` defaults.
+    pub defines: BTreeMap<Name, i64>,
+    eval: Box<dyn Fn(&BTreeMap<Name, i64>) -> Result<State, String>>,
+}
+
+impl Program {
+    /// A program evaluated by `eval` from the named constants it is given.
+    pub fn new(
+        label: &str,
+        defines: BTreeMap<Name, i64>,
+        eval: impl Fn(&BTreeMap<Name, i64>) -> Result<State, String> + 'static,
+    ) -> Program {
+        Program { label: label.to_string(), defines, eval: Box::new(eval) }
+    }
+
+    /// A `.teml` or `.rhai` file.
+    pub fn file(path: &std::path::Path, defines: BTreeMap<Name, i64>) -> Program {
+        let p = path.to_path_buf();
+        Program::new(&path.display().to_string(), defines, move |consts| {
+            let state = consts.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v));
+            crate::cli::eval_file(&p, &state)
+        })
+    }
+
+    /// Evaluates with the user's constants.
+    pub fn eval(&self) -> Result<State, String> {
+        (self.eval)(&self.defines)
+    }
+
+    /// Evaluates with other constants.
+    pub fn eval_with(&self, consts: &BTreeMap<Name, i64>) -> Result<State, String> {
+        (self.eval)(consts)
+    }
+}
+
+/// Which kernel to run: the `k`-th `codegen` statement, or one loop nest by name (the REPL's
+/// `:run l`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelRef {
+    /// `state.kernels[k]`.
+    Codegen(usize),
+    /// The nest bound to this identifier, alone.
+    Nest(Name),
+}
+
+impl KernelRef {
+    /// The request in `state`.
+    pub fn request(&self, state: &State) -> Result<KernelRequest, RunError> {
+        match self {
+            KernelRef::Codegen(k) => state
+                .kernels
+                .get(*k)
+                .cloned()
+                .ok_or_else(|| RunError::Data(format!("the program has no kernel {}", k + 1))),
+            KernelRef::Nest(id) => match state.get(id) {
+                Some(crate::ir::Value::Nest(n)) => Ok(KernelRequest {
+                    names: vec![id.clone()],
+                    nests: vec![n.clone()],
+                    ..Default::default()
+                }),
+                Some(v) => Err(RunError::Data(format!(
+                    "`{id}` is {}: expected a loop nest (build it first)",
+                    v.kind()
+                ))),
+                None => Err(RunError::Data(format!("unknown identifier `{id}`"))),
+            },
         }
-        initial_data(state, opts, name, dtype, dims).unwrap_or_else(|e| {
+    }
+
+    fn kernel_name(&self, index: usize) -> String {
+        if index == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{index}") }
+    }
+}
+
+/// One kernel's run: its report and the tensors it used, as it left them.
+#[derive(Clone, Debug)]
+pub struct KernelRun {
+    /// What happened.
+    pub report: KernelReport,
+    /// Every tensor the kernel uses, after the (verified or not) full-size run.
+    pub outputs: Buffers,
+}
+
+/// The pipeline: a program evaluated once at full size, and the options to run its kernels.
+/// Every kernel is an independent variant: it starts from the same initial data (the `-i`
+/// files, `init` statements, else the seeded fill) and is verified against the reference
+/// running its own untransformed statements from that data.
+pub struct Pipeline {
+    program: Program,
+    state: State,
+    opts: RunOptions,
+}
+
+impl Pipeline {
+    /// Evaluates `program`; fails with the program's located error.
+    pub fn new(program: Program, opts: RunOptions) -> Result<Pipeline, String> {
+        let state = program.eval()?;
+        Ok(Pipeline { program, state, opts })
+    }
+
+    /// A pipeline over `program` already evaluated to `state` (the REPL's current state).
+    pub fn with_state(program: Program, state: State, opts: RunOptions) -> Pipeline {
+        Pipeline { program, state, opts }
+    }
+
+    /// A pipeline over an already evaluated state (tests, and states loaded from JSON): kernels
+    /// too large to interpret cannot be verified at a reduced size.
+    pub fn from_state(state: State, opts: RunOptions) -> Pipeline {
+        let s = state.clone();
+        let program = Program::new("<state>", BTreeMap::new(), move |consts| {
+            if consts.iter().all(|(n, v)| s.constant(n) == Some(*v)) {
+                Ok(s.clone())
+            } else {
+                Err("this program was given as a state and cannot be evaluated at other sizes".into())
+            }
+        });
+        Pipeline { program, state, opts }
+    }
+
+    /// The state at full size.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The options.
+    pub fn options(&self) -> &RunOptions {
+        &self.opts
+    }
+
+    /// Every `-i` input must be used by some kernel of the program.
+    pub fn check_inputs(&self) -> Result<(), RunError> {
+        let mut used: Vec<Name> = Vec::new();
+        for req in &self.state.kernels {
+            for n in untransformed(&self.state, req)?.iter().chain(&req.nests) {
+                for s in n.stmts() {
+                    s.visit(&mut |t| {
+                        if let Some(id) = t.id()
+                            && !used.contains(id)
+                        {
+                            used.push(id.clone());
+                        }
+                    });
+                }
+            }
+        }
+        for name in self.opts.inputs.keys() {
+            if !used.contains(name) {
+                let list: Vec<String> = used.iter().map(|n| n.to_string()).collect();
+                return Err(RunError::Data(format!(
+                    "-i {name}: expected a tensor some kernel uses ({}), found `{name}`, which no kernel uses",
+                    list.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel, numbered
+    /// `index`. When the reference interpreter would run more than
+    /// `opts.max_reference_instances` statement instances, the same program is evaluated with
+    /// smaller named constants and that kernel is verified there; the full-size kernel is then
+    /// checked at sampled elements by the expression oracle. A verification failure is a
+    /// report with `verified: false`, not an error.
+    pub fn run(&self, which: &KernelRef, index: usize) -> Result<KernelRun, RunError> {
+        let req = which.request(&self.state)?;
+        let cost = reference_cost(&self.state, &req)?;
+        if cost <= self.opts.max_reference_instances {
+            return run_at(&self.state, &req, index, &self.opts, Check::Full);
+        }
+        let (small, what) = self.reduced(which)?;
+        let small_req = which.request(&small)?;
+        let small_opts = RunOptions { timing: None, ..self.opts.clone() };
+        let verification = format!("reduced size ({what})");
+        let s = run_at(&small, &small_req, index, &small_opts, Check::Reduced)?;
+        if !s.report.verified {
+            return Ok(KernelRun { report: KernelReport { verification, ..s.report }, outputs: s.outputs });
+        }
+        let note = format!("{verification}: the full size needs {cost} interpreted statement instances");
+        run_at(&self.state, &req, index, &self.opts, Check::Sampled(note))
+    }
+
+    /// The program at the largest size (every named constant capped at 64, 32, ..., 2) whose
+    /// kernel `which` the reference can run, and what was reduced (e.g. `N=16`).
+    fn reduced(&self, which: &KernelRef) -> Result<(State, String), RunError> {
+        let mut cap = 64;
+        let mut last = String::new();
+        while cap >= 2 {
+            let consts: BTreeMap<Name, i64> =
+                self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect();
+            match self.program.eval_with(&consts) {
+                Ok(s) => {
+                    if let Ok(r) = which.request(&s)
+                        && reference_cost(&s, &r).is_ok_and(|c| c <= self.opts.max_reference_instances)
+                    {
+                        let what = consts
+                            .iter()
+                            .filter(|(n, v)| self.state.constant(n) != Some(**v))
+                            .map(|(n, v)| format!("{n}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        return Ok((s, what));
+                    }
+                }
+                Err(e) => last = e,
+            }
+            cap /= 2;
+        }
+        let req = which.request(&self.state)?;
+        Err(RunError::Data(format!(
+            "kernel {} ({}): the reference interpreter would run {} statement instances (limit {}), and \
+             no smaller size of {} fits{}; give smaller -D constants or a larger --max-reference",
+            index_label(which),
+            req.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            reference_cost(&self.state, &req)?,
+            self.opts.max_reference_instances,
+            self.program.label,
+            if last.is_empty() { String::new() } else { format!(" (at a smaller size: {last})") }
+        )))
+    }
+}
+
+fn index_label(which: &KernelRef) -> String {
+    match which {
+        KernelRef::Codegen(k) => (k + 1).to_string(),
+        KernelRef::Nest(n) => format!("`{n}`"),
+    }
+}
+
+/// How a kernel is checked.
+enum Check {
+    /// Against the reference interpreter on the whole output.
+    Full,
+    /// At a reduced size: against the reference interpreter; `-i` data cropped to its leading
+    /// block.
+    Reduced,
+    /// At full size after a reduced-size verification: sampled elements against the
+    /// expression oracle. The note says what was reduced.
+    Sampled(String),
+}
+
+/// The initial data of every tensor the nests use (each kernel starts from its own copy).
+fn initial_store(state: &State, nests: &[Nest], opts: &RunOptions, crop: bool) -> Result<Buffers, RunError> {
+    let mut err = None;
+    let store = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
+        initial_data_cropped(state, opts, name, dtype, dims, crop).unwrap_or_else(|e| {
             err.get_or_insert(e);
             Vec::new()
         })
     })
     .map_err(RunError::Data)?;
-    if let Some(e) = err {
-        return Err(e);
+    match err {
+        Some(e) => Err(e),
+        None => Ok(store),
     }
-    for (name, t) in fresh {
-        if let Some(old) = store.get(&name) {
-            if old.dims != t.dims {
-                return Err(RunError::Data(format!(
-                    "tensor `{name}` has shape {:?} here but {:?} earlier",
-                    t.dims, old.dims
-                )));
-            }
-            continue;
-        }
-        store.insert(name, t);
-    }
-    Ok(())
 }
 
-/// The same program evaluated with smaller named constants, for verification when the full
-/// size is too large to interpret.
-pub struct Reduced<'a> {
-    /// The state of the program evaluated at the reduced size.
-    pub state: &'a State,
-    /// The same `codegen` request at the reduced size.
-    pub req: &'a KernelRequest,
-    /// What was reduced, e.g. `N=16`.
-    pub what: String,
-}
-
-/// Generates, compiles, runs, verifies and (with `opts.timing`) times the kernel of `req`,
-/// numbered `index`, starting from the data in `store`; on success `store` holds the kernel's
-/// outputs. A verification failure is a report with `verified: false`, not an error.
-pub fn run_request(
+/// Generates, compiles, runs and checks the kernel of `req` in `state`, from fresh initial
+/// data; times it and its untransformed build with `opts.timing`.
+fn run_at(
     state: &State,
     req: &KernelRequest,
     index: usize,
     opts: &RunOptions,
-    store: &mut Buffers,
-) -> Result<KernelReport, RunError> {
-    run_request_with(state, req, index, opts, store, None)
-}
-
-/// [`run_request`], verifying at a reduced size when the reference interpreter would run more
-/// than `opts.max_reference_instances` statement instances at full size (and `reduced` is
-/// given; without it that is an error).
-pub fn run_request_with(
-    state: &State,
-    req: &KernelRequest,
-    index: usize,
-    opts: &RunOptions,
-    store: &mut Buffers,
-    reduced: Option<Reduced<'_>>,
-) -> Result<KernelReport, RunError> {
-    let name = if index == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{index}") };
-    let cost = reference_cost(state, req)?;
-    let full_size = cost <= opts.max_reference_instances;
-    let mut note = "full size".to_string();
-    if !full_size {
-        let Some(r) = reduced else {
-            return Err(RunError::Data(format!(
-                "kernel {name}: the reference interpreter would run {cost} statement instances (limit {}); \
-                 verify at a reduced size (smaller -D constants)",
-                opts.max_reference_instances
-            )));
-        };
-        let small_opts = RunOptions { timing: None, ..opts.clone() };
-        let small = run_request_with(r.state, r.req, index, &small_opts, &mut Buffers::new(), None)?;
-        if !small.verified {
-            return Ok(KernelReport { verification: format!("reduced size ({})", r.what), ..small });
-        }
-        note =
-            format!("reduced size ({}): the full size needs {cost} interpreted statement instances", r.what);
-    }
+    check: Check,
+) -> Result<KernelRun, RunError> {
+    let name = KernelRef::Codegen(index).kernel_name(index);
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
-    ensure_data(state, &req.nests, opts, store)?;
-    ensure_data(state, &reference_nests, opts, store)?;
+    let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
+    let store = initial_store(state, &all, opts, matches!(check, Check::Reduced))?;
 
-    // The reference: the untransformed program on a copy of the same data.
-    let reference = if full_size {
-        let mut r = store.clone();
-        interp::run(state, &reference_nests, &mut r).map_err(RunError::Data)?;
-        Some(r)
-    } else {
-        None
+    // The reference: the untransformed statements on a copy of the same data.
+    let reference = match check {
+        Check::Full | Check::Reduced => {
+            let mut r = store.clone();
+            interp::run(state, &reference_nests, &mut r).map_err(RunError::Data)?;
+            Some(r)
+        }
+        Check::Sampled(_) => None,
     };
 
-    let (outcome, compiled) = compile_and_run(&kernel, store, opts)?;
+    let (outcome, compiled) = compile_and_run(&kernel, &store, opts)?;
     let mut cmp = Comparison::default();
-    let mut outputs = Vec::new();
+    let mut outputs = Buffers::new();
     for (p, bytes) in kernel.params.iter().zip(&outcome.outputs) {
         let got = from_bytes(bytes, p.dtype);
         if let (true, Some(reference)) = (p.written, &reference) {
             let want = &reference[&p.name];
             compare(&p.name, &want.dims, &got, &want.data, tolerance(p.dtype), &mut cmp);
         }
-        outputs.push((p.name.clone(), got));
+        if let Some(t) = store.get(&p.name) {
+            outputs.insert(p.name.clone(), Tensor { data: got, ..t.clone() });
+        }
     }
+    let note = match &check {
+        Check::Full => "full size".to_string(),
+        Check::Reduced => "reduced size".to_string(),
+        Check::Sampled(note) => {
+            let what = spot_check(state, req, &kernel, &store, &outputs, &mut cmp)?;
+            format!("{note}; {what}")
+        }
+    };
     let verified = cmp.worst.is_none();
     let time = outcome.stats();
     let flops = flop_count(state, &reference_nests);
@@ -430,9 +660,9 @@ pub fn run_request_with(
     };
     if !verified {
         report.gflops = None;
-        return Ok(report);
+        return Ok(KernelRun { report, outputs });
     }
-    // The untransformed build, same flags, same run: the speedup's denominator.
+    // The untransformed build, same flags, same run, same inputs: the speedup's denominator.
     if opts.timing.is_some() {
         let base_named: Vec<(Name, Nest)> = reference_nests
             .iter()
@@ -440,15 +670,21 @@ pub fn run_request_with(
             .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
             .collect();
         let base = codegen::generate(state, &format!("{name}_untransformed"), &base_named)?;
-        let (bout, _) = compile_and_run(&base, store, opts)?;
-        // The baseline must agree with the kernel (and with the reference where there is one).
+        let (bout, _) = compile_and_run(&base, &store, opts)?;
+        // The baseline must agree with the kernel.
         let mut bcmp = Comparison::default();
         for (p, bytes) in base.params.iter().zip(&bout.outputs) {
             if p.written
-                && let Some((_, got)) = outputs.iter().find(|(n, _)| n == &p.name)
+                && let Some(got) = outputs.get(&p.name)
             {
-                let dims = &store[&p.name].dims;
-                compare(&p.name, dims, &from_bytes(bytes, p.dtype), got, tolerance(p.dtype), &mut bcmp);
+                compare(
+                    &p.name,
+                    &got.dims,
+                    &from_bytes(bytes, p.dtype),
+                    &got.data,
+                    tolerance(p.dtype),
+                    &mut bcmp,
+                );
             }
         }
         if bcmp.worst.is_none()
@@ -458,12 +694,41 @@ pub fn run_request_with(
             report.speedup = Some(b.median_s / t.median_s);
         }
     }
-    for (n, got) in outputs {
-        if let Some(t) = store.get_mut(&n) {
-            t.data = got;
-        }
+    Ok(KernelRun { report, outputs })
+}
+
+/// Checks the full-size kernel's outputs at sampled elements against the expression oracle;
+/// says what was checked.
+fn spot_check(
+    _state: &State,
+    _req: &KernelRequest,
+    _kernel: &CKernel,
+    _initial: &Buffers,
+    _outputs: &Buffers,
+    _cmp: &mut Comparison,
+) -> Result<String, RunError> {
+    Ok("full-size kernel not checked".to_string())
+}
+
+/// Runs the kernel of `req` in `state` at full size (an error if the reference would run more
+/// than `opts.max_reference_instances` statement instances; use [`Pipeline`] to verify at a
+/// reduced size).
+pub fn run_request(
+    state: &State,
+    req: &KernelRequest,
+    index: usize,
+    opts: &RunOptions,
+) -> Result<KernelReport, RunError> {
+    let cost = reference_cost(state, req)?;
+    if cost > opts.max_reference_instances {
+        return Err(RunError::Data(format!(
+            "kernel {}: the reference interpreter would run {cost} statement instances (limit {}); \
+             verify at a reduced size (smaller -D constants)",
+            index + 1,
+            opts.max_reference_instances
+        )));
     }
-    Ok(report)
+    Ok(run_at(state, req, index, opts, Check::Full)?.report)
 }
 
 /// Writes tensor `name` of `store` as `.npy` (in its element type).

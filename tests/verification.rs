@@ -1,0 +1,181 @@
+//! What "verified" means: every kernel starts from the same initial inputs and is compared with
+//! its own untransformed statements; accumulators are zeroed where the transformed nest needs
+//! them; inputs given for the full size verify at a reduced size; the REPL's `:def` evaluates
+//! again what depends on the constant.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn teml(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .env("OMP_NUM_THREADS", "2")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("teml runs")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{}", String::from_utf8_lossy(&o.stderr)))
+}
+
+fn program(name: &str) -> String {
+    format!("tests/programs/{name}")
+}
+
+fn verified(v: &serde_json::Value) -> Vec<bool> {
+    v["kernels"].as_array().unwrap().iter().map(|k| k["verified"] == true).collect()
+}
+
+#[test]
+fn codegens_are_independent_variants() {
+    // Kernel 1 computes B and C; kernel 2 fuses the two nests illegally. Chained, kernel 2
+    // would start from kernel 1's B and be "verified"; independent, it is caught.
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", &program("chained_codegen_illegal_fusion.teml"), "-D", "N=6", "--json"], d.path());
+    assert!(!o.status.success());
+    let v = json(&o);
+    assert_eq!(verified(&v), vec![true, false], "{v}");
+    assert_eq!(v["error"], "kernel 2 does not match the reference: not reported as a speedup");
+    assert!(v["kernels"][1]["worst"].as_str().unwrap().starts_with("C["), "{v}");
+}
+
+#[test]
+fn later_kernels_do_not_see_earlier_outputs() {
+    // The same in-place statement twice: each kernel starts from the initial A, so both
+    // compute 2*A (chained, the second would compute 4*A and still "verify").
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("twice.teml");
+    std::fs::write(
+        &src,
+        "A = tensor([5])\nA = add(A, A, [[i], [i]] -> [i])\nl = build(A)\ncodegen(l)\ncodegen(l)\n",
+    )
+    .unwrap();
+    let out = d.path().join("a.npy");
+    let o = teml(&["run", src.to_str().unwrap(), "--json", "-o", &format!("A={}", out.display())], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(verified(&json(&o)), vec![true, true]);
+    let a = teml::runtime::npy::read_npy(&out).unwrap().data.to_f64();
+    let want: Vec<f64> =
+        teml::pipeline::random_data(42, "A", 5, teml::ir::DType::Double).iter().map(|x| 2.0 * x).collect();
+    assert_eq!(a, want, "-o saves A as the last kernel that uses it left it, from the initial data");
+}
+
+#[test]
+fn a_contraction_fused_with_a_reader_of_its_old_values_verifies() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", &program("fused_contraction_reads_old.teml"), "-D", "N=9", "--json"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(verified(&json(&o)), vec![true, true, true]);
+}
+
+#[test]
+fn a_contraction_fused_with_itself_sums_once() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", &program("self_fused_contraction.teml"), "-D", "N=7", "--json"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(verified(&json(&o)), vec![true, true]);
+}
+
+#[test]
+fn the_accumulator_is_zeroed_next_to_its_updates() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("mm.teml");
+    std::fs::write(
+        &src,
+        "A = tensor([8, 8])\nB = tensor([8, 8])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+         l2 = interchange(l, 2, 3)\ncodegen(l)\ncodegen(l2)\n",
+    )
+    .unwrap();
+    let o = teml(&["run", src.to_str().unwrap(), "--no-run"], d.path());
+    let c = String::from_utf8_lossy(&o.stdout);
+    assert!(!c.contains("memset"), "{c}");
+    // i1, i2, k1: zeroed just before the k1 loop
+    assert!(
+        c.contains(
+            "    for (int i2 = 0; i2 <= 7; i2++)\n    {\n      C[i1][i2] = 0.0;\n      for (int k1 = 0; k1 <= 7; k1++)"
+        ),
+        "{c}"
+    );
+    // i1, k1, i2: a row zeroed before the k1 loop
+    assert!(
+        c.contains(
+            "  {\n    for (int i2 = 0; i2 <= 7; i2++)\n      C[i1][i2] = 0.0;\n    for (int k1 = 0; k1 <= 7; k1++)"
+        ),
+        "{c}"
+    );
+}
+
+fn write_npy(dir: &Path, name: &str, n: usize) -> PathBuf {
+    let p = dir.join(name);
+    let data: Vec<f64> = (0..n * n).map(|k| 1.0 + (k % 7) as f64 / 8.0).collect();
+    teml::runtime::npy::write_npy_f64(&p, &[n as u64, n as u64], &data).unwrap();
+    p
+}
+
+#[test]
+fn inputs_for_the_full_size_verify_at_a_reduced_size() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write_npy(d.path(), "a24.npy", 24);
+    let o = teml(
+        &[
+            "run",
+            "examples/mm.teml",
+            "-D",
+            "N=24",
+            "--max-reference",
+            "1000",
+            "-i",
+            &format!("A={}", a.display()),
+            "--json",
+        ],
+        d.path(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let how = v["kernels"][0]["verification"].as_str().unwrap();
+    assert!(how.starts_with("reduced size (N=8)"), "{how}");
+}
+
+#[test]
+fn an_input_no_kernel_uses_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write_npy(d.path(), "a.npy", 8);
+    let o = teml(&["run", "examples/mm.teml", "-D", "N=8", "-i", &format!("Z={}", a.display())], d.path());
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "error: -i Z: expected a tensor some kernel uses (C, A, B), found `Z`, which no kernel uses"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn def_evaluates_again_what_depends_on_the_constant() {
+    use teml::repl::{Mode, Repl};
+    let d = tempfile::tempdir().unwrap();
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("TEML_CACHE_DIR", d.path().join("cache")) };
+    let mut r = Repl::new(teml::ir::State::new().with_const("N", 8), Mode::Teml);
+    for line in
+        ["A = tensor([N])", "B = add(A, A, [[i], [i]] -> [i])", "l = build(B)", "s = stripmine(l, 1, 4)"]
+    {
+        r.handle(line).unwrap();
+    }
+    // With N = 8 the blocks divide the extent: no `min` in the inner bound.
+    assert!(r.handle(":tree s").unwrap().contains("for i in [4*io, 4*io+3]"));
+    let msg = r.handle(":def N=10").unwrap();
+    assert!(msg.starts_with("N = 10 ("), "{msg}");
+    let tree = r.handle(":tree s").unwrap();
+    assert!(tree.contains("min(4*io+3, N-1)"), "{tree}");
+    let out = r.handle(":run s").unwrap();
+    assert!(out.contains("verified"), "{out}");
+    // A redefinition the session cannot take is refused, and nothing is lost.
+    let e = r.handle(":def N=-3").unwrap_err();
+    assert!(e.starts_with(":def N=-3: the session cannot be evaluated again with it (N stays 10)"), "{e}");
+    assert!(r.handle(":tree s").unwrap().contains("min(4*io+3, N-1)"));
+}
