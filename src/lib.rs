@@ -10,6 +10,7 @@
 //! - [`script`]: the Rhai front-end (`.rhai` meta-programs, REPL sessions) and the standard library.
 //! - [`driver`]: codegen, compile, run, verify, time: the pipeline behind `teml run`.
 //! - [`interp`]: the reference interpreter verification compares against.
+//! - [`oracle`]: a second, independent evaluator of the tensor expressions themselves.
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod interp;
 pub mod ir;
 pub mod lang;
 pub mod ops;
+pub mod oracle;
 pub mod repl;
 pub mod runtime;
 pub mod script;
