@@ -146,3 +146,34 @@ fn corner_programs_agree_with_the_interpreter() {
         check_src(p, &format!("corner{}.teml", k + 1), &State::new());
     }
 }
+
+/// Programs whose meaning the oracle leaves undefined, or whose ranges it infers otherwise
+/// than `build`: refused with an error, never a wrong value.
+#[test]
+fn programs_outside_the_oracle_are_refused() {
+    let cases = [
+        // In place at other elements: the loops transpose half-updated data.
+        ("A = tensor([4, 4])\nT = @A: eq(A, [i, j] -> [j, i])\nl = build(T)\ncodegen(l)", "A", "in place"),
+        // `k` indexes B on its own (extent 5) but `A[i][k+1]` only fits 4 of them: `build`
+        // narrows the range (ops::infer), the oracle keeps the plain extent and reads past A.
+        (
+            "A = tensor([3, 5])\nB = tensor([5, 4])\nt = vmul(A, B, [[i, k+1], [k, j]])\nC = tensor([3, 4])\n\
+             init(C, 0)\nC = add(C, t, [[i, j], ] -> [i, j])\nl = build(C)\ncodegen(l)",
+            "C",
+            "reads index 5",
+        ),
+    ];
+    for (src, written, why) in cases {
+        let state = teml::lang::eval_with(src, "t.teml", &State::new(), &Stdlib::get()).unwrap();
+        let req = &state.kernels[0];
+        let nests = untransformed(&state, req).unwrap();
+        let mut bufs = Buffers::new();
+        ensure_data(&state, &nests, &RunOptions::default(), &mut bufs).unwrap();
+        interp::run(&state, &nests, &mut bufs.clone()).unwrap();
+        let stmts: Vec<TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
+        let e = oracle::run(&state, &stmts, &mut bufs.clone()).unwrap_err();
+        assert!(e.to_string().contains(why), "{src}: {e}");
+        let e = Spot::new(&state, &stmts, &bufs, 1000).element(written, &[0, 1]).unwrap_err();
+        assert!(e.to_string().contains(why), "{src}: {e}");
+    }
+}
