@@ -325,7 +325,9 @@ fn compile(state: &State, s: &TExpr) -> Res<Stmt> {
         a.is_tensor_leaf() && a.op == x.op && a.iters == x.iters
     };
     let value = if onto { &y.children[1] } else { y };
-    let sums = !extra.is_empty() || value.has_contract() || (*mode == AssignMode::Accumulator && !onto);
+    // Reading the element being written is the same in both semantics only when it is read
+    // once, before its single write: no sum, and no zeroing (an accumulator would read 0).
+    let sums = !extra.is_empty() || value.has_contract() || *mode == AssignMode::Accumulator;
     let mut bad = None;
     value.visit(&mut |n| {
         if bad.is_none() && n.is_tensor_leaf() && n.op == x.op {
@@ -398,13 +400,16 @@ trait Reader {
     fn read(&mut self, tensor: &Name, lin: usize) -> Res<f64>;
 }
 
+/// A summand: evaluated at the iterator values `env`, reading through the reader.
+type Body<'a> = dyn FnMut(&mut [i64], &mut dyn Reader) -> Res<f64> + 'a;
+
 /// Sums `body` over every point of the box of `over` (each slot in `0..extent`).
 fn sum_box(
     over: &[usize],
     ext: &[i64],
     env: &mut [i64],
     rd: &mut dyn Reader,
-    body: &mut dyn FnMut(&mut [i64], &mut dyn Reader) -> Res<f64>,
+    body: &mut Body<'_>,
 ) -> Res<f64> {
     if over.iter().any(|s| ext[*s] <= 0) {
         return Ok(0.0);
@@ -769,8 +774,11 @@ mod tests {
             leaf("A", &[2, 2], &["i", "j"]),
             bin(Op::Mul, leaf("A", &[2, 2], &["i", "j"]), leaf("A", &[2, 2], &["i", "j"])),
         );
-        run(&State::new(), &[s], &mut b).unwrap();
+        run(&State::new(), std::slice::from_ref(&s), &mut b).unwrap();
         assert_eq!(b["A"].data, vec![0.0, 1.0, 4.0, 9.0]);
+        // ... but not in an accumulator, which reads it zeroed.
+        let acc = assign(AssignMode::Accumulator, s.children[0].clone(), s.children[1].clone());
+        assert!(matches!(run(&State::new(), &[acc], &mut b), Err(OracleError::Unsupported(_))));
     }
 
     #[test]
