@@ -11,6 +11,7 @@
 //! - [`pipeline`]: the one road from a meta-program to verified, timed kernels (evaluate, lower,
 //!   compile, run, verify at full or reduced size, time), used by the CLI, the REPL and the tuner.
 //! - [`interp`]: the reference interpreter verification compares against.
+//! - [`oracle`]: a second, independent evaluator of the tensor expressions themselves.
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod interp;
 pub mod ir;
 pub mod lang;
 pub mod ops;
+pub mod oracle;
 pub mod pipeline;
 pub mod repl;
 pub mod runtime;

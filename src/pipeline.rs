@@ -575,8 +575,18 @@ enum Check {
     Sampled(String),
 }
 
-/// The initial data of every tensor the nests use (each kernel starts from its own copy).
-fn initial_store(state: &State, nests: &[Nest], opts: &RunOptions, crop: bool) -> Result<Buffers, RunError> {
+/// The initial data of every tensor the nests use: the `-i` files, `init` statements, else the
+/// seeded fill (each kernel starts from its own copy).
+pub fn initial_store(state: &State, nests: &[Nest], opts: &RunOptions) -> Result<Buffers, RunError> {
+    initial_store_cropped(state, nests, opts, false)
+}
+
+fn initial_store_cropped(
+    state: &State,
+    nests: &[Nest],
+    opts: &RunOptions,
+    crop: bool,
+) -> Result<Buffers, RunError> {
     let mut err = None;
     let store = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
         initial_data_cropped(state, opts, name, dtype, dims, crop).unwrap_or_else(|e| {
@@ -605,7 +615,7 @@ fn run_at(
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
-    let store = initial_store(state, &all, opts, matches!(check, Check::Reduced))?;
+    let store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
 
     // The reference: the untransformed statements on a copy of the same data.
     let reference = match check {
