@@ -197,6 +197,11 @@ fn large_kernels_are_verified_at_a_reduced_size() {
     assert_eq!(k["verified"], true);
     let how = k["verification"].as_str().unwrap();
     assert!(how.starts_with("reduced size (N=32)") && how.contains("884736"), "{how}");
+    // ... and the full-size binary, the one that is timed, is checked at sampled elements.
+    assert!(
+        how.ends_with("full-size kernel checked at 24 sampled elements against the expression oracle"),
+        "{how}"
+    );
 }
 
 #[test]
