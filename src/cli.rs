@@ -1,9 +1,7 @@
 //! The `teml` command line: `run`, `check`, `repl`, `builtins`.
 
-use crate::interp::Buffers;
 use crate::ir::{Name, State};
-use crate::pipeline::{self, KernelRef, KernelReport, Pipeline, Program, RunOptions};
-use crate::runtime::{Flags, Timing};
+use crate::pipeline::{self, Buffers, Flags, KernelRef, KernelReport, Pipeline, Program, RunOptions, Timing};
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,14 +135,7 @@ pub fn initial_state(defs: &[(String, i64)]) -> State {
 
 /// Evaluates a program file (by extension) from `state`.
 pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
-    let src =
-        std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
-    let file = path.display().to_string();
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("rhai") => crate::script::eval(&src, &file, state).map_err(|e| e.to_string()),
-        _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
-            .map_err(|e| e.to_string()),
-    }
+    pipeline::eval_file(path, state)
 }
 
 /// `teml check`: 0 if the program evaluates.
@@ -213,11 +204,8 @@ pub fn run(a: &RunArgs) -> i32 {
     }
     let n = state.kernels.len();
     if a.no_run {
-        for (k, req) in state.kernels.iter().enumerate() {
-            let name = if k == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{k}") };
-            let named: Vec<(Name, crate::ir::Nest)> =
-                req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-            match crate::codegen::generate(state, &name, &named) {
+        for k in 0..n {
+            match pipe.generate(&KernelRef::Codegen(k), k) {
                 Ok(c) => match &a.emit_c {
                     Some(p) => {
                         if let Err(e) = std::fs::write(emit_path(p, k, n), &c.source) {

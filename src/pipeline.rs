@@ -1,13 +1,20 @@
-//! The pipeline behind `teml run`, the REPL's `:run`/`:time` and the tuner: generate C for a
-//! `codegen` request, compile it (cached), run it in a worker process on real data, check every
-//! written tensor against the reference interpreter running the untransformed program on the
-//! same inputs, time it, and time the untransformed build compiled with the same flags in the
-//! same run for the speedup. Nothing is reported as a speedup unless it was verified.
+//! The one pipeline behind `teml run`, the REPL's `:c`/`:run`/`:time` and the tuner: a
+//! [`Program`] (re-evaluable at other sizes) is evaluated once; then for each kernel
+//! ([`KernelRef`]) [`Pipeline::run`] generates C, compiles it (cached), runs it in a worker
+//! process on fresh initial data, checks every written tensor against the reference
+//! interpreter running that kernel's own untransformed statements on the same data (at a
+//! reduced size when the full one is too big, then spot-checks the full-size kernel against
+//! the expression oracle), times it, and times the untransformed build compiled with the same
+//! flags in the same run for the speedup, returning a typed [`KernelRun`]. Nothing is reported
+//! as a speedup unless it was verified. The shells only parse arguments and print reports.
+
+pub use crate::interp::Buffers;
+pub use crate::runtime::{Flags, Timing};
 
 use crate::codegen::{self, CKernel, ENTRY};
-use crate::interp::{self, Buffers, Tensor};
+use crate::interp::{self, Tensor};
 use crate::ir::{DType, Init, KernelRequest, LNode, Name, Nest, State, lower};
-use crate::runtime::{self, BufferSpec, Compiler, Flags, RunSpec, RuntimeError, TimeStats, Timing};
+use crate::runtime::{self, BufferSpec, Compiler, RunSpec, RuntimeError, TimeStats};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -337,8 +344,11 @@ pub struct Program {
     /// Named constants fixed from outside (`-D`, `:def`); they override the program's own
     /// `N = ...` defaults.
     pub defines: BTreeMap<Name, i64>,
-    eval: Box<dyn Fn(&BTreeMap<Name, i64>) -> Result<State, String>>,
+    eval: Box<EvalFn>,
 }
+
+/// Evaluates a program from the named constants it is given.
+pub type EvalFn = dyn Fn(&BTreeMap<Name, i64>) -> Result<State, String>;
 
 impl Program {
     /// A program evaluated by `eval` from the named constants it is given.
@@ -355,7 +365,7 @@ impl Program {
         let p = path.to_path_buf();
         Program::new(&path.display().to_string(), defines, move |consts| {
             let state = consts.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v));
-            crate::cli::eval_file(&p, &state)
+            eval_file(&p, &state)
         })
     }
 
@@ -367,6 +377,19 @@ impl Program {
     /// Evaluates with other constants.
     pub fn eval_with(&self, consts: &BTreeMap<Name, i64>) -> Result<State, String> {
         (self.eval)(consts)
+    }
+}
+
+/// Evaluates a program file from `state`: `.rhai` as a Rhai script, anything else in the
+/// paper's syntax.
+pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String> {
+    let src =
+        std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    let file = path.display().to_string();
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("rhai") => crate::script::eval(&src, &file, state).map_err(|e| e.to_string()),
+        _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -462,6 +485,13 @@ impl Pipeline {
     /// The options.
     pub fn options(&self) -> &RunOptions {
         &self.opts
+    }
+
+    /// The C source of one kernel, numbered `index`, without compiling it.
+    pub fn generate(&self, which: &KernelRef, index: usize) -> Result<CKernel, RunError> {
+        let req = which.request(&self.state)?;
+        let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+        Ok(codegen::generate(&self.state, &which.kernel_name(index), &named)?)
     }
 
     /// Every `-i` input must be used by some kernel of the program.

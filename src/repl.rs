@@ -2,9 +2,8 @@
 //! to inspect, compile, verify and time what the session built. An error never ends the
 //! session; the state before the failing line is kept.
 
-use crate::ir::{KernelRequest, Name, State, Value};
-use crate::pipeline::{KernelRef, Pipeline, Program, RunOptions};
-use crate::runtime::{Flags, Timing};
+use crate::ir::{Name, State, Value};
+use crate::pipeline::{Flags, KernelRef, Pipeline, Program, RunOptions, Timing};
 use crate::script::{Session, Stdlib};
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
@@ -164,7 +163,7 @@ fn replay(log: &[Entry], consts: &BTreeMap<Name, i64>) -> Result<(State, Option<
                 s.eval_line(src).map_err(|e| e.to_string())?;
                 state = s.state().clone();
             }
-            Entry::Load(path) => state = crate::cli::eval_file(path, &state)?,
+            Entry::Load(path) => state = crate::pipeline::eval_file(path, &state)?,
             Entry::Saved(saved) => {
                 if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v))
                 {
@@ -301,15 +300,10 @@ impl Repl {
         })
     }
 
-    fn request(&self, id: &str) -> Result<KernelRequest, String> {
-        match self.value(id)? {
-            Value::Nest(n) => Ok(KernelRequest {
-                names: vec![Name::from(id)],
-                nests: vec![n.clone()],
-                ..Default::default()
-            }),
-            v => Err(format!("`{id}` is {}: expected a loop nest (build it first)", v.kind())),
-        }
+    /// Checks that `id` is a loop nest (with the REPL's "did you mean" for unknown names).
+    fn request(&self, id: &str) -> Result<(), String> {
+        self.value(id)?;
+        KernelRef::Nest(Name::from(id)).request(&self.state).map(|_| ()).map_err(|e| e.to_string())
     }
 
     fn command(&mut self, line: &str) -> Result<String, String> {
@@ -330,10 +324,9 @@ impl Repl {
             ":paper" => Ok(self.value(need("an identifier")?)?.paper()),
             ":c" => {
                 let id = need("a loop nest")?;
-                let req = self.request(id)?;
-                let named: Vec<(Name, crate::ir::Nest)> =
-                    req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-                crate::codegen::generate(&self.state, "teml_kernel", &named)
+                self.request(id)?;
+                let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts.clone());
+                pipe.generate(&KernelRef::Nest(Name::from(id)), 0)
                     .map(|k| k.source)
                     .map_err(|e| e.to_string())
             }
@@ -411,7 +404,7 @@ impl Repl {
             return State::from_json(&text)
                 .map_err(|e| format!(":load: {}: not a saved state: {e}", path.display()));
         }
-        crate::cli::eval_file(path, &self.state)
+        crate::pipeline::eval_file(path, &self.state)
     }
 
     fn state_listing(&self) -> String {
