@@ -229,3 +229,33 @@ fn misplaced_contraction_is_refused() {
     // onto the target itself it accumulates
     run(&s, "C", "add", vec![id("C"), id("P"), list(vec![its("i1, i2"), none()]), its("i1, i2")]);
 }
+
+#[test]
+fn parallel_inside_a_vectorized_loop_is_refused() {
+    let s = matmul(4, 6, 5);
+    let s = run(&s, "v", "vectorize", vec![id("l"), int(1)]);
+    let e = fails(&s, "x", "parallelize", vec![id("v"), int(2)]);
+    assert_eq!(
+        e,
+        "parallelize: loop `j` is parallelized inside loop `i`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+    let s = run(&s, "p", "parallelize", vec![id("l"), int(3)]);
+    let e = fails(&s, "x", "vectorize", vec![id("p"), int(1)]);
+    assert_eq!(
+        e,
+        "vectorize: loop `k` is parallelized inside loop `i`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+    // Marks that interchange moves are refused when C is generated.
+    let s = run(&s, "q", "parallelize", vec![id("l"), int(1)]);
+    let s = run(&s, "q", "vectorize", vec![id("q"), int(2)]);
+    let s = run(&s, "q", "interchange", vec![id("q"), int(1), int(2)]);
+    let ns = vec![(teml::ir::Name::from("q"), nest(&s, "q"))];
+    let e = teml::codegen::generate(&s, "k", &ns).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "codegen: loop `i` is parallelized inside loop `j`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+}

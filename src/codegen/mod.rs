@@ -461,6 +461,12 @@ impl Cx<'_> {
     }
 
     fn loop_(&mut self, l: &Loop, depth: usize) -> std::result::Result<(), String> {
+        // Marks moved by interchange or fusion can still put `parallel for` inside `simd`.
+        if l.annot.vectorize
+            && let Some(inner) = l.body.iter().find_map(crate::ops::transform::parallel_loop)
+        {
+            return Err(crate::ops::transform::simd_around_parallel_reason(l, &inner));
+        }
         let marked = l.annot.parallel || l.annot.vectorize;
         let plan = if marked {
             let what = match (l.annot.parallel, l.annot.vectorize) {

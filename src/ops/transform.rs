@@ -357,8 +357,14 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
 }
 
 /// `parallelize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run on several threads.
+/// Refused inside a vectorized loop: OpenMP has no `parallel for` inside `simd`.
 pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
-    rewrite_loop(nest, level, "parallelize", &level_arg(2), &mut |l| {
+    let b = "parallelize";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(outer) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+        return Err(simd_around_parallel(b, outer, &l));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         l2.annot.parallel = true;
         Ok(vec![LNode::Loop(Arc::new(l2))])
@@ -366,10 +372,39 @@ pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
 }
 
 /// `vectorize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run in SIMD lanes.
+/// Refused around a parallelized loop: OpenMP has no `parallel for` inside `simd`.
 pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
-    rewrite_loop(nest, level, "vectorize", &level_arg(2), &mut |l| {
+    let b = "vectorize";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(inner) = l.body.iter().find_map(parallel_loop) {
+        return Err(simd_around_parallel(b, &l, &inner));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         l2.annot.vectorize = true;
         Ok(vec![LNode::Loop(Arc::new(l2))])
     })
+}
+
+/// The first loop marked parallel at or below `x`.
+pub(crate) fn parallel_loop(x: &LNode) -> Option<Arc<Loop>> {
+    let l = x.as_loop()?;
+    if l.annot.parallel {
+        return Some(l.clone());
+    }
+    l.body.iter().find_map(parallel_loop)
+}
+
+/// The refusal of a parallel loop inside a vectorized one.
+fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
+    Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
+}
+
+/// Why a parallel loop cannot run inside a vectorized one (also code generation's reason).
+pub(crate) fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
+    format!(
+        "loop `{}` is parallelized inside loop `{}`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one",
+        inner.iter, outer.iter
+    )
 }
