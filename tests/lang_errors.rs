@@ -188,3 +188,33 @@ fn other_evaluation_errors() {
     assert_eq!((e.line, e.col, e.width), (7, 3, 1), "{e}");
     assert!(e.message.starts_with("fuse_outer: cannot fuse at level 1"), "{e}");
 }
+
+#[test]
+fn integer_overflow_is_a_located_error() {
+    let e = fails("N = 4611686018427387904\nA = tensor([N])");
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N in dimension 1 (= 4611686018427387904)"
+    );
+    assert_eq!((e.line, e.col), (2, 12));
+    let e = fails("A = tensor([8])\nB = eq(A, [i] -> [i])\nl = build(B)\nl1 = stripmine(l, 1, 4611686018427387904)");
+    assert_eq!(e.message, "stripmine: argument 3 (factor): expected a factor of at most 2147483647, found 4611686018427387904");
+    assert_eq!((e.line, e.col), (4, 22));
+    // -D N=9223372036854775807 overrides the default and is refused where it is used.
+    let s = State::new().with_const("N", i64::MAX);
+    let e = eval("N = 8\nA = tensor([N, N+1])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N in dimension 1 (= 9223372036854775807)"
+    );
+    assert_eq!((e.line, e.col), (2, 12));
+    let s = State::new().with_const("N", i64::MAX - 1);
+    let e = eval("A = tensor([N+2])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N+2 in dimension 1 (an integer overflow)"
+    );
+    // index arithmetic in the source
+    let e = fails("A = tensor([8])\nB = eq(A, [i+9223372036854775807+1] -> [i])");
+    assert_eq!((e.message.as_str(), e.line, e.col), ("integer overflow in the index expression", 2, 12));
+}

@@ -176,7 +176,8 @@ fn independent_in_some_dim(p: &Loop, acc: &[&(Access, Vec<Loop>)]) -> bool {
             max_b = max_b.max(ob);
         }
         if let Some(c) = c0
-            && max_b - min_a < c * p.step
+            && let (Some(width), Some(stride)) = (max_b.checked_sub(min_a), c.checked_mul(p.step))
+            && width < stride
         {
             return true;
         }

@@ -44,7 +44,7 @@ impl Param {
     pub fn len(&self, state: &State) -> std::result::Result<usize, Name> {
         let mut n: usize = 1;
         for d in &self.dims {
-            n *= usize::try_from(d.eval(&|v| state.constant(v))?).unwrap_or(0);
+            n = n.saturating_mul(usize::try_from(d.eval(&|v| state.constant(v))?).unwrap_or(0));
         }
         Ok(n)
     }
@@ -98,6 +98,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         }
     }
     let consts: Vec<Name> = consts.into_iter().filter(|v| !iters.contains(v)).collect();
+    check_ranges(state, &params, nests, &consts).map_err(illegal)?;
     let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
     for p in params.iter_mut() {
         p.c_name = names.tensor(&p.name).to_string();
@@ -197,6 +198,74 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         params.iter().enumerate().map(|(k, p)| format!("({})args[{k}]", param_cast(p, &names))).collect();
     let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
     Ok(CKernel { source: src, name: name.to_string(), params, consts })
+}
+
+/// Every integer of the kernel fits the C `int` its loops run over, and every tensor fits in
+/// memory's address range: named constants' values, loop bounds and indices (their
+/// coefficients, and their values where the named constants give them).
+fn check_ranges(
+    state: &State,
+    params: &[Param],
+    nests: &[(Name, Nest)],
+    consts: &[Name],
+) -> std::result::Result<(), String> {
+    let limit = crate::ir::expr::INT_MAX;
+    for c in consts {
+        if let Some(v) = state.constant(c)
+            && !(1..=limit).contains(&v)
+        {
+            return Err(format!("named constant {c} = {v}: expected a value in 1..={limit} (the generated loops run over C int)"));
+        }
+    }
+    let check = |e: &Expr, what: &dyn Fn() -> String| -> std::result::Result<(), String> {
+        let value = e.checked_eval(&|v| state.constant(v));
+        let out = !e.within(limit)
+            || matches!(value, Err(crate::ir::EvalError::Overflow))
+            || value.is_ok_and(|v| !(-limit..=limit).contains(&v));
+        if out {
+            return Err(format!(
+                "{} leaves the integer range: expected values within -{limit}..={limit} (the generated loops run over C int)",
+                what()
+            ));
+        }
+        Ok(())
+    };
+    fn walk(
+        x: &LNode,
+        check: &dyn Fn(&Expr, &dyn Fn() -> String) -> std::result::Result<(), String>,
+    ) -> std::result::Result<(), String> {
+        match x {
+            LNode::Loop(l) => {
+                check(&l.lb, &|| format!("the lower bound {} of loop `{}`", l.lb, l.iter))?;
+                check(&l.ub, &|| format!("the upper bound {} of loop `{}`", l.ub, l.iter))?;
+                l.body.iter().try_for_each(|c| walk(c, check))
+            }
+            LNode::Stmt(s) => {
+                for leaf in s.indexed_leaves() {
+                    for e in leaf.index_list().unwrap_or(&[]) {
+                        check(e, &|| format!("the index {e} of {}", leaf.access()))?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+    for (_, n) in nests {
+        n.items().iter().try_for_each(|x| walk(x, &check))?;
+    }
+    for p in params {
+        let mut bytes: Option<u64> = Some(if p.dtype == DType::Float { 4 } else { 8 });
+        for d in &p.dims {
+            check(d, &|| format!("the extent {d} of tensor `{}`", p.name))?;
+            if let Ok(v) = d.checked_eval(&|v| state.constant(v)) {
+                bytes = bytes.and_then(|b| b.checked_mul(v.max(0) as u64));
+            }
+        }
+        if bytes.is_none_or(|b| b > isize::MAX as u64) {
+            return Err(format!("tensor `{}` is too large: expected at most {} bytes", p.name, isize::MAX));
+        }
+    }
+    Ok(())
 }
 
 fn is_c_ident(s: &str) -> bool {

@@ -75,7 +75,13 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
                 }
             },
         };
-        ranges.push((v.clone(), extent.add_int(-1)));
+        let ub = extent.checked_add_int(-1).map_err(|_| Error::BadArgument {
+            builtin: b.into(),
+            arg: arg.clone(),
+            expected: format!("extents of at most {}", crate::ir::expr::INT_MAX),
+            found: format!("the extent {extent} of iterator `{v}` (an integer overflow)"),
+        })?;
+        ranges.push((v.clone(), ub));
     }
     check_bounds(&[t], &ranges, state, b, &arg)?;
     let mut body = vec![LNode::Stmt(t.clone())];

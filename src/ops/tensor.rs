@@ -3,6 +3,7 @@
 
 use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
 use crate::error::{Arg, Error, Result};
+use crate::ir::expr::INT_MAX;
 use crate::ir::{
     AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf,
 };
@@ -62,13 +63,30 @@ pub fn scalar(dtype: DType) -> TExpr {
 /// `tensor(S)` / `tensor(type, S)`, eq. 13: `⟨(□, S, ε), []⟩`. Extents are positive integers
 /// or affine expressions in named constants.
 pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Result<TExpr> {
+    let arg = Arg::new(if builtin == "tensor" { 1 } else { 2 }, "shape");
     for (k, d) in dims.iter().enumerate() {
-        if nonneg(&d.add_int(-1), state) == Some(false) {
+        let value = d.checked_eval(&|x| state.constant(x));
+        let with_value = match &value {
+            Ok(v) if d.as_const().is_none() => format!(" (= {v})"),
+            _ => String::new(),
+        };
+        if matches!(value, Err(crate::ir::EvalError::Overflow))
+            || !d.within(INT_MAX)
+            || value.as_ref().is_ok_and(|v| *v > INT_MAX)
+        {
             return Err(Error::BadArgument {
                 builtin: builtin.into(),
-                arg: Arg::new(if builtin == "tensor" { 1 } else { 2 }, "shape"),
+                arg: arg.clone(),
+                expected: format!("extents of at most {INT_MAX} (the generated loops run over C int)"),
+                found: format!("extent {d} in dimension {}{}", k + 1, if value.is_err() { " (an integer overflow)".into() } else { with_value }),
+            });
+        }
+        if value.as_ref().is_ok_and(|v| *v < 1) || nonneg(&d.add_int(-1), state) == Some(false) {
+            return Err(Error::BadArgument {
+                builtin: builtin.into(),
+                arg: arg.clone(),
                 expected: "positive extents".into(),
-                found: format!("extent {d} in dimension {}", k + 1),
+                found: format!("extent {d} in dimension {}{with_value}", k + 1),
             });
         }
         if !d.is_affine() {
