@@ -218,3 +218,28 @@ fn integer_overflow_is_a_located_error() {
     let e = fails("A = tensor([8])\nB = eq(A, [i+9223372036854775807+1] -> [i])");
     assert_eq!((e.message.as_str(), e.line, e.col), ("integer overflow in the index expression", 2, 12));
 }
+
+#[test]
+fn empty_or_negative_inferred_extents_are_located_errors() {
+    let e = fails("A = tensor([4])\nC = add(A, A, [[i], [i+5]] -> [i])");
+    assert_eq!(
+        e.message,
+        "add: argument 3 (iterators): cannot infer the range of iterator `i`: A[i+5] is in bounds for no value of it (extent 4): expected a range of at least one value, found extent -1"
+    );
+    assert_eq!((e.line, e.col), (2, 15));
+    let e = fails("A = tensor([4])\nC = add(A, A, [[i], [i+4]] -> [i])");
+    assert!(e.message.ends_with("found extent 0"), "{}", e.message);
+    // -D N=4 with tensor([N-10])
+    let s = State::new().with_const("N", 4);
+    let e = eval("A = tensor([N-10])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        (e.message.as_str(), e.line, e.col),
+        ("tensor: argument 1 (shape): expected positive extents, found extent N-10 in dimension 1 (= -6)", 1, 12)
+    );
+    // a constant bound after the declaration
+    let e = fails("A = tensor([N-10])\nN = 4\nB = eq(A, [i] -> [i])\nl = build(B)");
+    assert_eq!(
+        (e.message.as_str(), e.line, e.col),
+        ("build: argument 1 (assignment): expected tensors of positive extents, found extent N-10 (= -6) of B", 4, 11)
+    );
+}

@@ -1,6 +1,6 @@
 //! `build(t)`, eq. 19: the perfect loop nest around an assignment.
 
-use super::infer::{check_bounds, constants, extent_of, iterators};
+use super::infer::{check_bounds, constants, eval_note, extent_of, iterators, nonneg};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{Annotations, Expr, LNode, Loop, Name, Nest, State, TExpr};
 use std::sync::Arc;
@@ -46,6 +46,22 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             found: format!("the unnamed assignment `{t}`"),
         });
     }
+    // Extents are checked when declared; a named constant bound since can make one empty.
+    let mut empty = None;
+    t.visit(&mut |n| {
+        for d in n.shape.dims().unwrap_or(&[]) {
+            if let crate::ir::Dim::Known(e) = d
+                && empty.is_none()
+                && nonneg(&e.add_int(-1), state) == Some(false)
+                && n.is_tensor_leaf()
+            {
+                empty = Some(format!("extent {} of {}", eval_note(e, state), n.op.symbol()));
+            }
+        }
+    });
+    if let Some(found) = empty {
+        return Err(Error::BadArgument { builtin: b.into(), arg, expected: "tensors of positive extents".into(), found });
+    }
     let consts = constants(state, &[t]);
     let order = loop_order(t, &consts);
     let x = t.target().cloned().unwrap_or_else(|| t.clone());
@@ -75,6 +91,14 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
                 }
             },
         };
+        if nonneg(&extent.add_int(-1), state) == Some(false) {
+            return Err(Error::RangeInference {
+                builtin: b.into(),
+                arg,
+                iterator: v.to_string(),
+                reason: format!("expected a range of at least one value, found extent {}", eval_note(&extent, state)),
+            });
+        }
         let ub = extent.checked_add_int(-1).map_err(|_| Error::BadArgument {
             builtin: b.into(),
             arg: arg.clone(),

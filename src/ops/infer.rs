@@ -150,12 +150,33 @@ pub fn extent_of(
             c.checked_neg().ok_or(Overflow).map(|n| rest.floordiv(n))
         };
         let cand = cand.and_then(|x| x.checked_add_int(1)).map_err(overflow)?;
+        if nonneg(&cand.checked_add_int(-1).map_err(overflow)?, state) == Some(false) {
+            return Err(Error::RangeInference {
+                builtin: builtin.into(),
+                arg: arg.clone(),
+                iterator: v.to_string(),
+                reason: format!(
+                    "{} is in bounds for no value of it (extent {e}): expected a range of at least \
+                     one value, found extent {}",
+                    o.leaf.access(),
+                    eval_note(&cand, state)
+                ),
+            });
+        }
         best = Some(match best {
             None => cand,
             Some(b) => Expr::min(&b, &cand),
         });
     }
     Ok(best)
+}
+
+/// `e`, with its value where the named constants give one: `N-11 (= -7)`.
+pub fn eval_note(e: &Expr, state: &State) -> String {
+    match (e.as_const(), e.checked_eval(&|x| state.constant(x))) {
+        (None, Ok(v)) => format!("{e} (= {v})"),
+        _ => e.to_string(),
+    }
 }
 
 /// Index arithmetic on `leaf` that leaves the 64-bit range.
