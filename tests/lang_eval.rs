@@ -231,3 +231,25 @@ fn extensions_are_offered_unknown_names() {
         "`contract` returns a value, which a statement would drop: bind it with `id = contract(...)`"
     );
 }
+
+/// `X = @X: e` with X undeclared is `X = e`: it declares X with the inferred shape (as the
+/// `.rhai` form `let X = at("X", e)` does).
+#[test]
+fn at_form_naming_the_undeclared_target_itself() {
+    let src = "A = tensor([4])\nX = @X: add(A, A, [[i], [i]] -> [i])\nl = build(X)\ncodegen(l)";
+    let s = ok(src, &State::new());
+    assert_eq!(texpr(&s, "X"), "X[i] = A[i] + A[i]");
+    assert_eq!(s.real_tensor("X").map(|t| t.shape.to_string()), Some("[4]".into()));
+    let r = teml::script::eval(
+        "let A = tensor([4]);\nlet X = at(\"X\", add(A, A, [[i], [i]], [i]));\nlet l = build(X);\ncodegen(l);",
+        "t.rhai",
+        &State::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(texpr(&r, "X"), "X[i] = A[i] + A[i]");
+    assert_eq!(r.kernels[0].nests, s.kernels[0].nests);
+    // D = @C: e with C undeclared still declares C
+    let s = ok("A = tensor([4])\nD = @C: add(A, A, [[i], [i]] -> [i])", &State::new());
+    assert_eq!(texpr(&s, "D"), "C[i] = A[i] + A[i]");
+    assert!(s.real_tensor("C").is_some());
+}

@@ -572,7 +572,8 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
     }
     let t = finish_assign(&builtin, &map_leaves(&t, &fix), reads_itself)?;
     let mut s = state.with(id, Value::Tensor(t.clone()));
-    if at.is_some() && declared.is_none() {
+    // `D = @C: e` with C undeclared declares C too; `X = @X: e` is `X = e`, which already does.
+    if at.is_some() && declared.is_none() && *target_name != *id {
         let x = t.target().map(real_leaf).unwrap_or_else(|| t.clone());
         s = s.with(&target_name, Value::Tensor(x));
     }
