@@ -146,9 +146,18 @@ fn constant_default_and_command_line_override() {
     let s = ok(src, &State::new().with_const("N", 100));
     assert_eq!(s.constant("N"), Some(100));
     assert_eq!(get(&s, "A").paper(), "⟨(A, [N, 4], ε), []⟩");
-    // A second default for the same name is ignored too.
-    let s = ok("N = 8\nN = 9", &State::new());
-    assert_eq!(s.constant("N"), Some(8));
+    // A second definition of the same name is an error, with or without -D.
+    for s in [State::new(), State::new().with_const("N", 100)] {
+        let e = eval("N = 8\nA = tensor([N])\nN = 10", "t.teml", &s).unwrap_err();
+        let old = s.constant("N").unwrap_or(8);
+        assert_eq!(
+            e.message,
+            format!(
+                "named constant `N` is already defined (N = {old}): expected one definition per constant (-D N=INT overrides it), found a second"
+            )
+        );
+        assert_eq!((e.line, e.col, e.width), (3, 1, 1));
+    }
 }
 
 #[test]
