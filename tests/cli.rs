@@ -238,3 +238,25 @@ fn c_keywords_and_clashing_names_compile_and_verify() {
         assert!(o.status.success() && out.contains(": verified"), "{src}\n{out}{err}");
     }
 }
+
+/// A mark that C generation would refuse is refused at the `codegen` statement, with its
+/// place, by `check` as by `run`, in both front-ends.
+#[test]
+fn codegen_refusals_are_located_at_the_statement() {
+    let d = tempfile::tempdir().unwrap();
+    let teml_src = "A = tensor([4, 6])\nB = tensor([6, 5])\nC = tensor([4, 5])\nP = vmul(A, B, [[i, k], [k, j]])\n\
+                    C = add(C, P, [[i, j], ] -> [i, j])\nl = build(C)\na = interchange(l, 1, 3)\na = parallelize(a, 1)\n\ncodegen(a)\n";
+    let rhai_src = "let A = tensor([4, 6]);\nlet B = tensor([6, 5]);\nlet C = tensor([4, 5]);\n\
+                    let P = vmul(A, B, [[i, k], [k, j]]);\nC = add(C, P, [[i, j], ()], [i, j]);\nlet l = build(C);\n\
+                    let a = interchange(l, 1, 3);\na = parallelize(a, 1);\ncodegen(a);\n";
+    let msg = "error: codegen: cannot parallelize loop `k` ([0, 5]): loop `k` accumulates into C[i][j], which varies inside the loop";
+    for (name, src, at) in [("cg.teml", teml_src, "cg.teml:10:1"), ("cg.rhai", rhai_src, "cg.rhai:9:1")] {
+        let p = write(d.path(), name, src);
+        for cmd in ["check", "run"] {
+            let o = teml(&[cmd, p.to_str().unwrap()], d.path());
+            let (out, err) = text(&o);
+            assert!(!o.status.success(), "{cmd} {name} should fail: {out}{err}");
+            assert!(err.starts_with(msg) && err.contains(at), "{cmd} {name}:\n{err}");
+        }
+    }
+}

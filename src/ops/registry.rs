@@ -565,6 +565,11 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
         req.nests.push(a.nest(pos, "nest")?);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
     }
+    // Validate now what `teml run` would refuse when generating C (marks that cannot be
+    // realized, ...): the refusal is then this statement's error, in every front-end and in
+    // `teml check`. Generating only prints C.
+    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    crate::codegen::generate(s, "teml_kernel", &named)?;
     let mut out = s.clone();
     out.kernels.push(req);
     Ok(out)
