@@ -318,6 +318,14 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
                 found: found.unwrap_or_else(|| "no loop".into()),
             });
         }
+        if loops.len() < 2 {
+            return Err(Error::FuseMismatch {
+                builtin: b.into(),
+                level: level as usize,
+                expected: "two or more sibling loops to fuse".into(),
+                found: format!("one loop ({}): nothing to fuse", loops[0].header()),
+            });
+        }
         let first = loops[0];
         let mut body = Vec::new();
         let mut annot = first.annot.clone();
