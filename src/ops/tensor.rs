@@ -378,6 +378,20 @@ fn finish_assign(builtin: &str, stmt: &TExpr, reads_itself: bool) -> Result<TExp
     Ok(std::sync::Arc::new(TNode { op: Op::Assign(mode), ..(**stmt).clone() }))
 }
 
+/// The type of a value read without the tensor being defined (□): float when every tensor
+/// operand is float; `None` when it has no other tensor operand.
+fn operand_dtype(y: Option<&TExpr>) -> Option<DType> {
+    let mut any = false;
+    let mut all_float = true;
+    y?.visit(&mut |n| {
+        if let Op::Id(_) = n.op {
+            any = true;
+            all_float &= n.dtype == DType::Float;
+        }
+    });
+    any.then_some(if all_float { DType::Float } else { DType::Double })
+}
+
 /// `vcontract(t0, t1, [r0, r1])` (Sec. 4.2.3, fundamental): the virtual sum over the shared
 /// index of the product, `Σk t0[.., k, ..] * t1[.., k, ..]`, for one or several pairs of
 /// 1-based dimensions. Its free iterators are `I' = (I \ k) || (J \ k)`, named `i1, i2, ...`.
@@ -522,7 +536,14 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
             *got = want.clone();
         }
         dtype = d.dtype;
-    } else if let Some(k) = dims.iter().position(|d| *d == Dim::Unknown) {
+    } else if reads_itself && let Some(d) = operand_dtype(t.value()) {
+        // The tensor being defined (an accumulator) takes its operands' type, not the
+        // default double its own `accumulator(...)` leaf was made with.
+        dtype = d;
+    }
+    if declared.is_none()
+        && let Some(k) = dims.iter().position(|d| *d == Dim::Unknown)
+    {
         return Err(Error::RangeInference {
             builtin,
             arg: Arg::new(1, "result"),
