@@ -243,3 +243,16 @@ fn empty_or_negative_inferred_extents_are_located_errors() {
         ("build: argument 1 (assignment): expected tensors of positive extents, found extent N-10 (= -6) of B", 4, 11)
     );
 }
+
+#[test]
+fn an_accumulator_bound_to_a_name_is_refused() {
+    let e = fails("H = 4\nZ = accumulator([H, H])\nP = tensor([H, H])\nO = add(Z, P, [[i, j], [i, j]] -> [i, j])");
+    assert_eq!(
+        e.message,
+        "accumulator: argument 0 (use): expected an accumulator as an operand of the assignment it accumulates for (Rhai: \
+         `let C = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);`), found `Z = accumulator(...)`, which would make `Z` \
+         an ordinary tensor; in .teml, assign the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) \
+         to sum from zero"
+    );
+    assert_eq!((e.line, e.col, e.width), (2, 5, 11));
+}
