@@ -264,9 +264,15 @@ fn parallel_inside_a_vectorized_loop_is_refused() {
 fn nothing_to_fuse_and_no_levels_at_all() {
     let s = base();
     let e = fails(&s, "x", "fuse_inner", vec![id("l"), int(1)]);
-    assert_eq!(e, "fuse_inner: cannot fuse at level 1: expected two or more sibling loops to fuse, found one loop (j in [0, 2]): nothing to fuse");
+    assert_eq!(
+        e,
+        "fuse_inner: cannot fuse at level 1: expected two or more sibling loops to fuse, found one loop (j in [0, 2]): nothing to fuse"
+    );
     let e = fails(&s, "x", "fuse_inner", vec![id("l"), int(2)]);
-    assert_eq!(e, "fuse_inner: cannot fuse at level 2: expected two or more sibling loops to fuse, found one loop (i in [0, 3]): nothing to fuse");
+    assert_eq!(
+        e,
+        "fuse_inner: cannot fuse at level 2: expected two or more sibling loops to fuse, found one loop (i in [0, 3]): nothing to fuse"
+    );
     // unrolling the only loop leaves a sequence of statements: no level at all
     let s = run(&State::new(), "A", "tensor", vec![shape("3")]);
     let s = run(&s, "B", "eq", vec![id("A"), its("i"), its("i")]);

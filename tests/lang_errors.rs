@@ -197,8 +197,13 @@ fn integer_overflow_is_a_located_error() {
         "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N in dimension 1 (= 4611686018427387904)"
     );
     assert_eq!((e.line, e.col), (2, 12));
-    let e = fails("A = tensor([8])\nB = eq(A, [i] -> [i])\nl = build(B)\nl1 = stripmine(l, 1, 4611686018427387904)");
-    assert_eq!(e.message, "stripmine: argument 3 (factor): expected a factor of at most 2147483647, found 4611686018427387904");
+    let e = fails(
+        "A = tensor([8])\nB = eq(A, [i] -> [i])\nl = build(B)\nl1 = stripmine(l, 1, 4611686018427387904)",
+    );
+    assert_eq!(
+        e.message,
+        "stripmine: argument 3 (factor): expected a factor of at most 2147483647, found 4611686018427387904"
+    );
     assert_eq!((e.line, e.col), (4, 22));
     // -D N=9223372036854775807 overrides the default and is refused where it is used.
     let s = State::new().with_const("N", i64::MAX);
@@ -234,19 +239,29 @@ fn empty_or_negative_inferred_extents_are_located_errors() {
     let e = eval("A = tensor([N-10])", "prog.teml", &s).unwrap_err();
     assert_eq!(
         (e.message.as_str(), e.line, e.col),
-        ("tensor: argument 1 (shape): expected positive extents, found extent N-10 in dimension 1 (= -6)", 1, 12)
+        (
+            "tensor: argument 1 (shape): expected positive extents, found extent N-10 in dimension 1 (= -6)",
+            1,
+            12
+        )
     );
     // a constant bound after the declaration
     let e = fails("A = tensor([N-10])\nN = 4\nB = eq(A, [i] -> [i])\nl = build(B)");
     assert_eq!(
         (e.message.as_str(), e.line, e.col),
-        ("build: argument 1 (assignment): expected tensors of positive extents, found extent N-10 (= -6) of B", 4, 11)
+        (
+            "build: argument 1 (assignment): expected tensors of positive extents, found extent N-10 (= -6) of B",
+            4,
+            11
+        )
     );
 }
 
 #[test]
 fn an_accumulator_bound_to_a_name_is_refused() {
-    let e = fails("H = 4\nZ = accumulator([H, H])\nP = tensor([H, H])\nO = add(Z, P, [[i, j], [i, j]] -> [i, j])");
+    let e = fails(
+        "H = 4\nZ = accumulator([H, H])\nP = tensor([H, H])\nO = add(Z, P, [[i, j], [i, j]] -> [i, j])",
+    );
     assert_eq!(
         e.message,
         "accumulator: argument 0 (use): expected an accumulator as an operand of the assignment it accumulates for (Rhai: \

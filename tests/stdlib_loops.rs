@@ -276,7 +276,10 @@ fn levels_of_a_nest_without_loops_are_refused_plainly() {
         &teml::ir::State::new(),
     );
     let e = r.unwrap_err().message;
-    assert_eq!(e, "unroll_by: argument 2 (level): expected a level of a nest with loops (this nest has no loops), found 1");
+    assert_eq!(
+        e,
+        "unroll_by: argument 2 (level): expected a level of a nest with loops (this nest has no loops), found 1"
+    );
     // unroll-and-jam by 1 has one copy and nothing to jam
     teml::script::eval(
         "let A = tensor([4, 4]);\nlet B = eq(A, [i, j], [i, j]);\nlet l = build(B);\nlet x = unroll_and_jam(l, 1, 1);",

@@ -337,9 +337,15 @@ fn library_kernels_verify() {
 #[test]
 fn transpose_refuses_a_pair_of_one_dimension() {
     let e = fails("let T = tensor([3, 4]);\nlet X = transpose(T, [[1, 1]]);");
-    assert_eq!(e, "transpose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [1, 1]");
+    assert_eq!(
+        e,
+        "transpose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [1, 1]"
+    );
     let e = fails("let T = tensor([3, 4]);\nlet X = vtranspose(T, [2, 2]);");
-    assert_eq!(e, "vtranspose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [2, 2]");
+    assert_eq!(
+        e,
+        "vtranspose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [2, 2]"
+    );
 }
 
 /// The contraction of two float tensors into an undeclared result is a float tensor (the

@@ -200,6 +200,9 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
     Ok(CKernel { source: src, name: name.to_string(), params, consts })
 }
 
+/// Checks one expression; the closure names it in the message.
+type RangeCheck<'a> = dyn Fn(&Expr, &dyn Fn() -> String) -> std::result::Result<(), String> + 'a;
+
 /// Every integer of the kernel fits the C `int` its loops run over, and every tensor fits in
 /// memory's address range: named constants' values, loop bounds and indices (their
 /// coefficients, and their values where the named constants give them).
@@ -214,7 +217,9 @@ fn check_ranges(
         if let Some(v) = state.constant(c)
             && !(1..=limit).contains(&v)
         {
-            return Err(format!("named constant {c} = {v}: expected a value in 1..={limit} (the generated loops run over C int)"));
+            return Err(format!(
+                "named constant {c} = {v}: expected a value in 1..={limit} (the generated loops run over C int)"
+            ));
         }
     }
     let check = |e: &Expr, what: &dyn Fn() -> String| -> std::result::Result<(), String> {
@@ -230,10 +235,7 @@ fn check_ranges(
         }
         Ok(())
     };
-    fn walk(
-        x: &LNode,
-        check: &dyn Fn(&Expr, &dyn Fn() -> String) -> std::result::Result<(), String>,
-    ) -> std::result::Result<(), String> {
+    fn walk(x: &LNode, check: &RangeCheck<'_>) -> std::result::Result<(), String> {
         match x {
             LNode::Loop(l) => {
                 check(&l.lb, &|| format!("the lower bound {} of loop `{}`", l.lb, l.iter))?;
@@ -373,16 +375,85 @@ struct Helpers {
 /// Words a teml name cannot be in C: the keywords of C89 to C23 and GNU C, the names the
 /// generated code and `<string.h>` declare.
 const C_RESERVED: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-    "volatile", "while", "_Alignas", "_Alignof", "_Atomic", "_Bool", "_Complex", "_Generic",
-    "_Imaginary", "_Noreturn", "_Static_assert", "_Thread_local", "_BitInt", "_Decimal32",
-    "_Decimal64", "_Decimal128", "alignas", "alignof", "bool", "constexpr", "false", "nullptr",
-    "static_assert", "thread_local", "true", "typeof", "typeof_unqual", "asm", "__asm__", "__typeof__",
-    "__inline__", "__restrict", "__restrict__", "__attribute__", "__extension__", "__label__",
-    "__thread", "__int128", "__builtin_va_list", "__func__", "__FUNCTION__", "__PRETTY_FUNCTION__",
-    "args", "memset", "size_t", "NULL", "main",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Bool",
+    "_Complex",
+    "_Generic",
+    "_Imaginary",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
+    "_BitInt",
+    "_Decimal32",
+    "_Decimal64",
+    "_Decimal128",
+    "alignas",
+    "alignof",
+    "bool",
+    "constexpr",
+    "false",
+    "nullptr",
+    "static_assert",
+    "thread_local",
+    "true",
+    "typeof",
+    "typeof_unqual",
+    "asm",
+    "__asm__",
+    "__typeof__",
+    "__inline__",
+    "__restrict",
+    "__restrict__",
+    "__attribute__",
+    "__extension__",
+    "__label__",
+    "__thread",
+    "__int128",
+    "__builtin_va_list",
+    "__func__",
+    "__FUNCTION__",
+    "__PRETTY_FUNCTION__",
+    "args",
+    "memset",
+    "size_t",
+    "NULL",
+    "main",
 ];
 
 /// The C spelling of every name a kernel uses, decided once per kernel. A name stays as it is

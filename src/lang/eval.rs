@@ -63,8 +63,11 @@ pub fn eval_one(
                 ));
             }
             // A value given on the command line (-D) overrides the program's default.
-            let mut s =
-                if state.constant(&name.name).is_some() { state.clone() } else { state.with_const(&name.name, *value) };
+            let mut s = if state.constant(&name.name).is_some() {
+                state.clone()
+            } else {
+                state.with_const(&name.name, *value)
+            };
             s.const_defs.insert(name.name.as_str().into());
             Ok(s)
         }

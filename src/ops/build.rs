@@ -60,7 +60,12 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         }
     });
     if let Some(found) = empty {
-        return Err(Error::BadArgument { builtin: b.into(), arg, expected: "tensors of positive extents".into(), found });
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg,
+            expected: "tensors of positive extents".into(),
+            found,
+        });
     }
     let consts = constants(state, &[t]);
     let order = loop_order(t, &consts);
@@ -96,7 +101,10 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
                 builtin: b.into(),
                 arg,
                 iterator: v.to_string(),
-                reason: format!("expected a range of at least one value, found extent {}", eval_note(&extent, state)),
+                reason: format!(
+                    "expected a range of at least one value, found extent {}",
+                    eval_note(&extent, state)
+                ),
             });
         }
         let ub = extent.checked_add_int(-1).map_err(|_| Error::BadArgument {

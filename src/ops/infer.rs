@@ -134,7 +134,8 @@ pub fn extent_of(
             continue;
         }
         let overflow = |_| overflow(builtin, arg, o.leaf);
-        let rest = o.index.checked_sub(&Expr::var_name(v).checked_scale(c).map_err(overflow)?).map_err(overflow)?;
+        let rest =
+            o.index.checked_sub(&Expr::var_name(v).checked_scale(c).map_err(overflow)?).map_err(overflow)?;
         if rest.vars().iter().any(|x| !is_const(x, state, trees)) {
             continue; // depends on another iterator too (e.g. h+kh)
         }

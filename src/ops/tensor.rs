@@ -78,7 +78,11 @@ pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Resu
                 builtin: builtin.into(),
                 arg: arg.clone(),
                 expected: format!("extents of at most {INT_MAX} (the generated loops run over C int)"),
-                found: format!("extent {d} in dimension {}{}", k + 1, if value.is_err() { " (an integer overflow)".into() } else { with_value }),
+                found: format!(
+                    "extent {d} in dimension {}{}",
+                    k + 1,
+                    if value.is_err() { " (an integer overflow)".into() } else { with_value }
+                ),
             });
         }
         if value.as_ref().is_ok_and(|v| *v < 1) || nonneg(&d.add_int(-1), state) == Some(false) {

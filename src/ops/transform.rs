@@ -132,7 +132,11 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
         return Err(Error::BadArgument {
             builtin: b.into(),
             arg: Arg::new(3, "factor"),
-            expected: if factor < 1 { "a factor of 1 or more".into() } else { format!("a factor of at most {INT_MAX}") },
+            expected: if factor < 1 {
+                "a factor of 1 or more".into()
+            } else {
+                format!("a factor of at most {INT_MAX}")
+            },
             found: factor.to_string(),
         });
     }
