@@ -74,7 +74,7 @@ pub enum Error {
     RangeInference { builtin: String, arg: Arg, iterator: String, reason: String },
 
     /// A loop level that the nest does not have.
-    #[error("{builtin}: {arg}: level out of range: expected 1..={depth}, found {level}")]
+    #[error("{builtin}: {arg}: level out of range: {}", level_range(*depth, *level))]
     LevelOutOfRange { builtin: String, arg: Arg, level: i64, depth: usize },
 
     /// Fusion of nests (or loops) whose loops differ.
@@ -91,6 +91,15 @@ pub enum Error {
     /// A transformation that would change the meaning of the nest or cannot be expressed.
     #[error("{builtin}: {reason}")]
     Illegal { builtin: String, reason: String },
+}
+
+/// "expected 1..=3, found 4", or, for a nest without loops, that there is no level at all.
+fn level_range(depth: usize, level: i64) -> String {
+    if depth == 0 {
+        format!("expected a nest with loops, found {level} in a nest with no loops (a statement sequence)")
+    } else {
+        format!("expected 1..={depth}, found {level}")
+    }
 }
 
 impl Error {

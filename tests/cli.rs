@@ -221,3 +221,47 @@ fn the_language_reference_is_generated_from_the_table() {
         teml::lang::parse(b.example, b.name).unwrap_or_else(|e| panic!("{}: {e}", b.name));
     }
 }
+
+/// Names the language accepts but C does not (keywords, the block iterator `do` that
+/// strip-mining `d` creates, a tensor named like its iterator) are spelled apart in C.
+#[test]
+fn c_keywords_and_clashing_names_compile_and_verify() {
+    let d = tempfile::tempdir().unwrap();
+    let programs = [
+        "int = tensor([4])\nfor = eq(int, [do] -> [do])\nl = build(for)\ncodegen(l)\n",
+        "A = tensor([8])\nB = eq(A, [d] -> [d])\nl = build(B)\nl1 = stripmine(l, 1, 2)\ncodegen(l1)\n",
+        "A = tensor([8])\ni = eq(A, [i] -> [i])\nl = build(i)\ncodegen(l)\n",
+        "int = 6\nrestrict = tensor([int, 3])\ndouble = tensor([3])\n\
+         teml_x = add(restrict, double, [[for, do], [do]] -> [for, do])\nl = build(teml_x)\ncodegen(l)\n",
+        "A = tensor([5, 5])\ni = tensor([5, 5])\nsizeof = vmul(A, A, [[i_, j], [j, i]])\n\
+         i = add(i, sizeof, [[i_, i], ] -> [i_, i])\nl = build(i)\nl1 = parallelize(l, 1)\ncodegen(l1)\n",
+    ];
+    for (k, src) in programs.iter().enumerate() {
+        let p = write(d.path(), &format!("names{k}.teml"), src);
+        let o = teml(&["run", p.to_str().unwrap(), "--threads", "2"], d.path());
+        let (out, err) = text(&o);
+        assert!(o.status.success() && out.contains(": verified"), "{src}\n{out}{err}");
+    }
+}
+
+/// A mark that C generation would refuse is refused at the `codegen` statement, with its
+/// place, by `check` as by `run`, in both front-ends.
+#[test]
+fn codegen_refusals_are_located_at_the_statement() {
+    let d = tempfile::tempdir().unwrap();
+    let teml_src = "A = tensor([4, 6])\nB = tensor([6, 5])\nC = tensor([4, 5])\nP = vmul(A, B, [[i, k], [k, j]])\n\
+                    C = add(C, P, [[i, j], ] -> [i, j])\nl = build(C)\na = interchange(l, 1, 3)\na = parallelize(a, 1)\n\ncodegen(a)\n";
+    let rhai_src = "let A = tensor([4, 6]);\nlet B = tensor([6, 5]);\nlet C = tensor([4, 5]);\n\
+                    let P = vmul(A, B, [[i, k], [k, j]]);\nC = add(C, P, [[i, j], ()], [i, j]);\nlet l = build(C);\n\
+                    let a = interchange(l, 1, 3);\na = parallelize(a, 1);\ncodegen(a);\n";
+    let msg = "error: codegen: cannot parallelize loop `k` ([0, 5]): loop `k` accumulates into C[i][j], which varies inside the loop";
+    for (name, src, at) in [("cg.teml", teml_src, "cg.teml:10:1"), ("cg.rhai", rhai_src, "cg.rhai:9:1")] {
+        let p = write(d.path(), name, src);
+        for cmd in ["check", "run"] {
+            let o = teml(&[cmd, p.to_str().unwrap()], d.path());
+            let (out, err) = text(&o);
+            assert!(!o.status.success(), "{cmd} {name} should fail: {out}{err}");
+            assert!(err.starts_with(msg) && err.contains(at), "{cmd} {name}:\n{err}");
+        }
+    }
+}

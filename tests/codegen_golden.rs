@@ -138,3 +138,21 @@ fn unsafe_marks_are_refused() {
     let s = run(&s, "t", "vadd", vec![id("X"), id("X"), list(vec![its("i"), its("i")])]);
     let _ = s;
 }
+
+/// Unrolled copies accumulate into several elements fixed for the loop (`C[i][0]`,
+/// `C[i][1]`): the refusal says so, not that they vary inside the loop.
+#[test]
+fn reductions_into_several_constant_elements_are_refused_truthfully() {
+    let s = matmul(2, 4, 2);
+    let s = run(&s, "a", "interchange", vec![id("l"), int(2), int(3)]);
+    let s = run(&s, "a", "unroll", vec![id("a"), int(3)]);
+    let s = run(&s, "a", "parallelize", vec![id("a"), int(2)]);
+    let ns = vec![(Name::from("a"), nest(&s, "a"))];
+    let e = generate(&s, "k", &ns).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "codegen: cannot parallelize loop `k` ([0, 3]): loop `k` accumulates into 2 different elements \
+         (C[i][0], C[i][1]): expected a reduction into one element; mark a loop whose iterator indexes `C`; \
+         expected iterations that write disjoint elements, or a reduction into one element"
+    );
+}

@@ -229,3 +229,58 @@ fn misplaced_contraction_is_refused() {
     // onto the target itself it accumulates
     run(&s, "C", "add", vec![id("C"), id("P"), list(vec![its("i1, i2"), none()]), its("i1, i2")]);
 }
+
+#[test]
+fn parallel_inside_a_vectorized_loop_is_refused() {
+    let s = matmul(4, 6, 5);
+    let s = run(&s, "v", "vectorize", vec![id("l"), int(1)]);
+    let e = fails(&s, "x", "parallelize", vec![id("v"), int(2)]);
+    assert_eq!(
+        e,
+        "parallelize: loop `j` is parallelized inside loop `i`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+    let s = run(&s, "p", "parallelize", vec![id("l"), int(3)]);
+    let e = fails(&s, "x", "vectorize", vec![id("p"), int(1)]);
+    assert_eq!(
+        e,
+        "vectorize: loop `k` is parallelized inside loop `i`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+    // Marks that interchange moves are refused when C is generated.
+    let s = run(&s, "q", "parallelize", vec![id("l"), int(1)]);
+    let s = run(&s, "q", "vectorize", vec![id("q"), int(2)]);
+    let s = run(&s, "q", "interchange", vec![id("q"), int(1), int(2)]);
+    let ns = vec![(teml::ir::Name::from("q"), nest(&s, "q"))];
+    let e = teml::codegen::generate(&s, "k", &ns).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "codegen: loop `i` is parallelized inside loop `j`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one"
+    );
+}
+
+#[test]
+fn nothing_to_fuse_and_no_levels_at_all() {
+    let s = base();
+    let e = fails(&s, "x", "fuse_inner", vec![id("l"), int(1)]);
+    assert_eq!(
+        e,
+        "fuse_inner: cannot fuse at level 1: expected two or more sibling loops to fuse, found one loop (j in [0, 2]): nothing to fuse"
+    );
+    let e = fails(&s, "x", "fuse_inner", vec![id("l"), int(2)]);
+    assert_eq!(
+        e,
+        "fuse_inner: cannot fuse at level 2: expected two or more sibling loops to fuse, found one loop (i in [0, 3]): nothing to fuse"
+    );
+    // unrolling the only loop leaves a sequence of statements: no level at all
+    let s = run(&State::new(), "A", "tensor", vec![shape("3")]);
+    let s = run(&s, "B", "eq", vec![id("A"), its("i"), its("i")]);
+    let s = run(&s, "l", "build", vec![id("B")]);
+    let s = run(&s, "u", "unroll", vec![id("l"), int(1)]);
+    let e = fails(&s, "x", "stripmine", vec![id("u"), int(1), int(2)]);
+    assert_eq!(
+        e,
+        "stripmine: argument 2 (level): level out of range: expected a nest with loops, found 1 in a nest with no loops (a statement sequence)"
+    );
+}

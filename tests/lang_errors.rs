@@ -188,3 +188,86 @@ fn other_evaluation_errors() {
     assert_eq!((e.line, e.col, e.width), (7, 3, 1), "{e}");
     assert!(e.message.starts_with("fuse_outer: cannot fuse at level 1"), "{e}");
 }
+
+#[test]
+fn integer_overflow_is_a_located_error() {
+    let e = fails("N = 4611686018427387904\nA = tensor([N])");
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N in dimension 1 (= 4611686018427387904)"
+    );
+    assert_eq!((e.line, e.col), (2, 12));
+    let e = fails(
+        "A = tensor([8])\nB = eq(A, [i] -> [i])\nl = build(B)\nl1 = stripmine(l, 1, 4611686018427387904)",
+    );
+    assert_eq!(
+        e.message,
+        "stripmine: argument 3 (factor): expected a factor of at most 2147483647, found 4611686018427387904"
+    );
+    assert_eq!((e.line, e.col), (4, 22));
+    // -D N=9223372036854775807 overrides the default and is refused where it is used.
+    let s = State::new().with_const("N", i64::MAX);
+    let e = eval("N = 8\nA = tensor([N, N+1])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N in dimension 1 (= 9223372036854775807)"
+    );
+    assert_eq!((e.line, e.col), (2, 12));
+    let s = State::new().with_const("N", i64::MAX - 1);
+    let e = eval("A = tensor([N+2])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        e.message,
+        "tensor: argument 1 (shape): expected extents of at most 2147483647 (the generated loops run over C int), found extent N+2 in dimension 1 (an integer overflow)"
+    );
+    // index arithmetic in the source
+    let e = fails("A = tensor([8])\nB = eq(A, [i+9223372036854775807+1] -> [i])");
+    assert_eq!((e.message.as_str(), e.line, e.col), ("integer overflow in the index expression", 2, 12));
+}
+
+#[test]
+fn empty_or_negative_inferred_extents_are_located_errors() {
+    let e = fails("A = tensor([4])\nC = add(A, A, [[i], [i+5]] -> [i])");
+    assert_eq!(
+        e.message,
+        "add: argument 3 (iterators): cannot infer the range of iterator `i`: A[i+5] is in bounds for no value of it (extent 4): expected a range of at least one value, found extent -1"
+    );
+    assert_eq!((e.line, e.col), (2, 15));
+    let e = fails("A = tensor([4])\nC = add(A, A, [[i], [i+4]] -> [i])");
+    assert!(e.message.ends_with("found extent 0"), "{}", e.message);
+    // -D N=4 with tensor([N-10])
+    let s = State::new().with_const("N", 4);
+    let e = eval("A = tensor([N-10])", "prog.teml", &s).unwrap_err();
+    assert_eq!(
+        (e.message.as_str(), e.line, e.col),
+        (
+            "tensor: argument 1 (shape): expected positive extents, found extent N-10 in dimension 1 (= -6)",
+            1,
+            12
+        )
+    );
+    // a constant bound after the declaration
+    let e = fails("A = tensor([N-10])\nN = 4\nB = eq(A, [i] -> [i])\nl = build(B)");
+    assert_eq!(
+        (e.message.as_str(), e.line, e.col),
+        (
+            "build: argument 1 (assignment): expected tensors of positive extents, found extent N-10 (= -6) of B",
+            4,
+            11
+        )
+    );
+}
+
+#[test]
+fn an_accumulator_bound_to_a_name_is_refused() {
+    let e = fails(
+        "H = 4\nZ = accumulator([H, H])\nP = tensor([H, H])\nO = add(Z, P, [[i, j], [i, j]] -> [i, j])",
+    );
+    assert_eq!(
+        e.message,
+        "accumulator: argument 0 (use): expected an accumulator as an operand of the assignment it accumulates for (Rhai: \
+         `let C = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);`), found `Z = accumulator(...)`, which would make `Z` \
+         an ordinary tensor; in .teml, assign the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) \
+         to sum from zero"
+    );
+    assert_eq!((e.line, e.col, e.width), (2, 5, 11));
+}

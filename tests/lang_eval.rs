@@ -146,9 +146,18 @@ fn constant_default_and_command_line_override() {
     let s = ok(src, &State::new().with_const("N", 100));
     assert_eq!(s.constant("N"), Some(100));
     assert_eq!(get(&s, "A").paper(), "⟨(A, [N, 4], ε), []⟩");
-    // A second default for the same name is ignored too.
-    let s = ok("N = 8\nN = 9", &State::new());
-    assert_eq!(s.constant("N"), Some(8));
+    // A second definition of the same name is an error, with or without -D.
+    for s in [State::new(), State::new().with_const("N", 100)] {
+        let e = eval("N = 8\nA = tensor([N])\nN = 10", "t.teml", &s).unwrap_err();
+        let old = s.constant("N").unwrap_or(8);
+        assert_eq!(
+            e.message,
+            format!(
+                "named constant `N` is already defined (N = {old}): expected one definition per constant (-D N=INT overrides it), found a second"
+            )
+        );
+        assert_eq!((e.line, e.col, e.width), (3, 1, 1));
+    }
 }
 
 #[test]
@@ -230,4 +239,26 @@ fn extensions_are_offered_unknown_names() {
         e.message,
         "`contract` returns a value, which a statement would drop: bind it with `id = contract(...)`"
     );
+}
+
+/// `X = @X: e` with X undeclared is `X = e`: it declares X with the inferred shape (as the
+/// `.rhai` form `let X = at("X", e)` does).
+#[test]
+fn at_form_naming_the_undeclared_target_itself() {
+    let src = "A = tensor([4])\nX = @X: add(A, A, [[i], [i]] -> [i])\nl = build(X)\ncodegen(l)";
+    let s = ok(src, &State::new());
+    assert_eq!(texpr(&s, "X"), "X[i] = A[i] + A[i]");
+    assert_eq!(s.real_tensor("X").map(|t| t.shape.to_string()), Some("[4]".into()));
+    let r = teml::script::eval(
+        "let A = tensor([4]);\nlet X = at(\"X\", add(A, A, [[i], [i]], [i]));\nlet l = build(X);\ncodegen(l);",
+        "t.rhai",
+        &State::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(texpr(&r, "X"), "X[i] = A[i] + A[i]");
+    assert_eq!(r.kernels[0].nests, s.kernels[0].nests);
+    // D = @C: e with C undeclared still declares C
+    let s = ok("A = tensor([4])\nD = @C: add(A, A, [[i], [i]] -> [i])", &State::new());
+    assert_eq!(texpr(&s, "D"), "C[i] = A[i] + A[i]");
+    assert!(s.real_tensor("C").is_some());
 }

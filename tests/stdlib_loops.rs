@@ -267,3 +267,24 @@ fn tiled_unrolled_and_jammed_matmuls_verify() {
     );
     verify_kernels(&ok(&src, &State::new()));
 }
+
+#[test]
+fn levels_of_a_nest_without_loops_are_refused_plainly() {
+    let r = teml::script::eval(
+        "let A = tensor([4]);\nlet B = eq(A, [i], [i]);\nlet l = build(B);\nlet u = unroll(l, 1);\nlet x = unroll_by(u, 1, 2);",
+        "t.rhai",
+        &teml::ir::State::new(),
+    );
+    let e = r.unwrap_err().message;
+    assert_eq!(
+        e,
+        "unroll_by: argument 2 (level): expected a level of a nest with loops (this nest has no loops), found 1"
+    );
+    // unroll-and-jam by 1 has one copy and nothing to jam
+    teml::script::eval(
+        "let A = tensor([4, 4]);\nlet B = eq(A, [i, j], [i, j]);\nlet l = build(B);\nlet x = unroll_and_jam(l, 1, 1);",
+        "t.rhai",
+        &teml::ir::State::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

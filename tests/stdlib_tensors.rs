@@ -333,3 +333,38 @@ fn library_kernels_verify() {
     let s = ok(src, &st);
     verify_kernels(&s);
 }
+
+#[test]
+fn transpose_refuses_a_pair_of_one_dimension() {
+    let e = fails("let T = tensor([3, 4]);\nlet X = transpose(T, [[1, 1]]);");
+    assert_eq!(
+        e,
+        "transpose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [1, 1]"
+    );
+    let e = fails("let T = tensor([3, 4]);\nlet X = vtranspose(T, [2, 2]);");
+    assert_eq!(
+        e,
+        "vtranspose: argument 2 (dimension pairs): expected pairs of two different dimensions, found [2, 2]"
+    );
+}
+
+/// The contraction of two float tensors into an undeclared result is a float tensor (the
+/// accumulator takes its operands' type), and it verifies.
+#[test]
+fn contraction_of_floats_is_float() {
+    for src in [
+        "let A = tensor(float, [4, 5]);\nlet B = tensor(float, [5, 3]);\nlet C = contract(A, B, [2, 1]);\nlet l = build(C);\ncodegen(l);",
+        "let A = tensor(float, [4, 5]);\nlet B = tensor(float, [5, 3]);\nlet C = einsum(\"ik,kj->ij\", [A, B]);\nlet l = build(C);\ncodegen(l);",
+    ] {
+        let s = ok(src, &State::new());
+        let c = s.real_tensor("C").unwrap();
+        assert_eq!(c.dtype, teml::ir::DType::Float, "{src}");
+        verify_kernels(&s);
+    }
+    // a double operand makes it double
+    let s = ok(
+        "let A = tensor(float, [4, 5]);\nlet B = tensor([5, 3]);\nlet C = contract(A, B, [2, 1]);",
+        &State::new(),
+    );
+    assert_eq!(s.real_tensor("C").unwrap().dtype, teml::ir::DType::Double);
+}

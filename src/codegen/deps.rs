@@ -143,11 +143,26 @@ pub fn plan(p: &Loop) -> Result<Plan, String> {
             )
         } else if reads {
             format!("loop `{}` accumulates into {} and also reads `{t}` in the loop", p.iter, w.text)
-        } else {
+        } else if let Some(v) = writes.iter().find(|a| !fixed(a)) {
             format!(
                 "loop `{}` accumulates into {}, which varies inside the loop: interchange the loop inward \
                  or mark a loop whose iterator indexes `{t}`",
-                p.iter, w.text
+                p.iter, v.text
+            )
+        } else {
+            // every element is fixed for the loop, but there are several (unrolled copies)
+            let mut elems: Vec<&str> = Vec::new();
+            for a in &writes {
+                if !elems.contains(&a.text.as_str()) {
+                    elems.push(&a.text);
+                }
+            }
+            format!(
+                "loop `{}` accumulates into {} different elements ({}): expected a reduction into one \
+                 element; mark a loop whose iterator indexes `{t}`",
+                p.iter,
+                elems.len(),
+                elems.join(", ")
             )
         });
     }
@@ -176,7 +191,8 @@ fn independent_in_some_dim(p: &Loop, acc: &[&(Access, Vec<Loop>)]) -> bool {
             max_b = max_b.max(ob);
         }
         if let Some(c) = c0
-            && max_b - min_a < c * p.step
+            && let (Some(width), Some(stride)) = (max_b.checked_sub(min_a), c.checked_mul(p.step))
+            && width < stride
         {
             return true;
         }

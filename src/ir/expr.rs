@@ -20,6 +20,32 @@ pub fn name(s: &str) -> Name {
     Arc::from(s)
 }
 
+/// The largest integer a kernel may use (an extent, a bound, an index, a named constant's
+/// value, a factor): the generated C's loops run over `int`.
+pub const INT_MAX: i64 = i32::MAX as i64;
+
+/// An affine computation whose result does not fit in an `i64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("integer overflow")]
+pub struct Overflow;
+
+/// Why an expression has no value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// A variable with no value.
+    #[error("unbound `{0}`")]
+    Unbound(Name),
+    /// A result that does not fit in an `i64`.
+    #[error("integer overflow")]
+    Overflow,
+}
+
+/// What the unchecked forms give on overflow: a constant far outside any range
+/// [`Expr::within`] accepts, never a wrapped value.
+fn poison() -> Expr {
+    Expr::int(i64::MAX)
+}
+
 /// A non-constant building block of an [`Expr`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Atom {
@@ -78,45 +104,88 @@ impl Expr {
         Expr { terms: vec![(a, 1)], constant: 0 }
     }
 
-    fn from_terms(mut terms: Vec<(Atom, i64)>, constant: i64) -> Expr {
+    fn from_terms(mut terms: Vec<(Atom, i64)>, constant: i64) -> Result<Expr, Overflow> {
         terms.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out: Vec<(Atom, i64)> = Vec::with_capacity(terms.len());
         for (a, c) in terms {
             match out.last_mut() {
-                Some((last, lc)) if *last == a => *lc += c,
+                Some((last, lc)) if *last == a => *lc = lc.checked_add(c).ok_or(Overflow)?,
                 _ => out.push((a, c)),
             }
         }
         out.retain(|(_, c)| *c != 0);
-        Expr { terms: out, constant }
+        Ok(Expr { terms: out, constant })
     }
 
-    /// `self + other`.
-    pub fn add(&self, other: &Expr) -> Expr {
+    // The checked arithmetic: the one place where coefficients and constants are combined.
+    // Builtins use these on anything a program gives them; the unchecked forms below are for
+    // values already known to be small.
+
+    /// `self + other`, or [`Overflow`].
+    pub fn checked_add(&self, other: &Expr) -> Result<Expr, Overflow> {
         let mut terms = self.terms.clone();
         terms.extend(other.terms.iter().cloned());
-        Expr::from_terms(terms, self.constant + other.constant)
+        Expr::from_terms(terms, self.constant.checked_add(other.constant).ok_or(Overflow)?)
     }
 
-    /// `self + c`.
-    pub fn add_int(&self, c: i64) -> Expr {
-        Expr { terms: self.terms.clone(), constant: self.constant + c }
+    /// `self + c`, or [`Overflow`].
+    pub fn checked_add_int(&self, c: i64) -> Result<Expr, Overflow> {
+        Ok(Expr { terms: self.terms.clone(), constant: self.constant.checked_add(c).ok_or(Overflow)? })
     }
 
-    /// `self - other`.
-    pub fn sub(&self, other: &Expr) -> Expr {
-        self.add(&other.scale(-1))
+    /// `self - other`, or [`Overflow`].
+    pub fn checked_sub(&self, other: &Expr) -> Result<Expr, Overflow> {
+        self.checked_add(&other.checked_scale(-1)?)
     }
 
-    /// `k * self`.
-    pub fn scale(&self, k: i64) -> Expr {
+    /// `k * self`, or [`Overflow`].
+    pub fn checked_scale(&self, k: i64) -> Result<Expr, Overflow> {
         if k == 0 {
-            return Expr::int(0);
+            return Ok(Expr::int(0));
         }
-        Expr {
-            terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(),
-            constant: self.constant * k,
-        }
+        Ok(Expr {
+            terms: self
+                .terms
+                .iter()
+                .map(|(a, c)| Ok((a.clone(), c.checked_mul(k).ok_or(Overflow)?)))
+                .collect::<Result<_, Overflow>>()?,
+            constant: self.constant.checked_mul(k).ok_or(Overflow)?,
+        })
+    }
+
+    /// True when every coefficient and constant, at any depth, lies in `-limit..=limit`.
+    pub fn within(&self, limit: i64) -> bool {
+        let ok = |c: i64| (-limit..=limit).contains(&c);
+        ok(self.constant)
+            && self.terms.iter().all(|(a, c)| {
+                ok(*c)
+                    && match a {
+                        Atom::Var(_) => true,
+                        Atom::Min(xs) | Atom::Max(xs) => xs.iter().all(|x| x.within(limit)),
+                        Atom::FloorDiv(x, d) => ok(*d) && x.within(limit),
+                    }
+            })
+    }
+
+    /// `self + other`; on overflow the constant `i64::MAX` (never a wrapped value), which
+    /// [`Expr::within`] refuses. Use [`Expr::checked_add`] on a program's values.
+    pub fn add(&self, other: &Expr) -> Expr {
+        self.checked_add(other).unwrap_or_else(|_| poison())
+    }
+
+    /// `self + c` (see [`Expr::add`] for overflow).
+    pub fn add_int(&self, c: i64) -> Expr {
+        self.checked_add_int(c).unwrap_or_else(|_| poison())
+    }
+
+    /// `self - other` (see [`Expr::add`] for overflow).
+    pub fn sub(&self, other: &Expr) -> Expr {
+        self.checked_sub(other).unwrap_or_else(|_| poison())
+    }
+
+    /// `k * self` (see [`Expr::add`] for overflow).
+    pub fn scale(&self, k: i64) -> Expr {
+        self.checked_scale(k).unwrap_or_else(|_| poison())
     }
 
     /// `min(a, b)`, simplified where the difference of two arguments is a known constant.
@@ -143,7 +212,7 @@ impl Expr {
         let mut kept: Vec<Expr> = Vec::new();
         'outer: for a in flat {
             for k in kept.iter_mut() {
-                if let Some(d) = a.sub(k).as_const() {
+                if let Some(d) = a.checked_sub(k).ok().and_then(|d| d.as_const()) {
                     let a_wins = if is_min { d < 0 } else { d > 0 };
                     if a_wins {
                         *k = a.clone();
@@ -282,29 +351,60 @@ impl Expr {
         acc
     }
 
+    /// [`Expr::subst_with`] with checked arithmetic.
+    pub fn checked_subst_with(&self, f: &dyn Fn(&str) -> Option<Expr>) -> Result<Expr, Overflow> {
+        let mut acc = Expr::int(self.constant);
+        for (a, c) in &self.terms {
+            let e = match a {
+                Atom::Var(x) => f(x).unwrap_or_else(|| Expr::var_name(x)),
+                Atom::Min(xs) => Expr::extremum(
+                    xs.iter().map(|x| x.checked_subst_with(f)).collect::<Result<_, _>>()?,
+                    true,
+                ),
+                Atom::Max(xs) => Expr::extremum(
+                    xs.iter().map(|x| x.checked_subst_with(f)).collect::<Result<_, _>>()?,
+                    false,
+                ),
+                Atom::FloorDiv(x, d) => x.checked_subst_with(f)?.floordiv(*d),
+            };
+            acc = acc.checked_add(&e.checked_scale(*c)?)?;
+        }
+        Ok(acc)
+    }
+
     /// Evaluates with the values `env` gives; `Err(name)` names the first unbound variable.
+    /// Gives `i64::MAX` on overflow (never a wrapped value); [`Expr::checked_eval`] reports it.
     pub fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, Name> {
+        match self.checked_eval(env) {
+            Ok(v) => Ok(v),
+            Err(EvalError::Unbound(n)) => Err(n),
+            Err(EvalError::Overflow) => Ok(i64::MAX),
+        }
+    }
+
+    /// Evaluates with the values `env` gives, with checked arithmetic.
+    pub fn checked_eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, EvalError> {
         let mut acc = self.constant;
         for (a, c) in &self.terms {
             let v = match a {
-                Atom::Var(x) => env(x).ok_or_else(|| x.clone())?,
+                Atom::Var(x) => env(x).ok_or_else(|| EvalError::Unbound(x.clone()))?,
                 Atom::Min(xs) => {
                     let mut m = i64::MAX;
                     for x in xs {
-                        m = m.min(x.eval(env)?);
+                        m = m.min(x.checked_eval(env)?);
                     }
                     m
                 }
                 Atom::Max(xs) => {
                     let mut m = i64::MIN;
                     for x in xs {
-                        m = m.max(x.eval(env)?);
+                        m = m.max(x.checked_eval(env)?);
                     }
                     m
                 }
-                Atom::FloorDiv(x, d) => x.eval(env)?.div_euclid(*d),
+                Atom::FloorDiv(x, d) => x.checked_eval(env)?.div_euclid(*d),
             };
-            acc += c * v;
+            acc = c.checked_mul(v).and_then(|cv| acc.checked_add(cv)).ok_or(EvalError::Overflow)?;
         }
         Ok(acc)
     }
@@ -426,5 +526,19 @@ mod tests {
         let m = Expr::min(&v("i").add_int(3), &Expr::int(9));
         assert_eq!(m.subst("i", &Expr::int(2)).as_const(), Some(5));
         assert_eq!(e.eval(&|x| (x == "i").then_some(1)), Err(name("j")));
+    }
+
+    #[test]
+    fn checked_arithmetic_reports_overflow() {
+        let big = Expr::int(i64::MAX);
+        assert_eq!(big.checked_add_int(1), Err(Overflow));
+        assert_eq!(v("i").scale(i64::MAX).checked_add(&v("i")), Err(Overflow));
+        assert_eq!(v("i").checked_scale(i64::MIN).and_then(|e| e.checked_scale(-1)), Err(Overflow));
+        assert_eq!(v("N").scale(2).checked_eval(&|_| Some(i64::MAX)), Err(EvalError::Overflow));
+        assert_eq!(v("N").checked_eval(&|_| None), Err(EvalError::Unbound(name("N"))));
+        // the unchecked forms never wrap: they give a value `within` refuses
+        assert!(!big.add_int(1).within(INT_MAX));
+        assert!(!v("i").scale(i64::MAX).add(&v("i")).within(INT_MAX));
+        assert!(v("i").scale(3).add_int(-7).within(INT_MAX));
     }
 }

@@ -309,7 +309,8 @@ fn run(
                     run(c, consts, env, f)?;
                 }
                 env.pop();
-                i += l.step;
+                let Some(next) = i.checked_add(l.step) else { break };
+                i = next;
             }
             Ok(())
         }

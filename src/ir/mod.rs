@@ -7,7 +7,7 @@ pub mod lower;
 pub mod state;
 pub mod texpr;
 
-pub use expr::{Atom, Expr, Name, name};
+pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};
 pub use state::{Init, KernelRequest, State, Value, real_leaf};

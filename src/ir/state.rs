@@ -63,6 +63,11 @@ pub struct State {
     /// Named constants that extents may mention.
     #[serde(default)]
     pub consts: BTreeMap<Name, i64>,
+    /// The named constants a program's `N = 250` statement has defined (a program defines
+    /// each once; a value given on the command line, `-D N=100`, is in `consts` but not here,
+    /// and overrides the program's default).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub const_defs: std::collections::BTreeSet<Name>,
     /// How tensors get their initial data (`init` statements).
     #[serde(default)]
     pub inits: BTreeMap<Name, Init>,

@@ -51,11 +51,26 @@ pub fn eval_one(
 ) -> Result<State, Located> {
     let at = |span: Span, msg: String| Located::at(&program.file, &program.src, span.start, span.len(), msg);
     match &stmt.kind {
-        StmtKind::Const { name, value } => Ok(if state.constant(&name.name).is_some() {
-            state.clone()
-        } else {
-            state.with_const(&name.name, *value)
-        }),
+        StmtKind::Const { name, value } => {
+            if state.const_defs.contains(name.name.as_str()) {
+                let old = state.constant(&name.name).unwrap_or(*value);
+                return Err(at(
+                    name.span,
+                    format!(
+                        "named constant `{}` is already defined ({} = {old}): expected one definition per constant (-D {}=INT overrides it), found a second",
+                        name.name, name.name, name.name
+                    ),
+                ));
+            }
+            // A value given on the command line (-D) overrides the program's default.
+            let mut s = if state.constant(&name.name).is_some() {
+                state.clone()
+            } else {
+                state.with_const(&name.name, *value)
+            };
+            s.const_defs.insert(name.name.as_str().into());
+            Ok(s)
+        }
         StmtKind::Assign { target, at: at_id, call } => {
             let args = call.arg_vals();
             let name = call.name.name.as_str();

@@ -14,8 +14,8 @@
 //!
 //! - One statement per line (`;` also separates); `#` comments run to the end of the line.
 //! - Statements: `id = call` (eq. 17), `id = @id2: call` (eq. 18), statement calls
-//!   (`init(A, random)`, `codegen(l1, l2)`), and `N = 250`, which binds the named constant `N`
-//!   unless it is already bound.
+//!   (`init(A, random)`, `codegen(l1, l2)`), and `N = 250`, which defines the named constant `N`
+//!   (once per program: a second definition is an error) unless `-D N=...` already bound it.
 //! - Arguments map to [`ArgVal`](crate::ops::ArgVal): an identifier to `Word`, an integer (or a constant
 //!   expression) to `Int`, a number with `.` or an exponent to `Float`, `"..."` to `Str`,
 //!   `[...]` to `List` (an element left out, as in `[[i1, i2], ]`, is `Omitted`; `[]` is the

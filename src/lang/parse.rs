@@ -221,56 +221,13 @@ fn syntax_error(src: &str, file: &str, e: &pest::error::Error<Rule>) -> Located 
     Located::at(file, src, pos, len, message)
 }
 
-/// An affine index expression being built: `constant + sum(coef * var)`, with checked
-/// arithmetic (variables in order of first appearance).
-#[derive(Clone, Debug, Default)]
-struct Lin {
-    constant: i64,
-    terms: Vec<(String, i64)>,
-}
-
-impl Lin {
-    fn constant(c: i64) -> Lin {
-        Lin { constant: c, terms: Vec::new() }
-    }
-
-    fn var(v: &str) -> Lin {
-        Lin { constant: 0, terms: vec![(v.to_string(), 1)] }
-    }
-
-    fn as_const(&self) -> Option<i64> {
-        self.terms.iter().all(|(_, c)| *c == 0).then_some(self.constant)
-    }
-
-    fn add(&self, other: &Lin, sign: i64) -> Option<Lin> {
-        let mut out = self.clone();
-        out.constant = out.constant.checked_add(other.constant.checked_mul(sign)?)?;
-        for (v, c) in &other.terms {
-            let c = c.checked_mul(sign)?;
-            match out.terms.iter_mut().find(|(w, _)| w == v) {
-                Some((_, d)) => *d = d.checked_add(c)?,
-                None => out.terms.push((v.clone(), c)),
-            }
-        }
-        Some(out)
-    }
-
-    fn scale(&self, k: i64) -> Option<Lin> {
-        let terms =
-            self.terms.iter().map(|(v, c)| Some((v.clone(), c.checked_mul(k)?))).collect::<Option<_>>()?;
-        Some(Lin { constant: self.constant.checked_mul(k)?, terms })
-    }
-
-    /// The argument: an integer, a bare identifier, or an index expression.
-    fn into_arg(self) -> ArgVal {
-        let terms: Vec<(String, i64)> = self.terms.into_iter().filter(|(_, c)| *c != 0).collect();
-        match (terms.as_slice(), self.constant) {
-            ([], c) => ArgVal::Int(c),
-            ([(v, 1)], 0) => ArgVal::Word(v.as_str().into()),
-            _ => ArgVal::Index(
-                terms.iter().fold(Expr::int(self.constant), |e, (v, c)| e.add(&Expr::var(v).scale(*c))),
-            ),
-        }
+/// The argument an affine expression gives: an integer, a bare identifier, or an index
+/// expression.
+fn into_arg(e: Expr) -> ArgVal {
+    match (e.as_const(), e.as_var()) {
+        (Some(c), _) => ArgVal::Int(c),
+        (_, Some(v)) => ArgVal::Word(v.clone()),
+        _ => ArgVal::Index(e),
     }
 }
 
@@ -413,7 +370,7 @@ impl Cx<'_> {
                 Ok(x) if x.is_finite() => Ok(ArgVal::Float(x)),
                 _ => Err(self.err(span(&q), format!("number out of range: {}", q.as_str()))),
             },
-            Rule::sum => Ok(self.sum(q)?.into_arg()),
+            Rule::sum => Ok(into_arg(self.sum(q)?)),
             _ => Err(self.err(whole, "syntax error: unknown value")),
         }
     }
@@ -422,16 +379,19 @@ impl Cx<'_> {
         self.err(at, "integer overflow in the index expression")
     }
 
-    fn sum(&self, p: Pair<'_, Rule>) -> Result<Lin, Located> {
+    fn sum(&self, p: Pair<'_, Rule>) -> Result<Expr, Located> {
         let whole = span(&p);
-        let mut acc = Lin::constant(0);
+        let mut acc = Expr::int(0);
         let mut sign = 1;
         for q in p.into_inner() {
             match q.as_rule() {
                 Rule::add_op => sign = if q.as_str() == "-" { -1 } else { 1 },
                 Rule::product => {
                     let x = self.product(q)?;
-                    acc = acc.add(&x, sign).ok_or_else(|| self.overflow(whole))?;
+                    acc = x
+                        .checked_scale(sign)
+                        .and_then(|x| acc.checked_add(&x))
+                        .map_err(|_| self.overflow(whole))?;
                 }
                 _ => {}
             }
@@ -439,16 +399,16 @@ impl Cx<'_> {
         Ok(acc)
     }
 
-    fn product(&self, p: Pair<'_, Rule>) -> Result<Lin, Located> {
+    fn product(&self, p: Pair<'_, Rule>) -> Result<Expr, Located> {
         let whole = span(&p);
-        let mut acc: Option<Lin> = None;
+        let mut acc: Option<Expr> = None;
         for q in p.into_inner().filter(|q| q.as_rule() == Rule::factor) {
             let x = self.factor(q)?;
             acc = Some(match acc {
                 None => x,
                 Some(a) => match (a.as_const(), x.as_const()) {
-                    (Some(k), _) => x.scale(k).ok_or_else(|| self.overflow(whole))?,
-                    (_, Some(k)) => a.scale(k).ok_or_else(|| self.overflow(whole))?,
+                    (Some(k), _) => x.checked_scale(k).map_err(|_| self.overflow(whole))?,
+                    (_, Some(k)) => a.checked_scale(k).map_err(|_| self.overflow(whole))?,
                     (None, None) => {
                         return Err(self.err(
                             whole,
@@ -465,20 +425,20 @@ impl Cx<'_> {
         Ok(acc.unwrap_or_default())
     }
 
-    fn factor(&self, p: Pair<'_, Rule>) -> Result<Lin, Located> {
+    fn factor(&self, p: Pair<'_, Rule>) -> Result<Expr, Located> {
         let whole = span(&p);
         let mut negate = false;
-        let mut x = Lin::constant(0);
+        let mut x = Expr::int(0);
         for q in p.into_inner() {
             match q.as_rule() {
                 Rule::neg => negate = true,
-                Rule::int => x = Lin::constant(self.int(&q)?),
-                Rule::ident => x = Lin::var(q.as_str()),
+                Rule::int => x = Expr::int(self.int(&q)?),
+                Rule::ident => x = Expr::var(q.as_str()),
                 Rule::sum => x = self.sum(q)?,
                 _ => {}
             }
         }
-        if negate { x.scale(-1).ok_or_else(|| self.overflow(whole)) } else { Ok(x) }
+        if negate { x.checked_scale(-1).map_err(|_| self.overflow(whole)) } else { Ok(x) }
     }
 }
 
@@ -531,11 +491,12 @@ mod tests {
 
     #[test]
     fn affine_forms_and_overflow() {
-        let x = Lin::var("i").scale(2).and_then(|x| x.add(&Lin::constant(3), -1));
-        assert_eq!(x.map(Lin::into_arg), Some(ArgVal::Index(Expr::var("i").scale(2).add_int(-3))));
-        assert_eq!(Lin::constant(i64::MAX).add(&Lin::constant(1), 1).map(|l| l.constant), None);
-        assert_eq!(Lin::constant(i64::MIN).scale(-1).map(|l| l.constant), None);
-        assert_eq!(Lin::var("i").add(&Lin::var("i"), -1).map(Lin::into_arg), Some(ArgVal::Int(0)));
+        let x = Expr::var("i").checked_scale(2).and_then(|x| x.checked_sub(&Expr::int(3)));
+        assert_eq!(x.map(into_arg), Ok(ArgVal::Index(Expr::var("i").scale(2).add_int(-3))));
+        assert!(Expr::int(i64::MAX).checked_add(&Expr::int(1)).is_err());
+        assert!(Expr::int(i64::MIN).checked_scale(-1).is_err());
+        assert_eq!(Expr::var("i").checked_sub(&Expr::var("i")).map(into_arg), Ok(ArgVal::Int(0)));
+        assert_eq!(into_arg(Expr::var("i")), ArgVal::Word("i".into()));
     }
 
     #[test]

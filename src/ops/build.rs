@@ -1,6 +1,6 @@
 //! `build(t)`, eq. 19: the perfect loop nest around an assignment.
 
-use super::infer::{check_bounds, constants, extent_of, iterators};
+use super::infer::{check_bounds, constants, eval_note, extent_of, iterators, nonneg};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{Annotations, AssignMode, Expr, Iters, LNode, Loop, Name, Nest, Op, State, TExpr};
 use std::sync::Arc;
@@ -46,6 +46,27 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             found: format!("the unnamed assignment `{t}`"),
         });
     }
+    // Extents are checked when declared; a named constant bound since can make one empty.
+    let mut empty = None;
+    t.visit(&mut |n| {
+        for d in n.shape.dims().unwrap_or(&[]) {
+            if let crate::ir::Dim::Known(e) = d
+                && empty.is_none()
+                && nonneg(&e.add_int(-1), state) == Some(false)
+                && n.is_tensor_leaf()
+            {
+                empty = Some(format!("extent {} of {}", eval_note(e, state), n.op.symbol()));
+            }
+        }
+    });
+    if let Some(found) = empty {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg,
+            expected: "tensors of positive extents".into(),
+            found,
+        });
+    }
     let consts = constants(state, &[t]);
     let order = loop_order(t, &consts);
     let x = t.target().cloned().unwrap_or_else(|| t.clone());
@@ -75,7 +96,24 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
                 }
             },
         };
-        ranges.push((v.clone(), extent.add_int(-1)));
+        if nonneg(&extent.add_int(-1), state) == Some(false) {
+            return Err(Error::RangeInference {
+                builtin: b.into(),
+                arg,
+                iterator: v.to_string(),
+                reason: format!(
+                    "expected a range of at least one value, found extent {}",
+                    eval_note(&extent, state)
+                ),
+            });
+        }
+        let ub = extent.checked_add_int(-1).map_err(|_| Error::BadArgument {
+            builtin: b.into(),
+            arg: arg.clone(),
+            expected: format!("extents of at most {}", crate::ir::expr::INT_MAX),
+            found: format!("the extent {extent} of iterator `{v}` (an integer overflow)"),
+        })?;
+        ranges.push((v.clone(), ub));
     }
     check_bounds(&[t], &ranges, state, b, &arg)?;
     // An accumulator remembers the coordinates it sums over (see `TNode::first_update`).

@@ -7,7 +7,7 @@
 //! then checked against its tensor's extents over the box of ranges.
 
 use crate::error::{Arg, Error, Result};
-use crate::ir::{Dim, Expr, Name, State, TNode};
+use crate::ir::{Dim, EvalError, Expr, Name, Overflow, State, TNode};
 use std::collections::BTreeSet;
 
 /// Named constants: those the state binds and those any shape in `trees` mentions.
@@ -39,11 +39,14 @@ pub fn nonneg(e: &Expr, state: &State) -> Option<bool> {
     if let Some(c) = e.as_const() {
         return Some(c >= 0);
     }
-    if let Ok(v) = e.eval(&|x| state.constant(x)) {
-        return Some(v >= 0);
+    match e.checked_eval(&|x| state.constant(x)) {
+        Ok(v) => return Some(v >= 0),
+        Err(EvalError::Overflow) => return None,
+        Err(EvalError::Unbound(_)) => {}
     }
     let terms = e.affine_terms()?;
-    if terms.iter().all(|(_, c)| *c > 0) && terms.iter().map(|(_, c)| c).sum::<i64>() + e.constant() >= 0 {
+    let least = terms.iter().try_fold(e.constant(), |acc, (_, c)| acc.checked_add(*c));
+    if terms.iter().all(|(_, c)| *c > 0) && least.is_some_and(|v| v >= 0) {
         return Some(true);
     }
     None
@@ -51,11 +54,11 @@ pub fn nonneg(e: &Expr, state: &State) -> Option<bool> {
 
 /// Decides `a == b` (constant difference or evaluation with the bound constants).
 pub fn same_extent(a: &Expr, b: &Expr, state: &State) -> Option<bool> {
-    let d = a.sub(b);
+    let d = a.checked_sub(b).ok()?;
     if let Some(c) = d.as_const() {
         return Some(c == 0);
     }
-    d.eval(&|x| state.constant(x)).ok().map(|v| v == 0)
+    d.checked_eval(&|x| state.constant(x)).ok().map(|v| v == 0)
 }
 
 /// One dimension of one access: `tensor[.., index, ..]` with the dimension's extent.
@@ -130,7 +133,9 @@ pub fn extent_of(
         if c == 0 || !o.index.is_affine() || o.index.as_var().is_some() {
             continue;
         }
-        let rest = o.index.sub(&Expr::var_name(v).scale(c));
+        let overflow = |_| overflow(builtin, arg, o.leaf);
+        let rest =
+            o.index.checked_sub(&Expr::var_name(v).checked_scale(c).map_err(overflow)?).map_err(overflow)?;
         if rest.vars().iter().any(|x| !is_const(x, state, trees)) {
             continue; // depends on another iterator too (e.g. h+kh)
         }
@@ -140,17 +145,49 @@ pub fn extent_of(
         }
         let cand = if c > 0 {
             // c*v + rest <= E-1  =>  v <= floor((E-1-rest)/c)
-            e.add_int(-1).sub(&rest).floordiv(c).add_int(1)
+            e.checked_add_int(-1).and_then(|x| x.checked_sub(&rest)).map(|x| x.floordiv(c))
         } else {
             // c*v + rest >= 0  =>  v <= floor(rest/|c|)
-            rest.floordiv(-c).add_int(1)
+            c.checked_neg().ok_or(Overflow).map(|n| rest.floordiv(n))
         };
+        let cand = cand.and_then(|x| x.checked_add_int(1)).map_err(overflow)?;
+        if nonneg(&cand.checked_add_int(-1).map_err(overflow)?, state) == Some(false) {
+            return Err(Error::RangeInference {
+                builtin: builtin.into(),
+                arg: arg.clone(),
+                iterator: v.to_string(),
+                reason: format!(
+                    "{} is in bounds for no value of it (extent {e}): expected a range of at least \
+                     one value, found extent {}",
+                    o.leaf.access(),
+                    eval_note(&cand, state)
+                ),
+            });
+        }
         best = Some(match best {
             None => cand,
             Some(b) => Expr::min(&b, &cand),
         });
     }
     Ok(best)
+}
+
+/// `e`, with its value where the named constants give one: `N-11 (= -7)`.
+pub fn eval_note(e: &Expr, state: &State) -> String {
+    match (e.as_const(), e.checked_eval(&|x| state.constant(x))) {
+        (None, Ok(v)) => format!("{e} (= {v})"),
+        _ => e.to_string(),
+    }
+}
+
+/// Index arithmetic on `leaf` that leaves the 64-bit range.
+pub fn overflow(builtin: &str, arg: &Arg, leaf: &TNode) -> Error {
+    Error::BadArgument {
+        builtin: builtin.into(),
+        arg: arg.clone(),
+        expected: format!("indices and extents of at most {}", crate::ir::expr::INT_MAX),
+        found: format!("an integer overflow computing the range of {}", leaf.access()),
+    }
 }
 
 fn is_const(x: &Name, state: &State, trees: &[&TNode]) -> bool {
@@ -172,27 +209,30 @@ pub fn check_bounds(
             continue;
         };
         // min and max of the index over the box [0, ub_v].
+        let ovf = |_| overflow(builtin, arg, o.leaf);
         let mut lo = Expr::int(o.index.constant());
         let mut hi = Expr::int(o.index.constant());
         for (v, c) in &terms {
             match ranges.iter().find(|(n, _)| n == v) {
                 Some((_, ub)) => {
+                    let t = ub.checked_scale(*c).map_err(ovf)?;
                     if *c > 0 {
-                        hi = hi.add(&ub.scale(*c));
+                        hi = hi.checked_add(&t).map_err(ovf)?;
                     } else {
-                        lo = lo.add(&ub.scale(*c));
+                        lo = lo.checked_add(&t).map_err(ovf)?;
                     }
                 }
                 None => {
                     // a named constant
-                    lo = lo.add(&Expr::var_name(v).scale(*c));
-                    hi = hi.add(&Expr::var_name(v).scale(*c));
+                    let t = Expr::var_name(v).checked_scale(*c).map_err(ovf)?;
+                    lo = lo.checked_add(&t).map_err(ovf)?;
+                    hi = hi.checked_add(&t).map_err(ovf)?;
                 }
             }
         }
-        let max_index = extent.add_int(-1);
+        let max_index = extent.checked_add_int(-1).map_err(ovf)?;
         let ok_lo = nonneg(&lo, state);
-        let ok_hi = nonneg(&max_index.sub(&hi), state);
+        let ok_hi = nonneg(&max_index.checked_sub(&hi).map_err(ovf)?, state);
         if ok_lo == Some(true) && ok_hi == Some(true) {
             continue;
         }

@@ -565,6 +565,11 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
         req.nests.push(a.nest(pos, "nest")?);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
     }
+    // Validate now what `teml run` would refuse when generating C (marks that cannot be
+    // realized, ...): the refusal is then this statement's error, in every front-end and in
+    // `teml check`. Generating only prints C.
+    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    crate::codegen::generate(s, "teml_kernel", &named)?;
     let mut out = s.clone();
     out.kernels.push(req);
     Ok(out)
@@ -709,7 +714,7 @@ static BUILTINS: &[Builtin] = &[
         name: "accumulator",
         signature: "accumulator([extents]) | accumulator(t)",
         equation: "eq. 33",
-        summary: "the tensor being defined (□) read as its own accumulator, zero before its nest: t' in add(t', t2, [I', ] -> I'); for compositions (stdlib, Rhai), as an operand in place",
+        summary: "the tensor being defined (□) read as its own accumulator, zero before its nest: t' in add(t', t2, [I', ] -> I'); only as an operand in place (stdlib, Rhai): bound to a name (`Z = accumulator(...)`) it is refused; in .teml, assign a vcontract (`C = eq(P, -> [i1, i2])`), which is zeroed the same way",
         example: "let A = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);",
         returns: Returns::Tensor,
         call: Call::Value(b_accumulator),
@@ -791,6 +796,21 @@ static BUILTINS: &[Builtin] = &[
 /// `P_stmt[id = builtin(args)]` (eq. 17, 18, 26): calls the builtin and binds the result to
 /// `id` (with `@at:` naming the target tensor in generated code).
 pub fn exec(state: &State, id: &str, at: Option<&str>, builtin: &str, args: &[ArgVal]) -> Result<State> {
+    if builtin == "accumulator" {
+        // Named, it would be an ordinary tensor (random data, never zeroed): an accumulator is
+        // only the tensor being defined, inside the assignment that defines it.
+        return Err(Error::WrongKind {
+            builtin: builtin.into(),
+            arg: Arg::new(0, "use"),
+            expected: "an accumulator as an operand of the assignment it accumulates for (Rhai: \
+                       `let C = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);`)"
+                .into(),
+            found: format!(
+                "`{id} = accumulator(...)`, which would make `{id}` an ordinary tensor; in .teml, assign \
+                 the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) to sum from zero"
+            ),
+        });
+    }
     let v = call(state, builtin, args)?;
     super::tensor::assign(state, id, at, v)
 }

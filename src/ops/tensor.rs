@@ -3,6 +3,7 @@
 
 use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
 use crate::error::{Arg, Error, Result};
+use crate::ir::expr::INT_MAX;
 use crate::ir::{
     AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf,
 };
@@ -62,13 +63,34 @@ pub fn scalar(dtype: DType) -> TExpr {
 /// `tensor(S)` / `tensor(type, S)`, eq. 13: `⟨(□, S, ε), []⟩`. Extents are positive integers
 /// or affine expressions in named constants.
 pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Result<TExpr> {
+    let arg = Arg::new(if builtin == "tensor" { 1 } else { 2 }, "shape");
     for (k, d) in dims.iter().enumerate() {
-        if nonneg(&d.add_int(-1), state) == Some(false) {
+        let value = d.checked_eval(&|x| state.constant(x));
+        let with_value = match &value {
+            Ok(v) if d.as_const().is_none() => format!(" (= {v})"),
+            _ => String::new(),
+        };
+        if matches!(value, Err(crate::ir::EvalError::Overflow))
+            || !d.within(INT_MAX)
+            || value.as_ref().is_ok_and(|v| *v > INT_MAX)
+        {
             return Err(Error::BadArgument {
                 builtin: builtin.into(),
-                arg: Arg::new(if builtin == "tensor" { 1 } else { 2 }, "shape"),
+                arg: arg.clone(),
+                expected: format!("extents of at most {INT_MAX} (the generated loops run over C int)"),
+                found: format!(
+                    "extent {d} in dimension {}{}",
+                    k + 1,
+                    if value.is_err() { " (an integer overflow)".into() } else { with_value }
+                ),
+            });
+        }
+        if value.as_ref().is_ok_and(|v| *v < 1) || nonneg(&d.add_int(-1), state) == Some(false) {
+            return Err(Error::BadArgument {
+                builtin: builtin.into(),
+                arg: arg.clone(),
                 expected: "positive extents".into(),
-                found: format!("extent {d} in dimension {}", k + 1),
+                found: format!("extent {d} in dimension {}{with_value}", k + 1),
             });
         }
         if !d.is_affine() {
@@ -360,6 +382,20 @@ fn finish_assign(builtin: &str, stmt: &TExpr, reads_itself: bool) -> Result<TExp
     Ok(std::sync::Arc::new(TNode { op: Op::Assign(mode), ..(**stmt).clone() }))
 }
 
+/// The type of a value read without the tensor being defined (□): float when every tensor
+/// operand is float; `None` when it has no other tensor operand.
+fn operand_dtype(y: Option<&TExpr>) -> Option<DType> {
+    let mut any = false;
+    let mut all_float = true;
+    y?.visit(&mut |n| {
+        if let Op::Id(_) = n.op {
+            any = true;
+            all_float &= n.dtype == DType::Float;
+        }
+    });
+    any.then_some(if all_float { DType::Float } else { DType::Double })
+}
+
 /// `vcontract(t0, t1, [r0, r1])` (Sec. 4.2.3, fundamental): the virtual sum over the shared
 /// index of the product, `Σk t0[.., k, ..] * t1[.., k, ..]`, for one or several pairs of
 /// 1-based dimensions. Its free iterators are `I' = (I \ k) || (J \ k)`, named `i1, i2, ...`.
@@ -504,7 +540,14 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
             *got = want.clone();
         }
         dtype = d.dtype;
-    } else if let Some(k) = dims.iter().position(|d| *d == Dim::Unknown) {
+    } else if reads_itself && let Some(d) = operand_dtype(t.value()) {
+        // The tensor being defined (an accumulator) takes its operands' type, not the
+        // default double its own `accumulator(...)` leaf was made with.
+        dtype = d;
+    }
+    if declared.is_none()
+        && let Some(k) = dims.iter().position(|d| *d == Dim::Unknown)
+    {
         return Err(Error::RangeInference {
             builtin,
             arg: Arg::new(1, "result"),
@@ -554,7 +597,8 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
     }
     let t = finish_assign(&builtin, &map_leaves(&t, &fix), reads_itself)?;
     let mut s = state.with(id, Value::Tensor(t.clone()));
-    if at.is_some() && declared.is_none() {
+    // `D = @C: e` with C undeclared declares C too; `X = @X: e` is `X = e`, which already does.
+    if at.is_some() && declared.is_none() && *target_name != *id {
         let x = t.target().map(real_leaf).unwrap_or_else(|| t.clone());
         s = s.with(&target_name, Value::Tensor(x));
     }

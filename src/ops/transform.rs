@@ -6,7 +6,8 @@
 
 use super::tensor::fresh;
 use crate::error::{Arg, Error, Result};
-use crate::ir::{Expr, LNode, Loop, Name, Nest, State};
+use crate::ir::expr::INT_MAX;
+use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, State};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -98,6 +99,19 @@ fn collect_names(x: &LNode, out: &mut BTreeSet<Name>) {
     }
 }
 
+/// Bounds of the rewritten loop `l` that leave the range of the generated C's `int`.
+fn overflow(builtin: &str, l: &Loop) -> Error {
+    Error::Illegal {
+        builtin: builtin.into(),
+        reason: format!(
+            "the bounds of loop `{}` ({}) leave the integer range: expected bounds within \
+             -{INT_MAX}..={INT_MAX} (the generated loops run over C int), found an integer overflow",
+            l.iter,
+            l.range()
+        ),
+    }
+}
+
 fn level_arg(pos: usize) -> Arg {
     Arg::new(pos, "level")
 }
@@ -114,11 +128,15 @@ fn level_arg(pos: usize) -> Arg {
 /// ```
 pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<Nest> {
     let b = "stripmine";
-    if factor < 1 {
+    if !(1..=INT_MAX).contains(&factor) {
         return Err(Error::BadArgument {
             builtin: b.into(),
             arg: Arg::new(3, "factor"),
-            expected: "a factor of 1 or more".into(),
+            expected: if factor < 1 {
+                "a factor of 1 or more".into()
+            } else {
+                format!("a factor of at most {INT_MAX}")
+            },
             found: factor.to_string(),
         });
     }
@@ -127,13 +145,21 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
         let outer_name = fresh(&format!("{}o", l.iter), &taken);
         let (lb, ub, s) = (&l.lb, &l.ub, l.step);
         let o = Expr::var_name(&outer_name);
-        let inner_lb = lb.add(&o.scale(s * factor));
-        let full_ub = inner_lb.add_int(s * (factor - 1));
+        let ovf = |_| overflow(b, l);
+        let block = s.checked_mul(factor).ok_or(Overflow).map_err(ovf)?;
+        let inner_lb = lb.checked_add(&o.checked_scale(block).map_err(ovf)?).map_err(ovf)?;
+        let full_ub = inner_lb.checked_add_int(block - s).map_err(ovf)?;
         // The trip count, with the named constants the state binds (as `unroll` does): where v
         // divides it, the last block is full and needs no `min`.
-        let span = ub.sub(lb);
-        let trip =
-            span.as_const().or_else(|| span.eval(&|c| state.constant(c)).ok()).map(|d| d.div_euclid(s) + 1);
+        let span = ub.checked_sub(lb).map_err(ovf)?;
+        let trip = match span.checked_eval(&|c| state.constant(c)) {
+            Ok(d) => Some(d.div_euclid(s) + 1),
+            Err(EvalError::Unbound(_)) => None,
+            Err(EvalError::Overflow) => return Err(overflow(b, l)),
+        };
+        if !full_ub.within(INT_MAX) || !inner_lb.within(INT_MAX) {
+            return Err(overflow(b, l));
+        }
         let inner_ub = match trip {
             Some(n) if n % factor == 0 => full_ub,
             _ => Expr::min(&full_ub, ub),
@@ -149,7 +175,7 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
         let outer = Loop {
             iter: outer_name,
             lb: Expr::int(0),
-            ub: ub.sub(lb).floordiv(s * factor),
+            ub: span.floordiv(block),
             step: 1,
             annot: Default::default(),
             body: vec![LNode::Loop(Arc::new(inner))],
@@ -296,6 +322,14 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
                 found: found.unwrap_or_else(|| "no loop".into()),
             });
         }
+        if loops.len() < 2 {
+            return Err(Error::FuseMismatch {
+                builtin: b.into(),
+                level: level as usize,
+                expected: "two or more sibling loops to fuse".into(),
+                found: format!("one loop ({}): nothing to fuse", loops[0].header()),
+            });
+        }
         let first = loops[0];
         let mut body = Vec::new();
         let mut annot = first.annot.clone();
@@ -322,10 +356,10 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
 pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
     let b = "unroll";
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
-        let span = l.ub.sub(&l.lb);
+        let span = l.ub.checked_sub(&l.lb).map_err(|_| overflow(b, l))?;
         let d = match span.as_const() {
             Some(d) => d,
-            None => span.eval(&|v| state.constant(v)).map_err(|_| Error::Illegal {
+            None => span.checked_eval(&|v| state.constant(v)).map_err(|_| Error::Illegal {
                 builtin: b.into(),
                 reason: format!(
                     "loop `{}` has no constant trip count (range {}): expected bounds whose \
@@ -348,7 +382,8 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
         }
         let mut out = Vec::new();
         for j in 0..k {
-            let val = l.lb.add_int(l.step * j);
+            let val = l.step.checked_mul(j).and_then(|x| l.lb.checked_add_int(x).ok());
+            let val = val.ok_or_else(|| overflow(b, l))?;
             let sub = |v: &str| (v == &*l.iter).then(|| val.clone());
             out.extend(l.body.iter().map(|c| c.subst(&sub)));
         }
@@ -357,8 +392,14 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
 }
 
 /// `parallelize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run on several threads.
+/// Refused inside a vectorized loop: OpenMP has no `parallel for` inside `simd`.
 pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
-    rewrite_loop(nest, level, "parallelize", &level_arg(2), &mut |l| {
+    let b = "parallelize";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(outer) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+        return Err(simd_around_parallel(b, outer, &l));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         l2.annot.parallel = true;
         Ok(vec![LNode::Loop(Arc::new(l2))])
@@ -366,10 +407,39 @@ pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
 }
 
 /// `vectorize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run in SIMD lanes.
+/// Refused around a parallelized loop: OpenMP has no `parallel for` inside `simd`.
 pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
-    rewrite_loop(nest, level, "vectorize", &level_arg(2), &mut |l| {
+    let b = "vectorize";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(inner) = l.body.iter().find_map(parallel_loop) {
+        return Err(simd_around_parallel(b, &l, &inner));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         l2.annot.vectorize = true;
         Ok(vec![LNode::Loop(Arc::new(l2))])
     })
+}
+
+/// The first loop marked parallel at or below `x`.
+pub(crate) fn parallel_loop(x: &LNode) -> Option<Arc<Loop>> {
+    let l = x.as_loop()?;
+    if l.annot.parallel {
+        return Some(l.clone());
+    }
+    l.body.iter().find_map(parallel_loop)
+}
+
+/// The refusal of a parallel loop inside a vectorized one.
+fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
+    Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
+}
+
+/// Why a parallel loop cannot run inside a vectorized one (also code generation's reason).
+pub(crate) fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
+    format!(
+        "loop `{}` is parallelized inside loop `{}`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one",
+        inner.iter, outer.iter
+    )
 }
