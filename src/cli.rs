@@ -256,7 +256,12 @@ pub fn run(a: &RunArgs) -> i32 {
                 }
                 last.extend(run.outputs);
             }
-            Err(e) => failure = Some(e.to_string()),
+            Err(e) => {
+                failure = Some(match &req.at {
+                    Some(at) => format!("{at}: kernel {}: {e}", k + 1),
+                    None => format!("kernel {}: {e}", k + 1),
+                })
+            }
         }
     }
     if failure.is_none() && !mismatched.is_empty() {

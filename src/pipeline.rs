@@ -80,6 +80,8 @@ pub struct KernelReport {
     pub name: String,
     /// The nests it runs, in order.
     pub nests: Vec<String>,
+    /// Where its `codegen` statement is (`file:line:col`), when it has one.
+    pub at: Option<String>,
     /// Every written tensor matched the reference within tolerance.
     pub verified: bool,
     /// How verification was done ("full size", or a reduced size).
@@ -684,6 +686,7 @@ fn run_at(
     let mut report = KernelReport {
         name: name.clone(),
         nests: req.names.iter().map(|n| n.to_string()).collect(),
+        at: req.at.clone(),
         verified,
         verification: note,
         max_abs_error: cmp.max_abs,
@@ -866,9 +869,10 @@ impl KernelReport {
     /// A short human-readable summary.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "{} ({}): {} (max rel error {:.2e}, {})",
+            "{} ({}){}: {} (max rel error {:.2e}, {})",
             self.name,
             self.nests.join(", "),
+            self.at.as_ref().map_or(String::new(), |a| format!(" at {a}")),
             if self.verified { "verified" } else { "MISMATCH" },
             self.max_rel_error,
             self.verification

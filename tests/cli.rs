@@ -29,7 +29,7 @@ fn run_verifies_the_paper_example() {
     let o = teml(&["run", "examples/paper/fig6.teml", "-D", "N=48", "--threads", "2"], d.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
-    assert!(out.contains("teml_kernel (l2): verified"), "{out}");
+    assert!(out.contains("teml_kernel (l2) at examples/paper/fig6.teml:16:1: verified"), "{out}");
 }
 
 #[test]

@@ -95,6 +95,9 @@ pub struct KernelRequest {
     pub names: Vec<Name>,
     /// Their nests.
     pub nests: Vec<Nest>,
+    /// Where the `codegen` statement is, `file:line:col` (`None` for requests made otherwise).
+    #[serde(default)]
+    pub at: Option<String>,
 }
 
 impl State {

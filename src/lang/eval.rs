@@ -90,8 +90,18 @@ pub fn eval_one(
         StmtKind::Call(call) => {
             let name = call.name.name.as_str();
             match ops::lookup(name) {
-                Some(_) => ops::run_stmt(state, name, &call.arg_vals())
-                    .map_err(|e| locate(program, stmt, call, None, e)),
+                Some(_) => {
+                    let mut s = ops::run_stmt(state, name, &call.arg_vals())
+                        .map_err(|e| locate(program, stmt, call, None, e))?;
+                    // A kernel remembers the statement that asked for it.
+                    if s.kernels.len() > state.kernels.len()
+                        && let Some(k) = s.kernels.last_mut()
+                    {
+                        let here = Located::at(&program.file, &program.src, call.name.span.start, 1, "");
+                        k.at = Some(format!("{}:{}:{}", here.file, here.line, here.col));
+                    }
+                    Ok(s)
+                }
                 None if ext.names().iter().any(|n| n == name) => Err(at(
                     call.name.span,
                     format!(

@@ -560,7 +560,7 @@ fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
 
 fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     let a = Args::new("codegen", s, a, 1, usize::MAX, "codegen(l1, l2, ...)")?;
-    let mut req = KernelRequest { names: Vec::new(), nests: Vec::new() };
+    let mut req = KernelRequest::default();
     for pos in 1..=a.args.len() {
         req.nests.push(a.nest(pos, "nest")?);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
