@@ -122,19 +122,21 @@ pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, Ru
 }
 
 /// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
-/// named constants.
+/// named constants; saturating (a count too large to represent is too large to interpret).
 fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
     fn go(x: &LNode, trips: u64, state: &State, weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
         match x {
-            LNode::Stmt(s) => trips * weight(s),
+            LNode::Stmt(s) => trips.saturating_mul(weight(s)),
             LNode::Loop(l) => {
                 let span = l.ub.sub(&l.lb).eval(&|v| state.constant(v));
-                let n = span.map_or(0, |d| (d / l.step + 1).max(0) as u64);
-                l.body.iter().map(|c| go(c, trips * n, state, weight)).sum()
+                let n = span.map_or(0, |d| (d / l.step.max(1)).saturating_add(1).max(0) as u64);
+                l.body
+                    .iter()
+                    .fold(0u64, |acc, c| acc.saturating_add(go(c, trips.saturating_mul(n), state, weight)))
             }
         }
     }
-    nests.iter().flat_map(|n| n.items()).map(|x| go(x, 1, state, weight)).sum()
+    nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(x, 1, state, weight)))
 }
 
 /// Floating-point operations of one run of the untransformed program.

@@ -271,3 +271,16 @@ fn an_accumulator_bound_to_a_name_is_refused() {
     );
     assert_eq!((e.line, e.col, e.width), (2, 5, 11));
 }
+
+#[test]
+fn an_accumulator_bound_to_a_name_is_refused_in_rhai_too() {
+    let src =
+        "let P = tensor([4, 4]);\nlet Z = accumulator([4, 4]);\nlet O = add(Z, P, [[i, j], [i, j]], [i, j]);";
+    let e = teml::script::eval(src, "acc.rhai", &teml::ir::State::new()).unwrap_err().to_string();
+    assert!(e.contains("found `Z = accumulator(...)`, which would make `Z` an ordinary tensor"), "{e}");
+    assert!(e.contains("acc.rhai:2:5"), "{e}");
+    // In place, as the operand of the assignment it accumulates for, it is the accumulator.
+    let ok = "let A = tensor([4, 4]);\nlet B = tensor([4, 4]);\nlet P = vmul(A, B, [[i, k], [k, j]]);\n\
+              let C = add(accumulator([4, 4]), P, [[i, j], ()], [i, j]);\nlet l = build(C);";
+    teml::script::eval(ok, "ok.rhai", &teml::ir::State::new()).unwrap();
+}

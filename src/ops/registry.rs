@@ -793,23 +793,28 @@ static BUILTINS: &[Builtin] = &[
     },
 ];
 
+/// The error for `id = accumulator(...)`: named, an accumulator would be an ordinary tensor
+/// (random data, never zeroed); it is only the tensor being defined, inside the assignment that
+/// defines it. Both front-ends raise it.
+pub fn named_accumulator(id: &str) -> Error {
+    Error::WrongKind {
+        builtin: "accumulator".into(),
+        arg: Arg::new(0, "use"),
+        expected: "an accumulator as an operand of the assignment it accumulates for (Rhai: \
+                   `let C = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);`)"
+            .into(),
+        found: format!(
+            "`{id} = accumulator(...)`, which would make `{id}` an ordinary tensor; in .teml, assign \
+             the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) to sum from zero"
+        ),
+    }
+}
+
 /// `P_stmt[id = builtin(args)]` (eq. 17, 18, 26): calls the builtin and binds the result to
 /// `id` (with `@at:` naming the target tensor in generated code).
 pub fn exec(state: &State, id: &str, at: Option<&str>, builtin: &str, args: &[ArgVal]) -> Result<State> {
     if builtin == "accumulator" {
-        // Named, it would be an ordinary tensor (random data, never zeroed): an accumulator is
-        // only the tensor being defined, inside the assignment that defines it.
-        return Err(Error::WrongKind {
-            builtin: builtin.into(),
-            arg: Arg::new(0, "use"),
-            expected: "an accumulator as an operand of the assignment it accumulates for (Rhai: \
-                       `let C = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);`)"
-                .into(),
-            found: format!(
-                "`{id} = accumulator(...)`, which would make `{id}` an ordinary tensor; in .teml, assign \
-                 the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) to sum from zero"
-            ),
-        });
+        return Err(named_accumulator(id));
     }
     let v = call(state, builtin, args)?;
     super::tensor::assign(state, id, at, v)

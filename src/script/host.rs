@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     /// Set when a builtin returned a value carrying the hole: the top-level scope may hold
     /// values to bind.
     pub holes: std::cell::Cell<bool>,
+    /// The leaves `accumulator(...)` returned: bound to a name, one would be an ordinary tensor.
+    pub accumulators: RefCell<Vec<*const crate::ir::TNode>>,
     /// When the running script is stopped (see [`Limits::max_time`]).
     pub deadline: std::cell::Cell<Option<std::time::Instant>>,
 }
@@ -97,6 +99,11 @@ impl Shared {
 
     fn bind_inner(&self, name: &str, v: Value, top: bool) -> Result<Option<Value>, Error> {
         let holed = matches!(&v, Value::Tensor(t) if t.has_hole());
+        if let Value::Tensor(t) = &v
+            && self.accumulators.borrow().contains(&std::sync::Arc::as_ptr(t))
+        {
+            return Err(ops::registry::named_accumulator(name));
+        }
         if !holed {
             if top {
                 self.state.borrow_mut().vars.insert(Name::from(name), v);
@@ -538,6 +545,9 @@ fn call_builtin(
             let v = ops::call(&sh.state.borrow(), name, &argv).map_err(|e| sh.fail(e))?;
             if matches!(&v, Value::Tensor(t) if t.has_hole()) {
                 sh.holes.set(true);
+            }
+            if let (true, Value::Tensor(t)) = (name == "accumulator", &v) {
+                sh.accumulators.borrow_mut().push(std::sync::Arc::as_ptr(t));
             }
             Ok(to_dynamic(v))
         }
