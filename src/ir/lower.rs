@@ -66,7 +66,7 @@ pub fn lower(stmt: &TExpr) -> Option<Lowered> {
         update,
         rhs: flatten(value),
         first: matches!(stmt.op, Op::Assign(AssignMode::Accumulator)).then(|| match stmt.first_update() {
-            Some(xs) => xs.to_vec(),
+            Some(xs) => xs,
             // Not placed by `build`: the iterators it reads that the target does not index.
             None => {
                 let t: Vec<Name> = x.index_vars();

@@ -11,4 +11,4 @@ pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};
 pub use state::{Init, KernelRequest, State, Value, real_leaf};
-pub use texpr::{AssignMode, DType, Dim, Iters, Op, Shape, TExpr, TNode};
+pub use texpr::{AssignMode, DType, Dim, Instance, Iters, Op, Shape, TExpr, TNode};

@@ -184,6 +184,25 @@ impl fmt::Display for Iters {
     }
 }
 
+/// Where a statement placed in a loop nest comes from: which of the nest's origin assignments
+/// it runs, and at which of that assignment's instances (the values of the iterators of the
+/// nest `build` gave it, eq. 19), as expressions in the loops now around it. Transformations
+/// carry it along: unrolling and renaming substitute into `at` like into every index, and
+/// fusion renumbers `origin`. Legality analysis maps each statement of a transformed nest back
+/// to the original instances through it; an accumulator's first update is where its
+/// reduction coordinates are all 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    /// Position among the nest's origin assignments ([`crate::ir::Nest::origin`]).
+    pub origin: usize,
+    /// The original iterators, in the loop order `build` chose.
+    pub iters: Vec<Name>,
+    /// Their values at this statement, in terms of the loops around it.
+    pub at: Vec<Expr>,
+    /// Which of them the statement sums over (they do not index its target).
+    pub reduction: Vec<bool>,
+}
+
 /// A node `(op, shape, iters)` with its children.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TNode {
@@ -197,12 +216,15 @@ pub struct TNode {
     pub dtype: DType,
     /// Sub-trees.
     pub children: Vec<TExpr>,
+    /// For an assignment placed in a nest by `build`: the original instances it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inst: Option<Arc<Instance>>,
 }
 
 impl TNode {
     /// A leaf.
     pub fn leaf(op: Op, shape: Shape, iters: Iters, dtype: DType) -> TExpr {
-        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new() })
+        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new(), inst: None })
     }
 
     /// An inner node; its iterator list is `•` and its type the promotion of its children:
@@ -211,7 +233,7 @@ impl TNode {
         let all_float = children.iter().any(|c| !c.is_lit())
             && children.iter().all(|c| c.is_lit() || c.dtype == DType::Float);
         let dtype = if all_float { DType::Float } else { DType::Double };
-        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children })
+        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children, inst: None })
     }
 
     /// True for a numeric literal.
@@ -250,14 +272,19 @@ impl TNode {
     /// The reduction coordinates of an accumulator statement placed in a nest by `build`: the
     /// current values of the iterators it sums over (their loops all start at 0). The
     /// statement instance where all of them are 0 is the first update of its target element,
-    /// in any order the loop transformations produce; the accumulator is zeroed there. They
-    /// live in the assignment node's iterator list (• everywhere else), so that unrolling and
-    /// renaming substitute them like every other index.
-    pub fn first_update(&self) -> Option<&[Expr]> {
-        match (&self.op, &self.iters) {
-            (Op::Assign(AssignMode::Accumulator), Iters::List(xs)) => Some(xs),
+    /// in any order the loop transformations produce; the accumulator is zeroed there.
+    pub fn first_update(&self) -> Option<Vec<Expr>> {
+        match (&self.op, &self.inst) {
+            (Op::Assign(AssignMode::Accumulator), Some(i)) => {
+                Some(i.at.iter().zip(&i.reduction).filter(|(_, r)| **r).map(|(x, _)| x.clone()).collect())
+            }
             _ => None,
         }
+    }
+
+    /// The same node placed as statement `inst`.
+    pub fn with_instance(&self, inst: Instance) -> TExpr {
+        Arc::new(TNode { inst: Some(Arc::new(inst)), ..self.clone() })
     }
 
     /// The index expressions of a leaf, if it has a list.
@@ -315,7 +342,7 @@ impl TNode {
     /// Every leaf with an index list, left to right.
     pub fn indexed_leaves(&self) -> Vec<&TNode> {
         fn go<'a>(n: &'a TNode, out: &mut Vec<&'a TNode>) {
-            if matches!(n.iters, Iters::List(_)) && !n.is_assign() {
+            if matches!(n.iters, Iters::List(_)) {
                 out.push(n);
             }
             for c in &n.children {
@@ -373,13 +400,16 @@ impl TNode {
             other => other.clone(),
         };
         let children = self.children.iter().map(|c| c.subst_iters(f)).collect();
-        Arc::new(TNode { op, iters, children, shape: self.shape.clone(), dtype: self.dtype })
+        let inst = self.inst.as_ref().map(|i| {
+            Arc::new(Instance { at: i.at.iter().map(|x| x.subst_with(f)).collect(), ..(**i).clone() })
+        });
+        Arc::new(TNode { op, iters, children, shape: self.shape.clone(), dtype: self.dtype, inst })
     }
 
     /// The paper's notation `⟨(op, S, I), [..]⟩`.
     pub fn paper(&self) -> String {
         let kids: Vec<String> = self.children.iter().map(|c| c.paper()).collect();
-        format!("⟨({}, {}, {}), [{}]⟩", self.op.symbol(), self.shape, self.shown_iters(), kids.join(", "))
+        format!("⟨({}, {}, {}), [{}]⟩", self.op.symbol(), self.shape, self.iters, kids.join(", "))
     }
 
     /// An indented tree, one node per line.
@@ -390,7 +420,7 @@ impl TNode {
     }
 
     fn tree_into(&self, out: &mut String, first: &str, rest: &str) {
-        let mut line = format!("{first}({}, {}, {})", self.op.symbol(), self.shape, self.shown_iters());
+        let mut line = format!("{first}({}, {}, {})", self.op.symbol(), self.shape, self.iters);
         if self.dtype == DType::Float && self.is_tensor_leaf() {
             line.push_str(" float");
         }
@@ -405,12 +435,6 @@ impl TNode {
             let (f, r) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
             c.tree_into(out, &format!("{rest}{f}"), &format!("{rest}{r}"));
         }
-    }
-
-    /// The iterator list as the paper prints it: an assignment's is • (its reduction
-    /// coordinates, see [`TNode::first_update`], are internal).
-    fn shown_iters(&self) -> &Iters {
-        if self.is_assign() { &Iters::Bullet } else { &self.iters }
     }
 
     fn prec(&self) -> u8 {

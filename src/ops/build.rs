@@ -2,7 +2,7 @@
 
 use super::infer::{check_bounds, constants, eval_note, extent_of, iterators, nonneg};
 use crate::error::{Arg, Error, Result};
-use crate::ir::{Annotations, AssignMode, Expr, Iters, LNode, Loop, Name, Nest, Op, State, TExpr};
+use crate::ir::{Annotations, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr};
 use std::sync::Arc;
 
 /// The loop order `build` uses: by number when every iterator is named `i<k>` (the paper's
@@ -116,15 +116,14 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         ranges.push((v.clone(), ub));
     }
     check_bounds(&[t], &ranges, state, b, &arg)?;
-    // An accumulator remembers the coordinates it sums over (see `TNode::first_update`).
-    let stmt = match t.op {
-        Op::Assign(AssignMode::Accumulator) => {
-            let target: Vec<Name> = x.index_vars();
-            let red: Vec<Expr> = order.iter().filter(|v| !target.contains(v)).map(Expr::var_name).collect();
-            t.with_iters(Iters::List(red))
-        }
-        _ => t.clone(),
-    };
+    // The statement remembers the instances it runs (see `Instance`).
+    let target: Vec<Name> = x.index_vars();
+    let stmt = t.with_instance(Instance {
+        origin: 0,
+        iters: order.clone(),
+        at: order.iter().map(Expr::var_name).collect(),
+        reduction: order.iter().map(|v| !target.contains(v)).collect(),
+    });
     let mut body = vec![LNode::Stmt(stmt)];
     for (v, ub) in ranges.iter().rev() {
         body = vec![LNode::Loop(Arc::new(Loop {

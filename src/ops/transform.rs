@@ -289,7 +289,9 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
             cur = cur.body[0].as_loop().cloned().unwrap_or_else(|| cur.clone());
         }
     }
-    let ys = cur.body.clone();
+    // The second nest's statements run the origins that follow the first nest's.
+    let shift = n1.origin.len();
+    let ys: Vec<LNode> = cur.body.iter().map(|x| x.map_stmts(&|t| shift_origin(t, shift))).collect();
     let annots: Vec<_> = (0..r).map(|k| p1[k].annot.union(&p2[k].annot)).collect();
     let mut body: Vec<LNode> = p1[r - 1].body.iter().cloned().chain(ys).collect();
     for k in (0..r).rev() {
@@ -297,6 +299,14 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     }
     let fused = rewrite_body(n1, 0, &mut |_| Ok(body.clone()))?;
     Ok(Nest::new(fused.items, n1.origin.iter().chain(&n2.origin).cloned().collect()))
+}
+
+/// The statement with its origin index moved by `by` (see [`crate::ir::Instance`]).
+fn shift_origin(t: &crate::ir::TExpr, by: usize) -> crate::ir::TExpr {
+    match &t.inst {
+        Some(i) => t.with_instance(crate::ir::Instance { origin: i.origin + by, ..(**i).clone() }),
+        None => t.clone(),
+    }
 }
 
 /// `fuse_inner(l, r)`, eq. 23: the loops that are the children of level `r-1` (the top level
