@@ -40,6 +40,10 @@ pub struct ProgramArgs {
     /// Bind a named constant, e.g. `-D N=250` (overrides the file's own `N = ...`).
     #[arg(short = 'D', value_name = "NAME=INT", value_parser = parse_const)]
     pub define: Vec<(String, i64)>,
+    /// Do not check transformations against the dependences: an illegal path then reaches
+    /// verification, which reports the mismatch.
+    #[arg(long)]
+    pub unchecked: bool,
 }
 
 /// `teml run`.
@@ -107,6 +111,9 @@ pub struct ReplArgs {
     /// Bind a named constant, e.g. `-D N=64`.
     #[arg(short = 'D', value_name = "NAME=INT", value_parser = parse_const)]
     pub define: Vec<(String, i64)>,
+    /// Do not check transformations against the dependences (see `teml run --unchecked`).
+    #[arg(long)]
+    pub unchecked: bool,
     /// A program to load first.
     pub file: Option<PathBuf>,
 }
@@ -128,9 +135,10 @@ fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
     Ok((n.to_string(), PathBuf::from(p)))
 }
 
-/// The initial state: the named constants given with `-D`.
-pub fn initial_state(defs: &[(String, i64)]) -> State {
-    defs.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v))
+/// The initial state: the named constants given with `-D`, and `--unchecked`.
+pub fn initial_state(defs: &[(String, i64)], unchecked: bool) -> State {
+    let base = State { unchecked, ..State::new() };
+    defs.iter().fold(base, |s, (n, v)| s.with_const(n, *v))
 }
 
 /// Evaluates a program file (by extension) from `state`.
@@ -140,7 +148,7 @@ pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
 
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
-    match eval_file(&a.program.file, &initial_state(&a.program.define)) {
+    match eval_file(&a.program.file, &initial_state(&a.program.define, a.program.unchecked)) {
         Ok(s) => {
             let kernels = s.kernels.len();
             println!(
@@ -190,7 +198,7 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
-    let pipe = match Pipeline::new(Program::file(&a.program.file, defines), opts) {
+    let pipe = match Pipeline::new(Program::file(&a.program.file, defines, a.program.unchecked), opts) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");

@@ -1,5 +1,6 @@
 //! teml: the Tensor optimizations Meta-Language (Susungi et al., GPCE 2018).
 //!
+//! - [`analysis`]: exact legality with isl: dependences, the check of every path and mark.
 //! - [`ir`]: the values: index expressions, tensor-expression trees, loop trees, the state σ.
 //! - [`ops`]: the core builtins as pure functions over values, and the builtin table.
 //! - [`error`]: the errors a meta-program can meet.
@@ -14,6 +15,7 @@
 //! - [`oracle`]: a second, independent evaluator of the tensor expressions themselves.
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod cli;
 pub mod codegen;
 pub mod error;

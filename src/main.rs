@@ -15,7 +15,7 @@ fn main() {
             0
         }
         Command::Repl(a) => {
-            let state = teml::cli::initial_state(&a.define);
+            let state = teml::cli::initial_state(&a.define, a.unchecked);
             let mode = if a.rhai { teml::repl::Mode::Rhai } else { teml::repl::Mode::Teml };
             let mut repl = teml::repl::Repl::new(state, mode);
             if let Some(f) = &a.file {

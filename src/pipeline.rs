@@ -364,11 +364,12 @@ impl Program {
         Program { label: label.to_string(), defines, eval: Box::new(eval) }
     }
 
-    /// A `.teml` or `.rhai` file.
-    pub fn file(path: &std::path::Path, defines: BTreeMap<Name, i64>) -> Program {
+    /// A `.teml` or `.rhai` file; `unchecked` skips the legality check of transformations.
+    pub fn file(path: &std::path::Path, defines: BTreeMap<Name, i64>, unchecked: bool) -> Program {
         let p = path.to_path_buf();
         Program::new(&path.display().to_string(), defines, move |consts| {
-            let state = consts.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v));
+            let base = State { unchecked, ..State::new() };
+            let state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
             eval_file(&p, &state)
         })
     }

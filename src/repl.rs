@@ -145,8 +145,13 @@ enum Entry {
 
 /// Evaluates the session's inputs again from the named constants `consts`; returns the state
 /// and the Rhai session the inputs made.
-fn replay(log: &[Entry], consts: &BTreeMap<Name, i64>) -> Result<(State, Option<Session>), String> {
-    let mut state = consts.iter().fold(State::new(), |s, (n, v)| s.with_const(n, *v));
+fn replay(
+    log: &[Entry],
+    consts: &BTreeMap<Name, i64>,
+    unchecked: bool,
+) -> Result<(State, Option<Session>), String> {
+    let base = State { unchecked, ..State::new() };
+    let mut state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
     let mut session: Option<Session> = None;
     for e in log {
         match e {
@@ -212,7 +217,8 @@ impl Repl {
     /// The session as a program the pipeline can evaluate again at other sizes.
     fn program(&self) -> Program {
         let log = self.log.clone();
-        Program::new("<repl>", self.defines.clone(), move |consts| replay(&log, consts).map(|(s, _)| s))
+        let unchecked = self.state.unchecked;
+        Program::new("<repl>", self.defines.clone(), move |consts| replay(&log, consts, unchecked).map(|(s, _)| s))
     }
 
     /// The current state.
@@ -350,7 +356,7 @@ impl Repl {
                 // Everything built from the constant is evaluated again with the new value.
                 let mut defines = self.defines.clone();
                 defines.insert(Name::from(n), v);
-                let (state, session) = replay(&self.log, &defines).map_err(|e| {
+                let (state, session) = replay(&self.log, &defines, self.state.unchecked).map_err(|e| {
                     let old = self.state.constant(n).map_or("unbound".to_string(), |x| x.to_string());
                     format!(
                         ":def {n}={v}: the session cannot be evaluated again with it ({n} stays {old}):\n{e}"

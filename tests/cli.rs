@@ -174,7 +174,19 @@ fn a_verification_failure_is_a_failure() {
         "fuse.teml",
         "A = tensor([8])\nB = eq(A, [i] -> [i])\nC = eq(B, [-i+7] -> [i])\nl1 = build(B)\nl2 = build(C)\nf = fuse_outer(l1, l2, 1)\ncodegen(f)\n",
     );
-    let o = teml(&["run", p.to_str().unwrap(), "--time", "--json"], d.path());
+    // Checked (the default), the illegal fusion is refused at its line, with a witness.
+    let o = teml(&["check", p.to_str().unwrap()], d.path());
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.starts_with(
+            "error: fuse_outer: illegal: B[7] is written by statement 1 (`B[i] = A[i]`) at (i=7) and read by \
+             statement 2 (`C[i] = B[-i+7]`) at (i=0); the transformed nest reads it before it is written"
+        ) && err.contains("fuse.teml:6:1"),
+        "{err}"
+    );
+    // Unchecked, it reaches verification, which reports the mismatch.
+    let o = teml(&["run", p.to_str().unwrap(), "--unchecked", "--time", "--json"], d.path());
     let (out, err) = text(&o);
     assert!(!o.status.success(), "{out}");
     assert!(err.contains("does not match the reference"), "{err}");

@@ -74,6 +74,10 @@ pub struct State {
     /// The kernels `codegen` statements asked for, in order.
     #[serde(default)]
     pub kernels: Vec<KernelRequest>,
+    /// Transformations are not checked against the dependences (`--unchecked`): an illegal
+    /// path then reaches verification, which reports the mismatch.
+    #[serde(default)]
+    pub unchecked: bool,
 }
 
 /// Initial data of a tensor: the `init` statement (Sec. 2).

@@ -109,7 +109,16 @@ fn unknown_builtin(name: &str) -> Error {
 /// Calls the expression builtin `name` on `args`.
 pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
     match lookup(name).map(|b| b.call) {
-        Some(Call::Value(f)) => f(state, args),
+        Some(Call::Value(f)) => {
+            let v = f(state, args)?;
+            if let Value::Nest(n) = &v
+                && TRANSFORMATIONS.contains(&name)
+                && !state.unchecked
+            {
+                legal(state, name, n)?;
+            }
+            Ok(v)
+        }
         Some(Call::Stmt(_)) => Err(Error::WrongKind {
             builtin: name.into(),
             arg: Arg::new(0, "use"),
@@ -807,6 +816,24 @@ pub fn named_accumulator(id: &str) -> Error {
             "`{id} = accumulator(...)`, which would make `{id}` an ordinary tensor; in .teml, assign \
              the contraction itself (`C = eq(P, -> [i1, i2])` with `P = vcontract(...)`) to sum from zero"
         ),
+    }
+}
+
+/// The builtins that reorder a nest or mark its loops: their result is checked against the
+/// dependences of the nest's statements (`analysis::legality`).
+pub const TRANSFORMATIONS: &[&str] =
+    &["stripmine", "interchange", "fuse_outer", "fuse_inner", "unroll", "parallelize", "vectorize"];
+
+/// Refuses a transformed nest that reverses a dependence of its statements, or marks a loop
+/// that carries one, with a witness.
+pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()> {
+    match crate::analysis::check(state, nest) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) }),
+        Err(e) => Err(Error::Illegal {
+            builtin: builtin.into(),
+            reason: format!("cannot decide legality: {e}"),
+        }),
     }
 }
 

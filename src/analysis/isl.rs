@@ -1,0 +1,345 @@
+//! A small safe wrapper over isl, the integer set library (the one Polly, PPCG and Pluto use),
+//! loaded at run time from the shared library Debian ships with gcc (`libisl.so.23`, package
+//! `libisl23`; `TEML_ISL` names another file). No isl type leaves this module: values are
+//! built from isl's own text syntax and read back as text.
+//!
+//! Why loaded at run time: gcc itself depends on `libisl23`, so every machine that can compile
+//! teml's kernels already has it, while its headers (`libisl-dev`) and the `isl-rs` crate's
+//! autotools build of bundled sources would add a build-time dependency for a dozen calls. A
+//! missing library is a clear error naming the package, never a link error.
+
+use libloading::Library;
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+type Ptr = *mut c_void;
+
+/// The isl functions teml calls, resolved once.
+struct Api {
+    _lib: Library,
+    ctx_alloc: unsafe extern "C" fn() -> Ptr,
+    ctx_free: unsafe extern "C" fn(Ptr),
+    ctx_last_error_msg: unsafe extern "C" fn(Ptr) -> *const c_char,
+    options_set_on_error: unsafe extern "C" fn(Ptr, c_int) -> c_int,
+    umap_read: unsafe extern "C" fn(Ptr, *const c_char) -> Ptr,
+    umap_copy: unsafe extern "C" fn(Ptr) -> Ptr,
+    umap_free: unsafe extern "C" fn(Ptr) -> Ptr,
+    umap_to_str: unsafe extern "C" fn(Ptr) -> *mut c_char,
+    umap_reverse: unsafe extern "C" fn(Ptr) -> Ptr,
+    umap_apply_range: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_intersect: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_union: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_subtract: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_is_empty: unsafe extern "C" fn(Ptr) -> c_int,
+    umap_lex_lt: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_lex_ge: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_intersect_params: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+    umap_coalesce: unsafe extern "C" fn(Ptr) -> Ptr,
+    umap_sample: unsafe extern "C" fn(Ptr) -> Ptr,
+    bmap_to_str: unsafe extern "C" fn(Ptr) -> *mut c_char,
+    bmap_free: unsafe extern "C" fn(Ptr) -> Ptr,
+    set_read: unsafe extern "C" fn(Ptr, *const c_char) -> Ptr,
+}
+
+/// `ISL_ON_ERROR_CONTINUE`: errors are reported through the context, not printed.
+const ON_ERROR_CONTINUE: c_int = 1;
+
+fn api() -> Result<&'static Api, String> {
+    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+    API.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+fn load() -> Result<Api, String> {
+    let names: Vec<String> = match std::env::var("TEML_ISL") {
+        Ok(p) => vec![p],
+        Err(_) => ["libisl.so.23", "libisl.so", "libisl.23.dylib", "libisl.dylib"].map(String::from).to_vec(),
+    };
+    let mut last = String::new();
+    for n in &names {
+        // SAFETY: loading isl runs no initialisation code with preconditions.
+        match unsafe { Library::new(n) } {
+            Ok(lib) => return resolve(lib),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(format!(
+        "the integer set library isl is not installed (tried {}: {last}); install it with \
+         `apt-get install libisl23` (it comes with gcc), or set TEML_ISL to its path",
+        names.join(", ")
+    ))
+}
+
+fn resolve(lib: Library) -> Result<Api, String> {
+    macro_rules! f {
+        ($name:literal) => {
+            // SAFETY: the symbol is declared above with isl's C signature (isl 0.2x).
+            *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                .map_err(|e| format!("isl has no function {}: {e}", $name))?
+        };
+    }
+    Ok(Api {
+        ctx_alloc: f!("isl_ctx_alloc"),
+        ctx_free: f!("isl_ctx_free"),
+        ctx_last_error_msg: f!("isl_ctx_last_error_msg"),
+        options_set_on_error: f!("isl_options_set_on_error"),
+        umap_read: f!("isl_union_map_read_from_str"),
+        umap_copy: f!("isl_union_map_copy"),
+        umap_free: f!("isl_union_map_free"),
+        umap_to_str: f!("isl_union_map_to_str"),
+        umap_reverse: f!("isl_union_map_reverse"),
+        umap_apply_range: f!("isl_union_map_apply_range"),
+        umap_intersect: f!("isl_union_map_intersect"),
+        umap_union: f!("isl_union_map_union"),
+        umap_subtract: f!("isl_union_map_subtract"),
+        umap_is_empty: f!("isl_union_map_is_empty"),
+        umap_lex_lt: f!("isl_union_map_lex_lt_union_map"),
+        umap_lex_ge: f!("isl_union_map_lex_ge_union_map"),
+        umap_intersect_params: f!("isl_union_map_intersect_params"),
+        umap_coalesce: f!("isl_union_map_coalesce"),
+        umap_sample: f!("isl_union_map_sample"),
+        bmap_to_str: f!("isl_basic_map_to_str"),
+        bmap_free: f!("isl_basic_map_free"),
+        set_read: f!("isl_set_read_from_str"),
+        _lib: lib,
+    })
+}
+
+/// True if isl can be loaded on this machine.
+pub fn available() -> Result<(), String> {
+    api().map(|_| ())
+}
+
+/// An isl context: every value made in it lives no longer than it.
+pub struct Ctx {
+    api: &'static Api,
+    raw: Ptr,
+}
+
+impl Ctx {
+    /// A new context (isl contexts are not shared between threads).
+    pub fn new() -> Result<Ctx, String> {
+        let api = api()?;
+        // SAFETY: isl_ctx_alloc has no preconditions; the result is checked.
+        let raw = unsafe { (api.ctx_alloc)() };
+        if raw.is_null() {
+            return Err("isl: cannot allocate a context".into());
+        }
+        // SAFETY: raw is a live context.
+        unsafe { (api.options_set_on_error)(raw, ON_ERROR_CONTINUE) };
+        Ok(Ctx { api, raw })
+    }
+
+    fn error(&self, what: &str) -> String {
+        // SAFETY: raw is a live context; the message (if any) is a NUL-terminated string it owns.
+        let msg = unsafe { (self.api.ctx_last_error_msg)(self.raw) };
+        let msg = if msg.is_null() {
+            "unknown error".to_string()
+        } else {
+            unsafe { CStr::from_ptr(msg) }.to_string_lossy().into_owned()
+        };
+        format!("isl: {what}: {msg}")
+    }
+
+    fn wrap(&self, raw: Ptr, what: &str) -> Result<UMap<'_>, String> {
+        if raw.is_null() { Err(self.error(what)) } else { Ok(UMap { ctx: self, raw }) }
+    }
+
+    /// A union map from isl's syntax, e.g. `[N] -> { S0[i] -> A[i + 1] : 0 <= i < N }`.
+    pub fn map(&self, text: &str) -> Result<UMap<'_>, String> {
+        let c = CString::new(text).map_err(|_| "isl: NUL in a map".to_string())?;
+        // SAFETY: raw is live; c is NUL-terminated and outlives the call.
+        let raw = unsafe { (self.api.umap_read)(self.raw, c.as_ptr()) };
+        self.wrap(raw, &format!("cannot read `{text}`"))
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // SAFETY: every UMap borrows the context, so none is alive any more.
+        unsafe { (self.api.ctx_free)(self.raw) }
+    }
+}
+
+/// An `isl_union_map` owned by this value.
+pub struct UMap<'c> {
+    ctx: &'c Ctx,
+    raw: Ptr,
+}
+
+impl<'c> UMap<'c> {
+    fn take(self) -> Ptr {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    fn unary(self, f: unsafe extern "C" fn(Ptr) -> Ptr, what: &str) -> Result<UMap<'c>, String> {
+        let ctx = self.ctx;
+        // SAFETY: f takes ownership of a live map and returns a new one (or NULL on error).
+        let raw = unsafe { f(self.take()) };
+        ctx.wrap(raw, what)
+    }
+
+    fn binary(self, other: UMap<'c>, f: unsafe extern "C" fn(Ptr, Ptr) -> Ptr, what: &str) -> Result<UMap<'c>, String> {
+        let ctx = self.ctx;
+        // SAFETY: f takes ownership of two live maps of the same context.
+        let raw = unsafe { f(self.take(), other.take()) };
+        ctx.wrap(raw, what)
+    }
+
+    /// `{ y -> x : x -> y in self }`.
+    pub fn reverse(self) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_reverse;
+        self.unary(f, "reverse")
+    }
+
+    /// `{ x -> z : x -> y in self, y -> z in other }`.
+    pub fn then(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_apply_range;
+        self.binary(other, f, "apply_range")
+    }
+
+    /// Intersection.
+    pub fn and(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_intersect;
+        self.binary(other, f, "intersect")
+    }
+
+    /// Union.
+    pub fn or(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_union;
+        self.binary(other, f, "union")
+    }
+
+    /// Difference.
+    pub fn minus(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_subtract;
+        self.binary(other, f, "subtract")
+    }
+
+    /// `{ x -> y : self(x) <lex other(y) }` for two schedules.
+    pub fn lex_lt(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_lex_lt;
+        self.binary(other, f, "lex_lt")
+    }
+
+    /// `{ x -> y : self(x) >=lex other(y) }` for two schedules.
+    pub fn lex_ge(self, other: UMap<'c>) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_lex_ge;
+        self.binary(other, f, "lex_ge")
+    }
+
+    /// The map where the parameters satisfy `params`, e.g. `[N] -> { : N = 6 }`.
+    pub fn with_params(self, params: &str) -> Result<UMap<'c>, String> {
+        let ctx = self.ctx;
+        let c = CString::new(params).map_err(|_| "isl: NUL in a set".to_string())?;
+        // SAFETY: raw context is live; c outlives the call.
+        let set = unsafe { (ctx.api.set_read)(ctx.raw, c.as_ptr()) };
+        if set.is_null() {
+            return Err(ctx.error(&format!("cannot read `{params}`")));
+        }
+        // SAFETY: both are live and owned; the call takes them.
+        let raw = unsafe { (ctx.api.umap_intersect_params)(self.take(), set) };
+        ctx.wrap(raw, "intersect_params")
+    }
+
+    /// A simpler description of the same map.
+    pub fn coalesce(self) -> Result<UMap<'c>, String> {
+        let f = self.ctx.api.umap_coalesce;
+        self.unary(f, "coalesce")
+    }
+
+    /// True if the map has no element (for some parameters it may; see [`UMap::with_params`]).
+    pub fn is_empty(&self) -> Result<bool, String> {
+        // SAFETY: the map is live; isl_union_map_is_empty keeps it.
+        match unsafe { (self.ctx.api.umap_is_empty)(self.raw) } {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(self.ctx.error("is_empty")),
+        }
+    }
+
+    /// One element, as isl prints a single-point map, e.g. `[N] -> { S0[0, 3] -> S1[3, 0] : N = 6 }`;
+    /// `None` if the map is empty.
+    pub fn sample(self) -> Result<Option<String>, String> {
+        if self.is_empty()? {
+            return Ok(None);
+        }
+        let ctx = self.ctx;
+        // SAFETY: takes the live map; returns a basic map we own (or NULL).
+        let b = unsafe { (ctx.api.umap_sample)(self.take()) };
+        if b.is_null() {
+            return Err(ctx.error("sample"));
+        }
+        // SAFETY: b is live; the string is malloc'd and ours to free.
+        let s = unsafe { (ctx.api.bmap_to_str)(b) };
+        let out = take_string(s);
+        unsafe { (ctx.api.bmap_free)(b) };
+        Ok(Some(out))
+    }
+}
+
+fn take_string(s: *mut c_char) -> String {
+    if s.is_null() {
+        return String::new();
+    }
+    // SAFETY: isl returns a NUL-terminated malloc'd string.
+    let out = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+    unsafe { libc::free(s as *mut c_void) };
+    out
+}
+
+impl Clone for UMap<'_> {
+    fn clone(&self) -> Self {
+        // SAFETY: copying a live map increments its reference count.
+        let raw = unsafe { (self.ctx.api.umap_copy)(self.raw) };
+        UMap { ctx: self.ctx, raw }
+    }
+}
+
+impl std::fmt::Display for UMap<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // SAFETY: the map is live; the string is malloc'd and ours.
+        let s = unsafe { (self.ctx.api.umap_to_str)(self.raw) };
+        f.write_str(&take_string(s))
+    }
+}
+
+impl Drop for UMap<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference to a live map.
+        unsafe { (self.ctx.api.umap_free)(self.raw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependences_of_a_shift_and_a_witness() {
+        let ctx = Ctx::new().unwrap();
+        // S: B[i] = A[i]; T: C[i] = B[N-1-i]: flow dependences S -> T.
+        let w = ctx.map("[N] -> { S[i] -> B[i] : 0 <= i < N }").unwrap();
+        let r = ctx.map("[N] -> { T[i] -> B[N - 1 - i] : 0 <= i < N }").unwrap();
+        let sched = ctx.map("[N] -> { S[i] -> [0, i]; T[i] -> [1, i] }").unwrap();
+        let flow = w.then(r.reverse().unwrap()).unwrap();
+        let before = sched.clone().lex_lt(sched.clone()).unwrap();
+        let deps = flow.and(before).unwrap();
+        assert!(!deps.is_empty().unwrap());
+        // Fused: both at [i]: T[0] reads B[N-1] before S[N-1] writes it.
+        let fused = ctx.map("[N] -> { S[i] -> [i, 0]; T[i] -> [i, 1] }").unwrap();
+        let bad = deps.and(fused.clone().lex_ge(fused).unwrap()).unwrap();
+        let w = bad.with_params("[N] -> { : N = 4 }").unwrap().coalesce().unwrap();
+        let s = w.sample().unwrap().unwrap();
+        assert!(s.contains("S[") && s.contains("T["), "{s}");
+        eprintln!("SAMPLE {s}");
+    }
+
+    #[test]
+    fn syntax_errors_are_messages() {
+        let ctx = Ctx::new().unwrap();
+        let e = ctx.map("{ S[i] -> ").err().unwrap();
+        assert!(e.starts_with("isl: cannot read `{ S[i] -> `"), "{e}");
+    }
+}

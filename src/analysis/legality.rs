@@ -1,0 +1,492 @@
+//! Legality of a transformed nest, decided exactly with isl from the dependences of its
+//! untransformed statements (the polyhedral model, as Polly, PPCG and Pluto use it).
+//!
+//! - **Instances.** Origin statement `k` of a nest (`Nest::origin`), built alone by `build`,
+//!   runs the instances `S<k>[i1, .., in]` of the box its loops describe (every range starts
+//!   at 0, upper bounds affine in the named constants, which are isl parameters).
+//! - **Dependences.** Two instances depend when they touch the same element of a tensor, at
+//!   least one writes it, in the original order (statement `k` entirely before `k+1`, each in
+//!   the lexicographic order of its loops): flow, anti and output dependences at once. The
+//!   updates of one accumulation into one element (`C[i][j] += ...` of a contraction, or a
+//!   user's `A = add(A, t, ...)` summing over an iterator) may run in any order: those
+//!   dependences of a statement on itself through its target are left out, as a reduction.
+//!   (An accumulator's zeroing happens at its first update, which every order the
+//!   transformations produce keeps first.)
+//! - **Schedules.** Each statement of the transformed nest carries its [`Instance`]: the
+//!   original instance it runs, as expressions in the loops around it. With the loops'
+//!   bounds and the statement's position at each level, that gives the new time of every
+//!   original instance: `[p0, v1, p1, v2, ..]`.
+//! - **Order.** The path is legal if no dependence runs backwards: no pair `a -> b` whose new
+//!   time of `a` is not before that of `b`. Otherwise isl gives a pair, the witness.
+//! - **Marks.** A loop marked parallel or vector must carry no dependence: no pair that agrees
+//!   on the loops outside it and differs on it. Reductions into one element remain, and code
+//!   generation realizes them with private accumulators (`codegen/deps.rs`).
+//!
+//! The verdict is for every value of the named constants (at least 1), or, where the nest is
+//! only legal at some sizes (a strip-mined nest without `min` is only valid where the factor
+//! divides), for the values the program binds; it says which.
+
+use super::isl::{Ctx, UMap};
+use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Update, lower};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the check concluded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// No dependence is reversed and no mark carries one, for every value of the constants.
+    AllSizes,
+    /// Legal with the constants the program binds (e.g. `N=8`), not for all.
+    TheseSizes(String),
+}
+
+/// Why a nest is illegal: a message with a witness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Illegal {
+    /// E.g. "C[0][3] is written by statement 1 (`B[i][j] = ...`) at (i=0, j=3) and read by ...".
+    pub message: String,
+}
+
+/// One access of an origin statement.
+#[derive(Clone, Debug)]
+struct Access {
+    tensor: Name,
+    index: Vec<Expr>,
+    write: bool,
+    /// The target of an accumulating update (`+=`): its self-dependences are a reduction.
+    accumulates: bool,
+}
+
+/// An origin statement, built alone.
+#[derive(Clone, Debug)]
+struct Origin {
+    stmt: TExpr,
+    iters: Vec<Name>,
+    ubs: Vec<Expr>,
+    accesses: Vec<Access>,
+}
+
+fn origins(state: &State, nest: &Nest) -> Result<Vec<Origin>, String> {
+    let mut out = Vec::new();
+    for o in &nest.origin {
+        let built = crate::ops::build(state, o).map_err(|e| e.to_string())?;
+        let path = built.path();
+        let stmt = built.stmts().into_iter().next().ok_or("an origin without a statement")?;
+        let inst = stmt.inst.clone().ok_or("an origin statement without instances")?;
+        let lw = lower(&stmt).ok_or("an origin that is not an assignment")?;
+        let mut accesses = Vec::new();
+        let mut push = |leaf: &crate::ir::TNode, write: bool, accumulates: bool| {
+            if let Some(t) = leaf.id() {
+                let index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
+                accesses.push(Access { tensor: t.clone(), index, write, accumulates });
+            }
+        };
+        let acc = lw.update == Update::Add;
+        push(&lw.target, true, acc);
+        if acc {
+            // `x += r` reads x too.
+            push(&lw.target, false, true);
+        }
+        lw.rhs.visit(&mut |n| {
+            if n.is_tensor_leaf() {
+                push(n, false, false);
+            }
+        });
+        out.push(Origin {
+            iters: inst.iters.clone(),
+            ubs: path.iter().map(|l| l.ub.clone()).collect(),
+            stmt: o.clone(),
+            accesses,
+        });
+    }
+    Ok(out)
+}
+
+/// Prints an expression in isl's syntax, naming variables with `name`.
+fn isl(e: &Expr, name: &dyn Fn(&str) -> String) -> String {
+    let mut s = String::new();
+    fn atom(a: &Atom, f: &mut dyn std::fmt::Write, name: &dyn Fn(&str) -> String) -> std::fmt::Result {
+        match a {
+            Atom::Var(v) => f.write_str(&name(v)),
+            Atom::Min(xs) | Atom::Max(xs) => {
+                let fname = if matches!(a, Atom::Min(_)) { "min" } else { "max" };
+                for x in &xs[..xs.len() - 1] {
+                    write!(f, "{fname}(")?;
+                    f.write_str(&isl(x, name))?;
+                    f.write_str(", ")?;
+                }
+                f.write_str(&isl(&xs[xs.len() - 1], name))?;
+                for _ in 1..xs.len() {
+                    f.write_str(")")?;
+                }
+                Ok(())
+            }
+            Atom::FloorDiv(x, d) => write!(f, "floor(({})/{d})", isl(x, name)),
+        }
+    }
+    let _ = e.write_with(&mut s, &|a, f| atom(a, f, name));
+    format!("({s})")
+}
+
+/// Names in isl texts: parameters `p_N`, original dimensions `o_i` (source) and `q_i` (sink),
+/// loop variables `v_i`, statements `S<k>`.
+struct Names {
+    params: BTreeSet<Name>,
+}
+
+impl Names {
+    fn param_list(&self) -> String {
+        let ps: Vec<String> = self.params.iter().map(|p| format!("p_{p}")).collect();
+        format!("[{}]", ps.join(", "))
+    }
+
+    /// A variable: one of `iters` (with `prefix`), else a parameter.
+    fn var<'a>(&'a self, iters: &'a [Name], prefix: &'a str) -> impl Fn(&str) -> String + 'a {
+        move |v: &str| {
+            if iters.iter().any(|i| &**i == v) { format!("{prefix}{v}") } else { format!("p_{v}") }
+        }
+    }
+}
+
+/// The dependences (reductions left out), as a union map text `S<a>[o..] -> S<b>[q..]`.
+fn dependences<'c>(ctx: &'c Ctx, origins: &[Origin], names: &Names, depth: usize) -> Result<UMap<'c>, String> {
+    let mut pieces = Vec::new();
+    for (ka, a) in origins.iter().enumerate() {
+        for (kb, b) in origins.iter().enumerate() {
+            if kb < ka {
+                continue;
+            }
+            for x in &a.accesses {
+                for y in &b.accesses {
+                    if x.tensor != y.tensor || !(x.write || y.write) || x.index.len() != y.index.len() {
+                        continue;
+                    }
+                    if ka == kb && x.accumulates && y.accumulates {
+                        continue; // a reduction into one element: any order
+                    }
+                    let (va, vb) = (names.var(&a.iters, "o_"), names.var(&b.iters, "q_"));
+                    let mut cons = vec![domain(a, &va), domain(b, &vb)];
+                    for (ix, iy) in x.index.iter().zip(&y.index) {
+                        cons.push(format!("{} = {}", isl(ix, &va), isl(iy, &vb)));
+                    }
+                    pieces.push(format!(
+                        "S{ka}[{}] -> S{kb}[{}] : {}",
+                        dims(&a.iters, "o_"),
+                        dims(&b.iters, "q_"),
+                        cons.join(" and ")
+                    ));
+                }
+            }
+        }
+    }
+    let all = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), pieces.join("; ")))?;
+    // Keep the pairs in the original order.
+    let sched = ctx.map(&original_schedule(origins, names, depth))?;
+    all.and(sched.clone().lex_lt(sched)?)
+}
+
+fn dims(iters: &[Name], prefix: &str) -> String {
+    iters.iter().map(|i| format!("{prefix}{i}")).collect::<Vec<_>>().join(", ")
+}
+
+fn domain(o: &Origin, var: &dyn Fn(&str) -> String) -> String {
+    if o.iters.is_empty() {
+        return "true".into();
+    }
+    o.iters
+        .iter()
+        .zip(&o.ubs)
+        .map(|(i, ub)| format!("0 <= {} <= {}", var(i), isl(ub, var)))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// `S<k>[o..] -> [k, o1, .., on, 0..]`, padded to `depth + 1` dimensions.
+fn original_schedule(origins: &[Origin], names: &Names, depth: usize) -> String {
+    let mut pieces = Vec::new();
+    for (k, o) in origins.iter().enumerate() {
+        let mut t: Vec<String> = vec![k.to_string()];
+        t.extend(o.iters.iter().map(|i| format!("o_{i}")));
+        t.resize(depth + 1, "0".into());
+        pieces.push(format!("S{k}[{}] -> [{}]", dims(&o.iters, "o_"), t.join(", ")));
+    }
+    format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
+}
+
+/// One statement of the transformed nest: its instance, the loops around it (outermost
+/// first) and its position among its siblings at each level (`pos[0]` at the top).
+struct Placed<'a> {
+    inst: &'a Instance,
+    loops: Vec<&'a Loop>,
+    pos: Vec<usize>,
+}
+
+fn placed<'a>(items: &'a [LNode], loops: &mut Vec<&'a Loop>, pos: &mut Vec<usize>, out: &mut Vec<Placed<'a>>) -> Result<(), String> {
+    for (k, x) in items.iter().enumerate() {
+        pos.push(k);
+        match x {
+            LNode::Stmt(s) => {
+                let inst = s.inst.as_deref().ok_or_else(|| format!("the statement `{s}` has no instances"))?;
+                out.push(Placed { inst, loops: loops.clone(), pos: pos.clone() });
+            }
+            LNode::Loop(l) => {
+                loops.push(l);
+                placed(&l.body, loops, pos, out)?;
+                loops.pop();
+            }
+        }
+        pos.pop();
+    }
+    Ok(())
+}
+
+/// The new time of each original instance, truncated to the first `upto` dimensions (all when
+/// `None`) and restricted to the statements `keep` selects; padded to `width`.
+fn new_schedule(
+    placed: &[Placed<'_>],
+    origins: &[Origin],
+    names: &Names,
+    width: usize,
+    keep: &dyn Fn(&Placed<'_>) -> Option<usize>,
+) -> String {
+    let mut pieces = Vec::new();
+    for p in placed {
+        let Some(upto) = keep(p) else { continue };
+        let Some(o) = origins.get(p.inst.origin) else { continue };
+        let loop_iters: Vec<Name> = p.loops.iter().map(|l| l.iter.clone()).collect();
+        let v = names.var(&loop_iters, "v_");
+        let mut time: Vec<String> = vec![p.pos[0].to_string()];
+        let mut cons: Vec<String> = Vec::new();
+        for (d, l) in p.loops.iter().enumerate() {
+            time.push(format!("v_{}", l.iter));
+            time.push(p.pos[d + 1].to_string());
+            cons.push(format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v)));
+            if l.step > 1 {
+                cons.push(format!("exists (e_{0} : v_{0} = {1} + {2}*e_{0})", l.iter, isl(&l.lb, &v), l.step));
+            }
+        }
+        for (i, at) in o.iters.iter().zip(&p.inst.at) {
+            cons.push(format!("o_{i} = {}", isl(at, &v)));
+        }
+        time.truncate(upto);
+        // Loop variables dropped by the truncation stay existential.
+        let kept: BTreeSet<String> = time.iter().cloned().collect();
+        let hidden: Vec<String> =
+            p.loops.iter().map(|l| format!("v_{}", l.iter)).filter(|x| !kept.contains(x)).collect();
+        time.resize(width, "0".into());
+        let body = if cons.is_empty() { "true".to_string() } else { cons.join(" and ") };
+        let body = if hidden.is_empty() { body } else { format!("exists ({} : {body})", hidden.join(", ")) };
+        pieces.push(format!("S{}[{}] -> [{}] : {body}", p.inst.origin, dims(&o.iters, "o_"), time.join(", ")));
+    }
+    format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
+}
+
+/// Checks the order of `nest` and its marks against the dependences of its origins.
+pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, String> {
+    let origins = origins(state, nest)?;
+    let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
+    for o in &origins {
+        params.extend(o.ubs.iter().flat_map(|u| u.vars()));
+    }
+    let names = Names { params };
+    let mut places = Vec::new();
+    placed(&nest.items, &mut Vec::new(), &mut Vec::new(), &mut places)?;
+    let depth = origins.iter().map(|o| o.iters.len()).max().unwrap_or(0);
+    let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
+    let ctx = Ctx::new()?;
+    let deps = dependences(&ctx, &origins, &names, depth)?;
+    let positive: Vec<String> = names.params.iter().map(|p| format!("p_{p} >= 1")).collect();
+    let all_sizes = format!("{} -> {{ : {} }}", names.param_list(), if positive.is_empty() { "true".into() } else { positive.join(" and ") });
+    let fixed: Vec<String> = names
+        .params
+        .iter()
+        .filter_map(|p| state.constant(p).map(|v| format!("p_{p} = {v}")))
+        .collect();
+    let these = format!("{} -> {{ : {} }}", names.param_list(), if fixed.is_empty() { "true".into() } else { fixed.join(" and ") });
+    let sizes = names
+        .params
+        .iter()
+        .filter_map(|p| state.constant(p).map(|v| format!("{p}={v}")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut verdict = Verdict::AllSizes;
+
+    // Order: no dependence reversed.
+    let theta = ctx.map(&new_schedule(&places, &origins, &names, width, &|_| Some(width)))?;
+    let reversed = deps.clone().and(theta.clone().lex_ge(theta)?)?;
+    if !reversed.clone().with_params(&all_sizes)?.is_empty()? {
+        match reversed.with_params(&these)?.coalesce()?.sample()? {
+            Some(w) => {
+                return Ok(Err(Illegal { message: witness(&w, &origins, state, None) }));
+            }
+            None => verdict = Verdict::TheseSizes(sizes.clone()),
+        }
+    }
+
+    // Marks: no dependence carried by a marked loop.
+    for (d, l) in marked_loops(&nest.items) {
+        let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
+        let outer = ctx.map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 1)))?;
+        let at = ctx.map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 2)))?;
+        let same_outer = outer.clone().then(outer.reverse()?)?;
+        let same_at = at.clone().then(at.reverse()?)?;
+        let carried = deps.clone().and(same_outer)?.minus(same_at)?;
+        if !carried.clone().with_params(&all_sizes)?.is_empty()? {
+            let what = match (l.annot.parallel, l.annot.vectorize) {
+                (true, true) => "parallelized and vectorized",
+                (true, false) => "parallelized",
+                _ => "vectorized",
+            };
+            match carried.with_params(&these)?.coalesce()?.sample()? {
+                Some(w) => {
+                    let how = format!("loop `{}` is {what} and runs the two in different iterations", l.iter);
+                    return Ok(Err(Illegal { message: witness(&w, &origins, state, Some(&how)) }));
+                }
+                None => verdict = Verdict::TheseSizes(sizes.clone()),
+            }
+        }
+    }
+    Ok(Ok(verdict))
+}
+
+/// Marked loops with their depth (0 for the outermost).
+fn marked_loops(items: &[LNode]) -> Vec<(usize, &Loop)> {
+    fn go<'a>(items: &'a [LNode], d: usize, out: &mut Vec<(usize, &'a Loop)>) {
+        for x in items {
+            if let LNode::Loop(l) = x {
+                if l.annot.parallel || l.annot.vectorize {
+                    out.push((d, l));
+                }
+                go(&l.body, d + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(items, 0, &mut out);
+    out
+}
+
+/// Values read off isl's printing of one point, e.g.
+/// `[p_N] -> { S0[o_i] -> S1[q_i] : p_N = 4 and o_i = 2 and q_i = 1 }` or `{ S0[2] -> S1[1] }`.
+fn point(text: &str) -> (Vec<(String, i64)>, Option<(usize, Vec<i64>)>, Option<(usize, Vec<i64>)>) {
+    let body = text.split_once('{').map_or(text, |(_, b)| b).trim_end_matches('}').trim();
+    let (tuples, cons) = body.split_once(':').unwrap_or((body, ""));
+    let mut vals: BTreeMap<String, i64> = BTreeMap::new();
+    for c in cons.split(" and ") {
+        if let Some((n, v)) = c.split_once('=')
+            && let Ok(v) = v.trim().parse::<i64>()
+        {
+            vals.insert(n.trim().to_string(), v);
+        }
+    }
+    let tuple = |t: &str| -> Option<(usize, Vec<i64>)> {
+        let t = t.trim();
+        let (head, rest) = t.split_once('[')?;
+        let k: usize = head.trim().strip_prefix('S')?.parse().ok()?;
+        let inner = rest.trim_end_matches(']');
+        let mut out = Vec::new();
+        for d in inner.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            let v = match d.split_once('=') {
+                Some((_, v)) => v.trim().parse().ok()?,
+                None => match d.parse::<i64>() {
+                    Ok(v) => v,
+                    Err(_) => *vals.get(d)?,
+                },
+            };
+            out.push(v);
+        }
+        Some((k, out))
+    };
+    let (a, b) = tuples.split_once("->").unwrap_or((tuples, ""));
+    let params = vals.iter().filter(|(n, _)| n.starts_with("p_")).map(|(n, v)| (n[2..].to_string(), *v)).collect();
+    (params, tuple(a), tuple(b))
+}
+
+/// "B[1][0] is written by statement 1 (`..`) at (i=1, j=0) and read by statement 2 (`..`) at
+/// (i=0, j=1); the transformed nest reads it before it is written (N=6)", or, for a mark,
+/// `mark` says how the loop would break the pair.
+fn witness(sample: &str, origins: &[Origin], state: &State, mark: Option<&str>) -> String {
+    let (params, a, b) = point(sample);
+    let (Some((ka, va)), Some((kb, vb))) = (a, b) else {
+        return format!("a dependence would be reversed: {sample}");
+    };
+    let (Some(oa), Some(ob)) = (origins.get(ka), origins.get(kb)) else {
+        return format!("a dependence would be reversed: {sample}");
+    };
+    let env = |o: &Origin, vals: &[i64]| -> BTreeMap<String, i64> {
+        let mut m: BTreeMap<String, i64> = o.iters.iter().map(|i| i.to_string()).zip(vals.iter().copied()).collect();
+        for (p, v) in &params {
+            m.entry(p.clone()).or_insert(*v);
+        }
+        for (p, v) in &state.consts {
+            m.entry(p.to_string()).or_insert(*v);
+        }
+        m
+    };
+    let (ea, eb) = (env(oa, &va), env(ob, &vb));
+    let at = |x: &Access, e: &BTreeMap<String, i64>| -> Option<Vec<i64>> {
+        x.index.iter().map(|i| i.eval(&|v| e.get(v).copied()).ok()).collect()
+    };
+    // The pair of accesses that meet at one element.
+    let mut found = None;
+    'outer: for x in &oa.accesses {
+        for y in &ob.accesses {
+            if x.tensor == y.tensor && (x.write || y.write) && !(ka == kb && x.accumulates && y.accumulates) {
+                if let (Some(i), Some(j)) = (at(x, &ea), at(y, &eb))
+                    && i == j
+                {
+                    found = Some((x, y, i));
+                    break 'outer;
+                }
+            }
+        }
+    }
+    let inst = |o: &Origin, vals: &[i64]| -> String {
+        let parts: Vec<String> = o.iters.iter().zip(vals).map(|(i, v)| format!("{i}={v}")).collect();
+        format!("({})", parts.join(", "))
+    };
+    let stmt = |k: usize, o: &Origin| format!("statement {} (`{}`)", k + 1, o.stmt);
+    let sizes: Vec<String> = params.iter().map(|(p, v)| format!("{p}={v}")).collect();
+    let sizes = if sizes.is_empty() { String::new() } else { format!(" ({})", sizes.join(", ")) };
+    match found {
+        Some((x, y, el)) => {
+            let element: String = el.iter().map(|i| format!("[{i}]")).collect();
+            let (verb_a, verb_b, reversed) = match (x.write, y.write) {
+                (true, false) => ("written", "read", "the transformed nest reads it before it is written"),
+                (false, true) => ("read", "overwritten", "the transformed nest overwrites it before it is read"),
+                _ => ("written", "written again", "the transformed nest writes it in the opposite order"),
+            };
+            let how = mark.unwrap_or(reversed);
+            format!(
+                "{}{element} is {verb_a} by {} at {} and {verb_b} by {} at {}; {how}{sizes}",
+                x.tensor,
+                stmt(ka, oa),
+                inst(oa, &va),
+                stmt(kb, ob),
+                inst(ob, &vb)
+            )
+        }
+        None => format!(
+            "{} at {} must come before {} at {}; {}{sizes}",
+            stmt(ka, oa),
+            inst(oa, &va),
+            stmt(kb, ob),
+            inst(ob, &vb),
+            mark.unwrap_or("the transformed nest runs them in the opposite order")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_are_read_from_isl_text() {
+        let (p, a, b) = point("[p_N] -> { S0[o_i, o_j] -> S1[q_i = 3, q_j] : p_N = 6 and o_i = 0 and o_j = 3 and q_j = 0 }");
+        assert_eq!(p, vec![("N".to_string(), 6)]);
+        assert_eq!(a, Some((0, vec![0, 3])));
+        assert_eq!(b, Some((1, vec![3, 0])));
+        let (_, a, b) = point("{ S2[1] -> S2[2] }");
+        assert_eq!((a, b), (Some((2, vec![1])), Some((2, vec![2]))));
+    }
+}
