@@ -60,10 +60,17 @@ static KNOWN: AtomicUsize = AtomicUsize::new(0);
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
 /// until the bug is fixed in `src/`. `TEML_FUZZ_STRICT=1` fails on them too.
-const KNOWN_BUGS: &[(&str, &str)] = &[(
+const KNOWN_BUGS: &[(&str, &str)] = &[
+    (FLOAT_PRECISION, "bug_float_contraction_into_double_never_verifies"),
+    (
     "may not be nested inside 'simd' region",
     "bug_parallel_inside_vectorized_loop_is_not_refused",
-)];
+    ),
+];
+
+/// The mark of a mismatch within float precision (`< 1e-4` relative) in a program with float
+/// tensors: the kernel computes float products where the reference computes in double.
+const FLOAT_PRECISION: &str = "[float precision]";
 
 fn known(msg: &str) -> Option<&'static str> {
     if std::env::var_os("TEML_FUZZ_STRICT").is_some() {
@@ -783,9 +790,11 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
                         ILLEGAL.fetch_add(1, Relaxed);
                     }
                     (false, None) => {
+                        let float = text.contains("float") && report.max_rel_error < 1e-4;
                         return Err(what(format!(
-                            "the kernel does not verify while the transformed nests, interpreted, \
+                            "{}the kernel does not verify while the transformed nests, interpreted, \
                              agree with the untransformed ones: {}\nC: {}",
+                            if float { FLOAT_PRECISION } else { "" },
                             report.summary(),
                             report.c_path.display()
                         )));
@@ -878,6 +887,18 @@ fn simplest_program_runs() {
 
 // ---------------------------------------------------------------------------------------------
 // Regressions: shrunk failures, as programs. Known bugs are ignored until fixed in `src/`.
+
+/// A contraction of float tensors: `contract` makes a double accumulator and the C computes
+/// `C[i1][i2] += A[k1][i1] * A[k1][i2]` with the product in float, while the reference
+/// interpreter computes it in double; the output is double, so the tolerance is 1e-9 and the
+/// untransformed kernel fails verification (rel. error ~4e-8: kernel 2.34934663772583,
+/// reference 2.3493465973460737). Expected: verified (the product computed in the target's
+/// type, or the reference rounding float products, or a float accumulator).
+#[test]
+#[ignore = "known bug: float products into a double accumulator (codegen/interp disagree)"]
+fn bug_float_contraction_into_double_never_verifies() {
+    check_text("A = tensor(float, [2, 4])\nC = contract(A, A, [1, 1])\nl = build(C)\ncodegen(l)\n");
+}
 
 /// A `parallelize` mark inside a `vectorize`d loop: the generated C nests `omp parallel for`
 /// inside `omp simd`, which gcc rejects ("OpenMP constructs other than 'ordered simd', 'simd',
