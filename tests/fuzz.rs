@@ -62,10 +62,7 @@ static KNOWN: AtomicUsize = AtomicUsize::new(0);
 /// until the bug is fixed in `src/`. `TEML_FUZZ_STRICT=1` fails on them too.
 const KNOWN_BUGS: &[(&str, &str)] = &[
     (FLOAT_PRECISION, "bug_float_contraction_into_double_never_verifies"),
-    (
-    "may not be nested inside 'simd' region",
-    "bug_parallel_inside_vectorized_loop_is_not_refused",
-    ),
+    ("may not be nested inside 'simd' region", "bug_parallel_inside_vectorized_loop_is_not_refused"),
 ];
 
 /// The mark of a mismatch within float precision (`< 1e-4` relative) in a program with float
@@ -361,7 +358,8 @@ impl Gen<'_> {
         };
         if ops.len() == 2 {
             let op = pick_op(&mut self.c, ops[1].2, false);
-            let l = format!("{x} = {op}({}, {}, [{}, {}] -> {out_list})", ops[0].0, ops[1].0, ops[0].1, ops[1].1);
+            let l =
+                format!("{x} = {op}({}, {}, [{}, {}] -> {out_list})", ops[0].0, ops[1].0, ops[0].1, ops[1].1);
             return self.line(l).then_some(x);
         }
         let mut prev = self.name("t");
@@ -532,7 +530,8 @@ impl Gen<'_> {
     /// An update in place of an existing result: `Y = @X: op(X, Z, ..)`, Z a new input (maybe
     /// read transposed) or X itself at the same element.
     fn in_place(&mut self) -> Option<String> {
-        let cands: Vec<Name> = self.pool.iter().filter(|n| n.starts_with(['X', 'C', 'T', 'W'])).cloned().collect();
+        let cands: Vec<Name> =
+            self.pool.iter().filter(|n| n.starts_with(['X', 'C', 'T', 'W'])).cloned().collect();
         if cands.is_empty() {
             return self.elementwise();
         }
@@ -662,7 +661,7 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
         finals.push(f);
     }
     // Fusions (legal and illegal), then a short path over each.
-    if built.len() >= 1 {
+    if !built.is_empty() {
         for _ in 0..g.c.pick(3) {
             let a = g.c.pick(variants.len());
             let b = if built.len() >= 2 && g.c.flip(70) { g.c.pick(variants.len()) } else { a };
@@ -704,9 +703,12 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
     }
     let text = g.text();
     // The whole text evaluates to the same kernels as the statements one at a time.
-    let whole = catch_unwind(AssertUnwindSafe(|| teml::lang::eval_with(&text, FILE, &State::new(), &stdlib())))
-        .map_err(|_| format!("evaluation of the whole program panicked:\n{text}"))?
-        .map_err(|e| format!("the whole program fails while its lines evaluate one by one:\n{e}\n{text}"))?;
+    let whole =
+        catch_unwind(AssertUnwindSafe(|| teml::lang::eval_with(&text, FILE, &State::new(), &stdlib())))
+            .map_err(|_| format!("evaluation of the whole program panicked:\n{text}"))?
+            .map_err(|e| {
+                format!("the whole program fails while its lines evaluate one by one:\n{e}\n{text}")
+            })?;
     if whole.kernels.len() != g.state.kernels.len() {
         return Err(format!("the whole program gives other kernels:\n{text}"));
     }
@@ -746,8 +748,10 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
     let opts = options();
     for (k, req) in state.kernels.iter().enumerate() {
         KERNELS.fetch_add(1, Relaxed);
-        let what = |msg: String| format!("kernel {} ({}): {msg}\nprogram:\n{text}", k + 1, req.names.join(", "));
-        let reference = pipeline::untransformed(state, req).map_err(|e| what(format!("untransformed: {e}")))?;
+        let what =
+            |msg: String| format!("kernel {} ({}): {msg}\nprogram:\n{text}", k + 1, req.names.join(", "));
+        let reference =
+            pipeline::untransformed(state, req).map_err(|e| what(format!("untransformed: {e}")))?;
         let all: Vec<_> = req.nests.iter().chain(&reference).cloned().collect();
         let initial = pipeline::initial_store(state, &all, &opts).map_err(|e| what(format!("data: {e}")))?;
         let stmts: Vec<TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
@@ -762,7 +766,9 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
         match oracle::run(state, &stmts, &mut by_oracle) {
             Ok(()) => {
                 if let Some(d) = differ(&written, &by_oracle, &by_interp) {
-                    return Err(what(format!("the oracle and the interpreter differ: {d} (oracle, interpreter)")));
+                    return Err(what(format!(
+                        "the oracle and the interpreter differ: {d} (oracle, interpreter)"
+                    )));
                 }
                 ORACLE_OK.fetch_add(1, Relaxed);
             }
