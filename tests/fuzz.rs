@@ -800,7 +800,7 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
                         return Err(what(format!(
                             "{}the kernel does not verify while the transformed nests, interpreted, \
                              agree with the untransformed ones: {}\nC: {}",
-                            if float { FLOAT_PRECISION } else { "" },
+                            if float { "[float precision] " } else { "" },
                             report.summary(),
                             report.c_path.display()
                         )));
@@ -904,6 +904,19 @@ fn simplest_program_runs() {
 #[ignore = "known bug: float products into a double accumulator (codegen/interp disagree)"]
 fn bug_float_contraction_into_double_never_verifies() {
     check_text("A = tensor(float, [2, 4])\nC = contract(A, A, [1, 1])\nl = build(C)\ncodegen(l)\n");
+}
+
+/// The same root (the reference interpreter computes everything in f64 and never rounds to
+/// float): a float tensor written by one nest and read by the next into a double tensor. The
+/// kernel stores `F[i] = A[i]` rounded to float, the reference keeps `A[i]` exact, and the
+/// double output `Y` differs by ~4e-8 relative: the untransformed kernel fails verification.
+#[test]
+#[ignore = "known bug: the reference interpreter does not round stores to float tensors"]
+fn bug_float_store_then_double_read_never_verifies() {
+    check_text(
+        "A = tensor([4])\nF = tensor(float, [4])\nX = @F: eq(A, [i] -> [i])\n\
+         Y = add(F, A, [[i], [i]] -> [i])\nl1 = build(X)\nl2 = build(Y)\ncodegen(l1, l2)\n",
+    );
 }
 
 /// A `parallelize` mark inside a `vectorize`d loop: the generated C nests `omp parallel for`
