@@ -81,6 +81,8 @@ struct CStmt {
     rhs: Vec<ROp>,
     /// An accumulator's reduction coordinates: where all are 0, the update sets.
     first: Option<Vec<Lin>>,
+    /// The target holds `float`: stored values are rounded, as the kernel stores them.
+    float: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -185,7 +187,8 @@ impl Compiler<'_> {
                     Some(xs) => Some(xs.iter().map(|x| self.lin(x)).collect::<Result<Vec<_>, _>>()?),
                     None => None,
                 };
-                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first }))
+                let float = lw.target.dtype == DType::Float;
+                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first, float }))
             }
             LNode::Loop(l) => {
                 let lb = self.bound(&l.lb)?;
@@ -244,6 +247,9 @@ impl Machine<'_> {
                 match s.update {
                     Update::Add if !first => *slot += v,
                     _ => *slot = v,
+                }
+                if s.float {
+                    *slot = *slot as f32 as f64;
                 }
                 self.count += 1;
                 Ok(())

@@ -470,8 +470,14 @@ fn eval(n: &Node, ext: &[i64], env: &mut [i64], rd: &mut dyn Reader) -> Res<f64>
 }
 
 /// The one per-element evaluation [`run`] and [`Spot`] share: the value of the statement's
-/// target at `idx` (row-major offset `lin`) after the statement.
+/// target at `idx` (row-major offset `lin`) after the statement; a `float` tensor holds it
+/// rounded to `float`.
 fn element(st: &Stmt, idx: &[usize], lin: usize, rd: &mut dyn Reader) -> Res<f64> {
+    let v = element_exact(st, idx, lin, rd)?;
+    Ok(if st.dtype == DType::Float { v as f32 as f64 } else { v })
+}
+
+fn element_exact(st: &Stmt, idx: &[usize], lin: usize, rd: &mut dyn Reader) -> Res<f64> {
     let mut env = vec![0i64; st.extents.len()];
     for (&(slot, c), &e) in st.at.iter().zip(idx) {
         let v = e as i64 - c;

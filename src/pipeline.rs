@@ -663,13 +663,17 @@ fn run_at(
     };
 
     let (outcome, compiled) = compile_and_run(&kernel, &store, opts)?;
+    // A kernel with any float tensor computes some values in float: every output is compared
+    // at float tolerance.
+    let least =
+        if kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
     let mut cmp = Comparison::default();
     let mut outputs = Buffers::new();
     for (p, bytes) in kernel.params.iter().zip(&outcome.outputs) {
         let got = from_bytes(bytes, p.dtype);
         if let (true, Some(reference)) = (p.written, &reference) {
             let want = &reference[&p.name];
-            compare(&p.name, &want.dims, &got, &want.data, tolerance(p.dtype), &mut cmp);
+            compare(&p.name, &want.dims, &got, &want.data, tolerance(least), &mut cmp);
         }
         if let Some(t) = store.get(&p.name) {
             outputs.insert(p.name.clone(), Tensor { data: got, ..t.clone() });
@@ -679,7 +683,7 @@ fn run_at(
         Check::Full => "full size".to_string(),
         Check::Reduced => "reduced size".to_string(),
         Check::Sampled(note) => {
-            let what = spot_check(state, req, &kernel, &store, &outputs, &mut cmp)?;
+            let what = spot_check(state, req, &kernel, &store, &outputs, tolerance(least), &mut cmp)?;
             format!("{note}; {what}")
         }
     };
@@ -758,6 +762,7 @@ fn spot_check(
     kernel: &CKernel,
     initial: &Buffers,
     outputs: &Buffers,
+    tol: f64,
     cmp: &mut Comparison,
 ) -> Result<String, RunError> {
     let stmts: Vec<crate::ir::TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
@@ -782,7 +787,7 @@ fn spot_check(
                 Ok(w) => pairs.push((k, got.data[k], w)),
                 Err(crate::oracle::OracleError::Budget(b)) => {
                     stop = Some(format!("the oracle's budget of {b} reads was spent"));
-                    compare_sampled(&p.name, &got.dims, &pairs, tolerance(p.dtype), cmp);
+                    compare_sampled(&p.name, &got.dims, &pairs, tol, cmp);
                     checked += pairs.len();
                     break 'tensors;
                 }
@@ -792,7 +797,7 @@ fn spot_check(
                 Err(e) => return Err(RunError::Data(format!("spot check of {}: {e}", p.name))),
             }
         }
-        compare_sampled(&p.name, &got.dims, &pairs, tolerance(p.dtype), cmp);
+        compare_sampled(&p.name, &got.dims, &pairs, tol, cmp);
         checked += pairs.len();
     }
     Ok(match stop {
@@ -931,7 +936,7 @@ mod tests {
         let mut right = initial.clone();
         interp::run(&s, &untransformed(&s, req).unwrap(), &mut right).unwrap();
         let mut cmp = Comparison::default();
-        let what = spot_check(&s, req, &kernel, &initial, &right, &mut cmp).unwrap();
+        let what = spot_check(&s, req, &kernel, &initial, &right, 1e-9, &mut cmp).unwrap();
         assert_eq!(what, "full-size kernel checked at 24 sampled elements against the expression oracle");
         assert!(cmp.worst.is_none() && cmp.max_rel < 1e-12, "{cmp:?}");
         // A kernel that forgot to zero its accumulator: every element is off by the initial C.
@@ -940,7 +945,7 @@ mod tests {
         let c = wrong.get_mut(&Name::from("C")).unwrap();
         c.data.iter_mut().zip(&c0.data).for_each(|(x, y)| *x += y);
         let mut cmp = Comparison::default();
-        spot_check(&s, req, &kernel, &initial, &wrong, &mut cmp).unwrap();
+        spot_check(&s, req, &kernel, &initial, &wrong, 1e-9, &mut cmp).unwrap();
         assert!(cmp.worst.as_deref().is_some_and(|w| w.starts_with("C[0][0]: kernel")), "{cmp:?}");
     }
 

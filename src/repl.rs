@@ -218,7 +218,9 @@ impl Repl {
     fn program(&self) -> Program {
         let log = self.log.clone();
         let unchecked = self.state.unchecked;
-        Program::new("<repl>", self.defines.clone(), move |consts| replay(&log, consts, unchecked).map(|(s, _)| s))
+        Program::new("<repl>", self.defines.clone(), move |consts| {
+            replay(&log, consts, unchecked).map(|(s, _)| s)
+        })
     }
 
     /// The current state.

@@ -60,14 +60,7 @@ static KNOWN: AtomicUsize = AtomicUsize::new(0);
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
 /// until the bug is fixed in `src/`. `TEML_FUZZ_STRICT=1` fails on them too.
-const KNOWN_BUGS: &[(&str, &str)] = &[
-    (FLOAT_PRECISION, "bug_float_contraction_into_double_never_verifies"),
-    ("may not be nested inside 'simd' region", "bug_parallel_inside_vectorized_loop_is_not_refused"),
-];
-
-/// The mark of a mismatch within float precision (`< 1e-4` relative) in a program with float
-/// tensors: the kernel computes float products where the reference computes in double.
-const FLOAT_PRECISION: &str = "[float precision]";
+const KNOWN_BUGS: &[(&str, &str)] = &[];
 
 fn known(msg: &str) -> Option<&'static str> {
     if std::env::var_os("TEML_FUZZ_STRICT").is_some() {
@@ -892,7 +885,9 @@ fn simplest_program_runs() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Regressions: shrunk failures, as programs. Known bugs are ignored until fixed in `src/`.
+// Regressions: shrunk failures, as programs (each was a bug, now fixed: the contraction of
+// floats is float; the interpreter rounds stores to float tensors and a kernel with float
+// tensors is compared at float tolerance; parallel inside simd is refused at its line).
 
 /// A contraction of float tensors: `contract` makes a double accumulator and the C computes
 /// `C[i1][i2] += A[k1][i1] * A[k1][i2]` with the product in float, while the reference
@@ -901,8 +896,7 @@ fn simplest_program_runs() {
 /// reference 2.3493465973460737). Expected: verified (the product computed in the target's
 /// type, or the reference rounding float products, or a float accumulator).
 #[test]
-#[ignore = "known bug: float products into a double accumulator (codegen/interp disagree)"]
-fn bug_float_contraction_into_double_never_verifies() {
+fn float_contraction_verifies() {
     check_text("A = tensor(float, [2, 4])\nC = contract(A, A, [1, 1])\nl = build(C)\ncodegen(l)\n");
 }
 
@@ -911,8 +905,7 @@ fn bug_float_contraction_into_double_never_verifies() {
 /// kernel stores `F[i] = A[i]` rounded to float, the reference keeps `A[i]` exact, and the
 /// double output `Y` differs by ~4e-8 relative: the untransformed kernel fails verification.
 #[test]
-#[ignore = "known bug: the reference interpreter does not round stores to float tensors"]
-fn bug_float_store_then_double_read_never_verifies() {
+fn float_store_then_double_read_verifies() {
     check_text(
         "A = tensor([4])\nF = tensor(float, [4])\nX = @F: eq(A, [i] -> [i])\n\
          Y = add(F, A, [[i], [i]] -> [i])\nl1 = build(X)\nl2 = build(Y)\ncodegen(l1, l2)\n",
@@ -924,10 +917,12 @@ fn bug_float_store_then_double_read_never_verifies() {
 /// 'loop' or 'atomic' may not be nested inside 'simd' region"). Expected: the kernel runs (the
 /// inner mark dropped) or is refused with a `RunError::Meta` naming the marks.
 #[test]
-#[ignore = "known bug: parallel inside simd reaches gcc (codegen)"]
-fn bug_parallel_inside_vectorized_loop_is_not_refused() {
-    check_text(
-        "A = tensor([4, 4])\nB = eq(A, [i, j] -> [i, j])\nl = build(B)\nl1 = vectorize(l, 1)\n\
-         l2 = parallelize(l1, 2)\ncodegen(l2)\n",
+fn parallel_inside_vectorized_loop_is_refused() {
+    let src = "A = tensor([4, 4])\nB = eq(A, [i, j] -> [i, j])\nl = build(B)\nl1 = vectorize(l, 1)\n\
+               l2 = parallelize(l1, 2)\ncodegen(l2)\n";
+    let e = teml::lang::eval_with(src, FILE, &State::new(), &Stdlib::get()).unwrap_err().to_string();
+    assert!(
+        e.contains("OpenMP allows no `parallel for` inside `simd`") && e.contains("fuzz.teml:5:1"),
+        "{e}"
     );
 }

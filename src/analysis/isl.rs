@@ -180,7 +180,12 @@ impl<'c> UMap<'c> {
         ctx.wrap(raw, what)
     }
 
-    fn binary(self, other: UMap<'c>, f: unsafe extern "C" fn(Ptr, Ptr) -> Ptr, what: &str) -> Result<UMap<'c>, String> {
+    fn binary(
+        self,
+        other: UMap<'c>,
+        f: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
+        what: &str,
+    ) -> Result<UMap<'c>, String> {
         let ctx = self.ctx;
         // SAFETY: f takes ownership of two live maps of the same context.
         let raw = unsafe { f(self.take(), other.take()) };

@@ -190,10 +190,10 @@ fn check_ranges(
     let limit = crate::ir::expr::INT_MAX;
     for c in consts {
         if let Some(v) = state.constant(c)
-            && !(1..=limit).contains(&v)
+            && !(-limit..=limit).contains(&v)
         {
             return Err(format!(
-                "named constant {c} = {v}: expected a value in 1..={limit} (the generated loops run over C int)"
+                "named constant {c} = {v}: expected a value in -{limit}..={limit} (the generated loops run over C int)"
             ));
         }
     }

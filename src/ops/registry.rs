@@ -829,11 +829,12 @@ pub const TRANSFORMATIONS: &[&str] =
 pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()> {
     match crate::analysis::check(state, nest) {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) }),
-        Err(e) => Err(Error::Illegal {
-            builtin: builtin.into(),
-            reason: format!("cannot decide legality: {e}"),
-        }),
+        Ok(Err(e)) => {
+            Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) })
+        }
+        Err(e) => {
+            Err(Error::Illegal { builtin: builtin.into(), reason: format!("cannot decide legality: {e}") })
+        }
     }
 }
 
