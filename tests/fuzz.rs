@@ -13,6 +13,10 @@
 //!    that does not verify while the transformed interpretation equals the untransformed one is
 //!    a lowering/codegen bug; a verified kernel whose transformed interpretation differs is a
 //!    verification bug. Only an illegal reordering (both differ) may give `verified: false`.
+//! 4. The legality check (`analysis::check`, isl) agrees with what the paths compute: every
+//!    path it accepts computes what the untransformed statements compute (interpreted), and
+//!    every path that changes the result is refused. Programs are generated `unchecked`, so
+//!    that refused paths reach the kernels too.
 //!
 //! Programs are decoded from a vector of choices (proptest shrinks it: fewer and smaller
 //! choices give shorter, simpler programs; a choice past the end is 0, the simplest).
@@ -55,6 +59,11 @@ static ILLEGAL: AtomicUsize = AtomicUsize::new(0);
 static ORACLE_OK: AtomicUsize = AtomicUsize::new(0);
 static ORACLE_SKIP: AtomicUsize = AtomicUsize::new(0);
 static BUGS: AtomicUsize = AtomicUsize::new(0);
+static CHECKED: AtomicUsize = AtomicUsize::new(0);
+static ACCEPTED: AtomicUsize = AtomicUsize::new(0);
+static REJECTED: AtomicUsize = AtomicUsize::new(0);
+static REJECTED_SAME: AtomicUsize = AtomicUsize::new(0);
+static CHECK_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static KNOWN: AtomicUsize = AtomicUsize::new(0);
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
@@ -74,8 +83,9 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings), {} refused; oracle: {} agreed, {} skipped (unsupported); {} known bugs hit; \
-         {} failing cases (bugs, shrinking included)",
+         reorderings), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
+         this size); {} known bugs hit; {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
         g(&LINES),
         g(&DROPPED),
@@ -88,6 +98,11 @@ fn stats() -> String {
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
+        g(&CHECKED),
+        CHECK_NANOS.load(Relaxed) as f64 / 1e6 / g(&CHECKED).max(1) as f64,
+        g(&ACCEPTED),
+        g(&REJECTED),
+        g(&REJECTED_SAME),
         g(&KNOWN),
         g(&BUGS),
     )
@@ -613,7 +628,7 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
     let mut g = Gen {
         c: Choices { ch, pos: 0 },
         lines: Vec::new(),
-        state: State::new(),
+        state: unchecked(),
         n: 0,
         fresh: 0,
         pool: Vec::new(),
@@ -697,7 +712,7 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
     let text = g.text();
     // The whole text evaluates to the same kernels as the statements one at a time.
     let whole =
-        catch_unwind(AssertUnwindSafe(|| teml::lang::eval_with(&text, FILE, &State::new(), &stdlib())))
+        catch_unwind(AssertUnwindSafe(|| teml::lang::eval_with(&text, FILE, &unchecked(), &stdlib())))
             .map_err(|_| format!("evaluation of the whole program panicked:\n{text}"))?
             .map_err(|e| {
                 format!("the whole program fails while its lines evaluate one by one:\n{e}\n{text}")
@@ -708,8 +723,14 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
     Ok((text, whole))
 }
 
+/// Programs are generated without the legality check, so that illegal paths reach the
+/// kernels and the check's verdicts can be compared with what the kernels compute.
+fn unchecked() -> State {
+    State { unchecked: true, ..State::new() }
+}
+
 // ---------------------------------------------------------------------------------------------
-// Checks 2 and 3
+// Checks 2, 3 and 4
 
 fn options() -> RunOptions {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
@@ -777,6 +798,41 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             .map_err(|e| what(format!("interpreter on the transformed nests: {e}")))?;
         let illegal = differ(&written, &by_transformed, &by_interp);
 
+        // 4. the legality check (isl) against what the paths compute: an accepted path must
+        //    compute what the untransformed statements compute; every path that changes the
+        //    result must be refused. (A refused path may still compute the same values at this
+        //    size: the check decides for every size, and the data may not expose the order.)
+        let t = std::time::Instant::now();
+        let mut refusal = None;
+        for (name, nest) in req.names.iter().zip(&req.nests) {
+            match teml::analysis::check(state, nest) {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    refusal.get_or_insert(format!("{name}: {}", e.message));
+                }
+                Err(e) => return Err(what(format!("the legality check failed on {name}: {e}"))),
+            }
+        }
+        CHECK_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        CHECKED.fetch_add(1, Relaxed);
+        match (&refusal, &illegal) {
+            (None, Some(d)) => {
+                return Err(what(format!(
+                    "the legality check accepts a path that changes the result: {d} (transformed, untransformed)"
+                )));
+            }
+            (None, None) => {
+                ACCEPTED.fetch_add(1, Relaxed);
+            }
+            (Some(_), Some(_)) => {
+                REJECTED.fetch_add(1, Relaxed);
+            }
+            (Some(_), None) => {
+                REJECTED.fetch_add(1, Relaxed);
+                REJECTED_SAME.fetch_add(1, Relaxed);
+            }
+        }
+
         // 3. the compiled kernel.
         match pipeline::run_request(state, req, k, &opts) {
             Ok(report) => {
@@ -789,11 +845,10 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
                         ILLEGAL.fetch_add(1, Relaxed);
                     }
                     (false, None) => {
-                        let float = text.contains("float") && report.max_rel_error < 1e-4;
                         return Err(what(format!(
-                            "{}the kernel does not verify while the transformed nests, interpreted, \
-                             agree with the untransformed ones: {}\nC: {}",
-                            if float { "[float precision] " } else { "" },
+                            "the kernel does not verify while the transformed nests, interpreted, \
+                             agree with the untransformed ones (legality: {}): {}\nC: {}",
+                            refusal.as_deref().unwrap_or("accepted"),
                             report.summary(),
                             report.c_path.display()
                         )));
@@ -827,7 +882,7 @@ fn check_choices(choices: &[u32]) -> Result<(), String> {
 
 /// All checks on a program given as text (regressions).
 fn check_text(text: &str) {
-    let state = teml::lang::eval_with(text, FILE, &State::new(), &stdlib()).unwrap_or_else(|e| panic!("{e}"));
+    let state = teml::lang::eval_with(text, FILE, &unchecked(), &stdlib()).unwrap_or_else(|e| panic!("{e}"));
     if let Err(e) = check_kernels(text, &state) {
         panic!("{e}");
     }
