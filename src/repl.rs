@@ -24,6 +24,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (":tree ID", "print a value as an indented tree (tensor expression or loop nest)"),
     (":paper ID", "print a value in the paper's ⟨(op, S, I), [...]⟩ notation"),
     (":c ID", "print the C code generated for the loop nest ID"),
+    (":legal ID", "is the nest legal? (the dependences it keeps, or a witness of the one it breaks)"),
     (":run ID", "compile the nest ID, run it and verify it against the untransformed program"),
     (":time ID", ":run, then time it and the untransformed build (speedup)"),
     (":state", "list every identifier and what it denotes"),
@@ -337,6 +338,21 @@ impl Repl {
                 pipe.generate(&KernelRef::Nest(Name::from(id)), 0)
                     .map(|k| k.source)
                     .map_err(|e| e.to_string())
+            }
+            ":legal" => {
+                let id = need("a loop nest")?;
+                self.request(id)?;
+                let Some(Value::Nest(n)) = self.state.get(id) else {
+                    return Err(format!("`{id}` is not a loop nest"));
+                };
+                let v = crate::analysis::explore::legal(&self.state, n)?;
+                let perms = crate::analysis::explore::permutations(&self.state, n, 4)?;
+                let list: Vec<String> = perms.iter().map(|p| format!("{p:?}")).collect();
+                Ok(format!(
+                    "{id}: {}\nlegal orders of its outer loops: {}",
+                    crate::analysis::explore::describe(&v),
+                    list.join(" ")
+                ))
             }
             ":run" | ":time" => {
                 let id = need("a loop nest")?;

@@ -1,4 +1,4 @@
-//! Differential fuzzing: random well-typed `.teml` programs, generated as text, checked three
+//! Differential fuzzing: random well-typed `.teml` programs, generated as text, checked four
 //! ways.
 //!
 //! 1. Evaluation never panics: every statement either evaluates or fails with a located error

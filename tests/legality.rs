@@ -172,3 +172,51 @@ fn paper_paths_are_legal() {
     }
     assert!(n >= 20);
 }
+
+#[test]
+fn legality_is_a_value_for_scripts() {
+    let src = r#"
+let A = tensor([N, N]);
+let B = tensor([N, N]);
+let C = contract(A, B, [2, 1]);
+let l = build(C);
+let X = eq(A, [i, j], [i, j]);
+let Y = eq(X, [j, i], [i, j]);
+let lx = build(X);
+let ly = build(Y);
+let Z = eq(X, [i, j], [i, j]);
+let lz = build(Z);
+let T = at("A", eq(A, [i, j], [j, i]));
+let lt = build(T);
+let r = #{
+    mm: legal(l),
+    perms: legal_permutations(l),
+    fuse_same: legal_fusions(lx, lz),
+    fuse_transposed: legal_fusions(lx, ly),
+    in_place: legal_permutations(lt),
+    reason: legal(parallelize(lt, 1)),
+};
+r
+"#;
+    let state = State { unchecked: true, ..State::new() }.with_const("N", 6);
+    let mut session = teml::script::Session::new(state).unwrap();
+    let out = session.eval_line(src).unwrap().unwrap();
+    assert!(out.contains("\"mm\": true"), "{out}");
+    // Every order of a matrix product is legal (the reduction may be reordered).
+    assert!(
+        out.contains("\"perms\": [[1, 2, 3], [1, 3, 2], [2, 1, 3], [2, 3, 1], [3, 1, 2], [3, 2, 1]]"),
+        "{out}"
+    );
+    assert!(out.contains("\"fuse_same\": [1, 2]"), "{out}");
+    assert!(out.contains("\"fuse_transposed\": []"), "{out}");
+    assert!(out.contains("\"in_place\": [[1, 2]]"), "{out}");
+    assert!(out.contains("\"reason\": \"illegal: A[0][1] is written by statement 1"), "{out}");
+}
+
+#[test]
+fn permute_is_checked_like_interchange() {
+    let src = "let A = tensor([4, 4]);\nlet T = at(\"A\", eq(A, [i, j], [j, i]));\nlet l = build(T);\nlet p = permute(l, [2, 1]);";
+    let e = teml::script::eval(src, "p.rhai", &State::new()).unwrap_err().to_string();
+    assert!(e.contains("permute: illegal: A[0][1] is written by statement 1"), "{e}");
+    assert!(e.contains("p.rhai:4"), "{e}");
+}

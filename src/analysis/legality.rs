@@ -461,9 +461,12 @@ fn marked_loops(items: &[LNode]) -> Vec<(usize, &Loop)> {
     out
 }
 
+/// A statement instance read off a point: the origin index and the iterator values.
+type Tuple = (usize, Vec<i64>);
+
 /// Values read off isl's printing of one point, e.g.
 /// `[p_N] -> { S0[o_i] -> S1[q_i] : p_N = 4 and o_i = 2 and q_i = 1 }` or `{ S0[2] -> S1[1] }`.
-fn point(text: &str) -> (Vec<(String, i64)>, Option<(usize, Vec<i64>)>, Option<(usize, Vec<i64>)>) {
+fn point(text: &str) -> (Vec<(String, i64)>, Option<Tuple>, Option<Tuple>) {
     let body = text.split_once('{').map_or(text, |(_, b)| b).trim_end_matches('}').trim();
     let (tuples, cons) = body.split_once(':').unwrap_or((body, ""));
     let mut vals: BTreeMap<String, i64> = BTreeMap::new();
@@ -528,13 +531,14 @@ fn witness(sample: &str, origins: &[Origin], state: &State, mark: Option<&str>) 
     let mut found = None;
     'outer: for x in &oa.accesses {
         for y in &ob.accesses {
-            if x.tensor == y.tensor && (x.write || y.write) && !(ka == kb && x.accumulates && y.accumulates) {
-                if let (Some(i), Some(j)) = (at(x, &ea), at(y, &eb))
-                    && i == j
-                {
-                    found = Some((x, y, i));
-                    break 'outer;
-                }
+            if x.tensor == y.tensor
+                && (x.write || y.write)
+                && !(ka == kb && x.accumulates && y.accumulates)
+                && let (Some(i), Some(j)) = (at(x, &ea), at(y, &eb))
+                && i == j
+            {
+                found = Some((x, y, i));
+                break 'outer;
             }
         }
     }

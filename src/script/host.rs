@@ -623,6 +623,22 @@ pub(crate) const HELPERS: &[(&str, &str, &str)] = &[
         "stops with the error `builtin: argument pos (role): expected ..., found ...`",
     ),
     ("describe", "describe(x)", "a short description of any value, for error messages"),
+    (
+        "legal",
+        "legal(l)",
+        "true if the nest keeps every dependence of its statements (docs/legality.md), else the reason with a witness (a string)",
+    ),
+    (
+        "legal_permutations",
+        "legal_permutations(l) | legal_permutations(l, d)",
+        "the legal orders of the outer d loops (at most 5; all of the single path by default), each a list of levels: [1, 3, 2] puts level 3 second",
+    ),
+    (
+        "permute",
+        "permute(l, order)",
+        "the nest with its outer loops in `order` (levels), checked like interchange; () where a bound forbids the order",
+    ),
+    ("legal_fusions", "legal_fusions(l1, l2)", "the levels r at which fuse_outer(l1, l2, r) is legal"),
 ];
 
 fn tensor_of(d: &Dynamic, helper: &str) -> RhaiResult<TExpr> {
@@ -745,6 +761,59 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
                 Dim::Unknown => Dynamic::UNIT,
             })
             .collect())
+    });
+    let sh = shared.clone();
+    engine.register_fn("legal", move |l: Dynamic| -> RhaiResult<Dynamic> {
+        let n = nest_of(&l, "legal")?;
+        match crate::analysis::explore::legal(&sh.state.borrow(), &n) {
+            Ok(_) => Ok(Dynamic::TRUE),
+            Err(why) => Ok(Dynamic::from(why)),
+        }
+    });
+    let sh = shared.clone();
+    let perms = move |l: &Dynamic, d: Option<i64>| -> RhaiResult<Array> {
+        let n = nest_of(l, "legal_permutations")?;
+        let d = d.map_or(usize::MAX, |d| d.max(0) as usize);
+        let ps = crate::analysis::explore::permutations(&sh.state.borrow(), &n, d)
+            .map_err(|e| format!("legal_permutations: {e}"))?;
+        Ok(ps
+            .into_iter()
+            .map(|p| Dynamic::from(p.into_iter().map(|x| Dynamic::from(x as i64)).collect::<Array>()))
+            .collect())
+    };
+    let p2 = perms.clone();
+    engine.register_fn("legal_permutations", move |l: Dynamic| perms(&l, None));
+    engine.register_fn("legal_permutations", move |l: Dynamic, d: i64| p2(&l, Some(d)));
+    let sh = shared.clone();
+    engine.register_fn("permute", move |l: Dynamic, order: Array| -> RhaiResult<Dynamic> {
+        let n = nest_of(&l, "permute")?;
+        let order: Vec<usize> = order
+            .iter()
+            .map(|x| x.as_int().map(|v| v.max(0) as usize))
+            .collect::<Result<_, _>>()
+            .map_err(|t| format!("permute: expected a list of levels, found an element of type {t}"))?;
+        let mut sorted = order.clone();
+        sorted.sort();
+        if sorted != (1..=order.len()).collect::<Vec<_>>() || order.len() > n.path().len() {
+            return Err(format!(
+                "permute: expected a permutation of the levels 1..={}, found {order:?}",
+                n.path().len()
+            )
+            .into());
+        }
+        let Some(p) = crate::analysis::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
+        let state = sh.state.borrow();
+        if !state.unchecked {
+            ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
+        }
+        Ok(to_dynamic(Value::Nest(p)))
+    });
+    let sh = shared.clone();
+    engine.register_fn("legal_fusions", move |a: Dynamic, b: Dynamic| -> RhaiResult<Array> {
+        let (a, b) = (nest_of(&a, "legal_fusions")?, nest_of(&b, "legal_fusions")?);
+        let rs = crate::analysis::explore::fusion_levels(&sh.state.borrow(), &a, &b)
+            .map_err(|e| format!("legal_fusions: {e}"))?;
+        Ok(rs.into_iter().map(|r| Dynamic::from(r as i64)).collect())
     });
     engine.register_fn("depth", |l: Dynamic| -> RhaiResult<i64> {
         Ok(nest_of(&l, "depth")?.path().len() as i64)

@@ -1,0 +1,97 @@
+//! Legality as a value, for scripts that search: a verdict for one nest, the legal loop
+//! permutations of a nest, the legal fusion levels of two nests. A tuning script prunes with
+//! these before it compiles anything.
+
+use super::legality::{Verdict, check};
+use crate::ir::{Nest, State};
+
+/// The most levels [`permutations`] permutes (5! = 120 checks).
+pub const MAX_PERMUTED: usize = 5;
+
+/// `Ok` with the verdict, or `Err` with the reason (`illegal: ...` with a witness).
+pub fn legal(state: &State, nest: &Nest) -> Result<Verdict, String> {
+    match check(state, nest)? {
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("illegal: {}", e.message)),
+    }
+}
+
+/// A verdict in words: "legal for all sizes", "legal at N=8".
+pub fn describe(v: &Verdict) -> String {
+    match v {
+        Verdict::AllSizes => "legal for all sizes".into(),
+        Verdict::TheseSizes(s) => format!("legal at {s} (not for every size)"),
+    }
+}
+
+/// The nest with its outer `order.len()` loops reordered: `order[k]` is the (1-based) level
+/// that ends up at level `k + 1`. `None` where a loop's bounds depend on one it would pass.
+pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
+    let mut cur: Vec<usize> = (1..=order.len()).collect();
+    let mut n = nest.clone();
+    for (k, want) in order.iter().enumerate() {
+        let at = cur.iter().position(|x| x == want)?;
+        if at != k {
+            n = crate::ops::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
+            cur.swap(k, at);
+        }
+    }
+    Some(n)
+}
+
+/// Every permutation of the outer `depth` levels (at most [`MAX_PERMUTED`] and the depth of
+/// the single path) that is expressible and legal, in lexicographic order; the identity first.
+pub fn permutations(state: &State, nest: &Nest, depth: usize) -> Result<Vec<Vec<usize>>, String> {
+    let d = depth.min(nest.path().len()).min(MAX_PERMUTED);
+    let mut out = Vec::new();
+    let mut perm: Vec<usize> = (1..=d).collect();
+    loop {
+        if let Some(n) = permute(nest, &perm)
+            && check(state, &n)?.is_ok()
+        {
+            out.push(perm.clone());
+        }
+        if !next_permutation(&mut perm) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn next_permutation(p: &mut [usize]) -> bool {
+    let Some(i) = (1..p.len()).rev().find(|&i| p[i - 1] < p[i]) else { return false };
+    let j = (i..p.len()).rev().find(|&j| p[j] > p[i - 1]).unwrap_or(i);
+    p.swap(i - 1, j);
+    p[i..].reverse();
+    true
+}
+
+/// The levels `r` at which `fuse_outer(n1, n2, r)` applies and is legal.
+pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for r in 1..=n1.path().len().min(n2.path().len()) {
+        if let Ok(f) = crate::ops::transform::fuse_outer(n1, n2, r as i64)
+            && check(state, &f)?.is_ok()
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_in_order() {
+        let mut p = vec![1, 2, 3];
+        let mut all = vec![p.clone()];
+        while next_permutation(&mut p) {
+            all.push(p.clone());
+        }
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[1], vec![1, 3, 2]);
+        assert_eq!(all[5], vec![3, 2, 1]);
+    }
+}
