@@ -17,7 +17,7 @@ fn ok(src: &str, consts: &[(&str, i64)]) -> State {
 /// The message of the error evaluating `src`, which must be at `line`.
 fn refused(src: &str, consts: &[(&str, i64)], line: usize) -> String {
     let e = eval(src, consts).expect_err("refused");
-    assert!(e.contains(&format!("--> t.teml:{line}:1")), "{e}");
+    assert!(e.contains(&format!("--> t.teml:{line}:")), "{e}");
     e.lines().next().unwrap().to_string()
 }
 
@@ -219,4 +219,18 @@ fn permute_is_checked_like_interchange() {
     let e = teml::script::eval(src, "p.rhai", &State::new()).unwrap_err().to_string();
     assert!(e.contains("permute: illegal: A[0][1] is written by statement 1"), "{e}");
     assert!(e.contains("p.rhai:4"), "{e}");
+}
+
+#[test]
+fn tile_and_unroll_and_jam_are_checked_step_by_step() {
+    // Legal on a matrix product.
+    let s = ok(&format!("{MM}t = tile(l, 4)\nu = unroll_and_jam(l, 1, 2)\n"), &[("N", 8)]);
+    assert_eq!(verdict(&s, "t"), Ok(Verdict::TheseSizes("N=8".into())), "4 divides 8: no `min`");
+    assert_eq!(verdict(&s, "u"), Ok(Verdict::TheseSizes("N=8".into())));
+    // On an in-place transpose, the interchanges inside `tile` and the jam inside
+    // `unroll_and_jam` reverse dependences: refused at the line of the call.
+    let e = refused(&format!("{IN_PLACE_TRANSPOSE}t = tile(l, 2)\n"), &[("N", 4)], 4);
+    assert!(e.starts_with("error: interchange: illegal: A["), "{e}");
+    let e = refused(&format!("{IN_PLACE_TRANSPOSE}u = unroll_and_jam(l, 1, 2)\n"), &[("N", 4)], 4);
+    assert!(e.starts_with("error: fuse_inner: illegal: A["), "{e}");
 }

@@ -121,6 +121,8 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             accs: BTreeMap::new(),
             acc_count: &mut acc_count,
             params: &params,
+            state,
+            nest: n,
         };
         for g in &zero::place(n.items()) {
             cx.node(g, 1).map_err(illegal)?;
@@ -549,6 +551,10 @@ struct Cx<'a> {
     accs: BTreeMap<String, String>,
     acc_count: &'a mut usize,
     params: &'a [Param],
+    /// The named constants.
+    state: &'a State,
+    /// The nest being printed (the legality analysis reads its statements' instances).
+    nest: &'a Nest,
 }
 
 impl Cx<'_> {
@@ -620,9 +626,18 @@ impl Cx<'_> {
                 (true, false) => "parallelize",
                 _ => "vectorize",
             };
-            Some(deps::plan(l).map_err(|why| {
-                format!("cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element", l.iter, l.range())
-            })?)
+            // isl decides whether the loop carries a dependence (docs/legality.md); one that
+            // carries none runs as it is, one that carries reductions gets private accumulators.
+            // Where the analysis cannot run (statements without instances, no isl), the range
+            // test of `deps.rs` decides alone.
+            let carries = crate::analysis::legality::carries(self.state, self.nest, l).unwrap_or(true);
+            Some(if carries {
+                deps::plan(l).map_err(|why| {
+                    format!("cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element", l.iter, l.range())
+                })?
+            } else {
+                Plan::Independent
+            })
         } else {
             None
         };
