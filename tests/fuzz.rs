@@ -744,12 +744,17 @@ fn options() -> RunOptions {
     }
 }
 
-/// The first difference between `got` and `want` on `names`, beyond the pipeline's tolerance.
-fn differ(names: &[Name], got: &Buffers, want: &Buffers) -> Option<String> {
+/// The first difference between `got` and `want` on `names`, beyond the pipeline's tolerance:
+/// float tolerance where any tensor is float, and an absolute floor relative to the magnitude
+/// of the initial data (as `pipeline::compare_within`).
+fn differ(names: &[Name], got: &Buffers, want: &Buffers, initial: &Buffers) -> Option<String> {
+    let float = initial.values().chain(want.values()).any(|t| t.dtype == teml::ir::DType::Float);
+    let tol = pipeline::tolerance(if float { teml::ir::DType::Float } else { teml::ir::DType::Double });
+    let mag = pipeline::magnitude(initial);
     for n in names {
         let (g, w) = (got.get(n)?, want.get(n)?);
         let mut cmp = Comparison::default();
-        pipeline::compare(n, &w.dims, &g.data, &w.data, pipeline::tolerance(w.dtype), &mut cmp);
+        pipeline::compare_within(n, &w.dims, &g.data, &w.data, tol, mag, &mut cmp);
         if let Some(worst) = cmp.worst {
             return Some(worst);
         }
@@ -779,7 +784,7 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
         let mut by_oracle = initial.clone();
         match oracle::run(state, &stmts, &mut by_oracle) {
             Ok(()) => {
-                if let Some(d) = differ(&written, &by_oracle, &by_interp) {
+                if let Some(d) = differ(&written, &by_oracle, &by_interp, &initial) {
                     return Err(what(format!(
                         "the oracle and the interpreter differ: {d} (oracle, interpreter)"
                     )));
@@ -796,7 +801,7 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
         let mut by_transformed = initial.clone();
         interp::run(state, &req.nests, &mut by_transformed)
             .map_err(|e| what(format!("interpreter on the transformed nests: {e}")))?;
-        let illegal = differ(&written, &by_transformed, &by_interp);
+        let illegal = differ(&written, &by_transformed, &by_interp, &initial);
 
         // 4. the legality check (isl) against what the paths compute: an accepted path must
         //    compute what the untransformed statements compute; every path that changes the
@@ -906,22 +911,30 @@ fn random_programs_agree_three_ways() {
     // bugs); the test fails at the end if any was found.
     let keep_going = std::env::var_os("TEML_FUZZ_KEEP_GOING").is_some();
     let found = std::sync::Mutex::new(Vec::<String>::new());
-    let result = runner.run(&strategy, |ch| match check_choices(&ch) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            if let Some(test) = known(&e) {
-                KNOWN.fetch_add(1, Relaxed);
-                eprintln!("known bug ({test}):\n{e}\n");
-                return Ok(());
+    // TEML_FUZZ_SECONDS=S: no new program after S seconds (a campaign bounded in time).
+    let deadline = std::env::var("TEML_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map(|s| std::time::Instant::now() + std::time::Duration::from_secs_f64(s));
+    let result = runner.run(&strategy, |ch| match deadline.is_some_and(|d| std::time::Instant::now() > d) {
+        true => Ok(()),
+        false => match check_choices(&ch) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Some(test) = known(&e) {
+                    KNOWN.fetch_add(1, Relaxed);
+                    eprintln!("known bug ({test}):\n{e}\n");
+                    return Ok(());
+                }
+                BUGS.fetch_add(1, Relaxed);
+                if keep_going {
+                    eprintln!("FAILURE:\n{e}\n");
+                    found.lock().unwrap().push(e);
+                    return Ok(());
+                }
+                Err(TestCaseError::fail(e))
             }
-            BUGS.fetch_add(1, Relaxed);
-            if keep_going {
-                eprintln!("FAILURE:\n{e}\n");
-                found.lock().unwrap().push(e);
-                return Ok(());
-            }
-            Err(TestCaseError::fail(e))
-        }
+        },
     });
     eprintln!("{}", stats());
     if let Err(e) = result {
@@ -979,5 +992,29 @@ fn parallel_inside_vectorized_loop_is_refused() {
     assert!(
         e.contains("OpenMP allows no `parallel for` inside `simd`") && e.contains("fuzz.teml:5:1"),
         "{e}"
+    );
+}
+
+/// An extent inferred with `min` (`X13` is `[6, min(N-2, 2)]`): the kernel's parameter
+/// declaration used `teml_min` without defining it (undefined symbol at load time).
+#[test]
+fn an_extent_with_min_declares_its_helper() {
+    check_text(
+        "N = 5\nA10 = tensor([N])\nA12 = tensor([2, 6])\nX13 = mul(A10, A12, [[i+2], [i, j]] -> [j, i])\n\
+         A15 = tensor([3, 1])\nA16 = tensor([4, 2])\np17 = vmul(X13, A15, [[h+kh, w+kw], [kh, kw]])\n\
+         A16 = add(A16, p17, [[h, w], ] -> [h, w])\nl18 = build(A16)\ncodegen(l18)\n",
+    );
+}
+
+/// `(A1/A2)*A2 - A1` is 0 in the reference and a rounding residue (1e-33, fused multiply-add)
+/// in the kernel; squared in place, the relative error was 1e279. Values computed from data of
+/// magnitude 1 are compared with an absolute floor of the tolerance.
+#[test]
+fn cancellation_residue_is_not_a_mismatch() {
+    check_text(
+        "N = 7\nA1 = tensor([N])\nA2 = tensor([N])\nt4 = vdiv(A1, A2, [[i], [i]])\nt5 = vmul(t4, A2, [, [i]])\n\
+         X3 = sub(t5, A1, [, [i]] -> [i])\nl6 = build(X3)\nY7 = @X3: mul(X3, X3, [[i], [i]] -> [i])\n\
+         l8 = build(Y7)\nl14 = stripmine(l6, 1, 3)\nl15 = unroll(l14, 1)\nl20 = stripmine(l8, 1, 3)\n\
+         codegen(l15, l20)\n",
     );
 }

@@ -129,6 +129,12 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         }
     }
 
+    // Extents may use the helpers too (an inferred `min(N-2, 2)`): the parameters need them.
+    for p in &params {
+        p.dims.iter().for_each(|d| {
+            c_expr(d, &mut helpers, false);
+        });
+    }
     let mut src = String::new();
     let nest_names: Vec<&str> = nests.iter().map(|(n, _)| &**n).collect();
     let _ = writeln!(
