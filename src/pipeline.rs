@@ -705,7 +705,7 @@ fn run_at(
         Check::Full => "full size".to_string(),
         Check::Reduced => "reduced size".to_string(),
         Check::Sampled(note) => {
-            let what = spot_check(state, req, &kernel, &store, &outputs, tolerance(least), mag, &mut cmp)?;
+            let what = spot_check(state, req, &kernel, &store, &outputs, (tolerance(least), mag), &mut cmp)?;
             format!("{note}; {what}")
         }
     };
@@ -784,8 +784,7 @@ fn spot_check(
     kernel: &CKernel,
     initial: &Buffers,
     outputs: &Buffers,
-    tol: f64,
-    magnitude: f64,
+    (tol, magnitude): (f64, f64),
     cmp: &mut Comparison,
 ) -> Result<String, RunError> {
     let stmts: Vec<crate::ir::TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
@@ -967,7 +966,7 @@ mod tests {
         let mut right = initial.clone();
         interp::run(&s, &untransformed(&s, req).unwrap(), &mut right).unwrap();
         let mut cmp = Comparison::default();
-        let what = spot_check(&s, req, &kernel, &initial, &right, 1e-9, 1.5, &mut cmp).unwrap();
+        let what = spot_check(&s, req, &kernel, &initial, &right, (1e-9, 1.5), &mut cmp).unwrap();
         assert_eq!(what, "full-size kernel checked at 24 sampled elements against the expression oracle");
         assert!(cmp.worst.is_none() && cmp.max_rel < 1e-12, "{cmp:?}");
         // A kernel that forgot to zero its accumulator: every element is off by the initial C.
@@ -976,7 +975,7 @@ mod tests {
         let c = wrong.get_mut(&Name::from("C")).unwrap();
         c.data.iter_mut().zip(&c0.data).for_each(|(x, y)| *x += y);
         let mut cmp = Comparison::default();
-        spot_check(&s, req, &kernel, &initial, &wrong, 1e-9, 1.5, &mut cmp).unwrap();
+        spot_check(&s, req, &kernel, &initial, &wrong, (1e-9, 1.5), &mut cmp).unwrap();
         assert!(cmp.worst.as_deref().is_some_and(|w| w.starts_with("C[0][0]: kernel")), "{cmp:?}");
     }
 
