@@ -2,7 +2,7 @@
 //! permutations of a nest, the legal fusion levels of two nests. A tuning script prunes with
 //! these before it compiles anything.
 
-use super::legality::{Verdict, check};
+use super::legality::{Verdict, check, check_here};
 use crate::ir::{Nest, State};
 
 /// The most levels [`permutations`] permutes (5! = 120 checks).
@@ -40,14 +40,15 @@ pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
 }
 
 /// Every permutation of the outer `depth` levels (at most [`MAX_PERMUTED`] and the depth of
-/// the single path) that is expressible and legal, in lexicographic order; the identity first.
+/// the single path) that is expressible and legal at the program's sizes, in lexicographic
+/// order; the identity first.
 pub fn permutations(state: &State, nest: &Nest, depth: usize) -> Result<Vec<Vec<usize>>, String> {
     let d = depth.min(nest.path().len()).min(MAX_PERMUTED);
     let mut out = Vec::new();
     let mut perm: Vec<usize> = (1..=d).collect();
     loop {
         if let Some(n) = permute(nest, &perm)
-            && check(state, &n)?.is_ok()
+            && check_here(state, &n)?.is_ok()
         {
             out.push(perm.clone());
         }
@@ -66,12 +67,12 @@ fn next_permutation(p: &mut [usize]) -> bool {
     true
 }
 
-/// The levels `r` at which `fuse_outer(n1, n2, r)` applies and is legal.
+/// The levels `r` at which `fuse_outer(n1, n2, r)` applies and is legal at the program's sizes.
 pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for r in 1..=n1.path().len().min(n2.path().len()) {
         if let Ok(f) = crate::ops::transform::fuse_outer(n1, n2, r as i64)
-            && check(state, &f)?.is_ok()
+            && check_here(state, &f)?.is_ok()
         {
             out.push(r);
         }

@@ -187,7 +187,7 @@ fn dependences<'c>(
     let all = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), pieces.join("; ")))?;
     // Keep the pairs in the original order.
     let sched = ctx.map(&original_schedule(origins, names, depth))?;
-    all.and(sched.clone().lex_lt(sched)?)
+    all.and(sched.clone().lex_lt(sched)?)?.coalesce()
 }
 
 fn dims(iters: &[Name], prefix: &str) -> String {
@@ -251,8 +251,10 @@ fn placed<'a>(
     Ok(())
 }
 
-/// The new time of each original instance, truncated to the first `upto` dimensions (all when
-/// `None`) and restricted to the statements `keep` selects; padded to `width`.
+/// The new time of each original instance, truncated to the first `upto` dimensions and
+/// restricted to the statements `keep` selects (`Some(upto)`); padded to `width`. (The marks
+/// compare full times on a prefix rather than truncated times: projecting loop variables out
+/// is what isl does slowest.)
 fn new_schedule(
     placed: &[Placed<'_>],
     origins: &[Origin],
@@ -302,8 +304,20 @@ fn new_schedule(
     format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
 }
 
-/// Checks the order of `nest` and its marks against the dependences of its origins.
+/// Checks the order of `nest` and its marks against the dependences of its origins, for every
+/// size first, then at the program's sizes; and that it runs exactly the original instances.
 pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, String> {
+    analyze(state, nest, true)
+}
+
+/// [`check`] at the program's sizes only (the named constants fixed from the start, which is
+/// faster): what every transformation builtin asks before it returns. The nests the builtins
+/// make always run exactly the original instances at those sizes.
+pub fn check_here(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, String> {
+    Ok(analyze(state, nest, false)?.map(|_| ()))
+}
+
+fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Illegal>, String> {
     let origins = origins(state, nest)?;
     let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
     for o in &origins {
@@ -336,11 +350,13 @@ pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, Str
         .collect::<Vec<_>>()
         .join(", ");
     let mut verdict = Verdict::AllSizes;
+    // At the program's sizes only: fix them before anything is composed.
+    let (deps, all_sizes) = if full { (deps, all_sizes) } else { (deps.with_params(&these)?, these.clone()) };
 
     // Order: no dependence reversed. The dependences are carried over to times
     // (`T^-1 . D . T`, few pieces) and compared there, rather than comparing every pair of
     // schedule pieces.
-    let theta = ctx.map(&new_schedule(&places, &origins, &names, width, &|_| Some(width)))?;
+    let theta = ctx.map(&new_schedule(&places, &origins, &names, width, &|_| Some(width)))?.coalesce()?;
     let times = theta.clone().reverse()?.then(deps.clone())?.then(theta.clone())?;
     let backwards = times.and(ctx.map(&time_relation(&names, width, width, Rel::NotBefore))?)?;
     if !backwards.clone().with_params(&all_sizes)?.is_empty()? {
@@ -356,10 +372,29 @@ pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, Str
 
     // Coverage: exactly the original instances run (at other sizes, a nest strip-mined
     // without `min`, or unrolled, misses some or runs others: it is legal only at these sizes).
-    let ran = theta.clone().then(theta.reverse()?)?;
-    let domain_id = ctx.map(&identity(&origins, &names, true))?;
-    let missing = domain_id.clone().minus(ran.clone())?;
-    let extra = ran.and(ctx.map(&identity(&origins, &names, false))?)?.minus(domain_id)?;
+    if !full {
+        return marks(
+            &ctx,
+            nest,
+            state,
+            &places,
+            &origins,
+            &names,
+            width,
+            &deps,
+            (&all_sizes, &these, &sizes),
+            verdict,
+        );
+    }
+    let unit = format!(
+        "{} -> {{ [{}] -> [] }}",
+        names.param_list(),
+        (0..width).map(|k| format!("a{k}")).collect::<Vec<_>>().join(", ")
+    );
+    let ran = theta.clone().then(ctx.map(&unit)?)?;
+    let domain = ctx.map(&domain_map(&origins, &names))?;
+    let missing = domain.clone().minus(ran.clone())?;
+    let extra = ran.minus(domain)?;
     let off = missing.or(extra)?;
     if !off.clone().with_params(&all_sizes)?.is_empty()? {
         match off.with_params(&these)?.coalesce()?.sample()? {
@@ -372,28 +407,45 @@ pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, Str
         }
     }
 
-    // Marks: no dependence carried by a marked loop.
+    marks(&ctx, nest, state, &places, &origins, &names, width, &deps, (&all_sizes, &these, &sizes), verdict)
+}
+
+/// The marks of `nest`: no dependence carried by a marked loop.
+#[allow(clippy::too_many_arguments)]
+fn marks(
+    ctx: &Ctx,
+    nest: &Nest,
+    state: &State,
+    places: &[Placed<'_>],
+    origins: &[Origin],
+    names: &Names,
+    width: usize,
+    deps: &UMap<'_>,
+    (all_sizes, these, sizes): (&str, &str, &str),
+    mut verdict: Verdict,
+) -> Result<Result<Verdict, Illegal>, String> {
     for (d, l) in marked_loops(&nest.items) {
         let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
-        let at =
-            ctx.map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 2)))?;
+        let at = ctx
+            .map(&new_schedule(places, origins, names, width, &|p| under(p).then_some(2 * d + 2)))?
+            .coalesce()?;
         let times = at.clone().reverse()?.then(deps.clone())?.then(at.clone())?;
         let carried =
             times.and(ctx.map(&time_relation(&names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
-        if !carried.clone().with_params(&all_sizes)?.is_empty()? {
+        if !carried.clone().with_params(all_sizes)?.is_empty()? {
             let what = match (l.annot.parallel, l.annot.vectorize) {
                 (true, true) => "parallelized and vectorized",
                 (true, false) => "parallelized",
                 _ => "vectorized",
             };
-            let at_these = carried.with_params(&these)?;
+            let at_these = carried.with_params(these)?;
             if at_these.is_empty()? {
-                verdict = Verdict::TheseSizes(sizes.clone());
+                verdict = Verdict::TheseSizes(sizes.to_string());
             } else {
                 let pairs = deps.clone().and(at.clone().then(at_these)?.then(at.reverse()?)?)?;
-                let w = pairs.with_params(&these)?.coalesce()?.sample()?.unwrap_or_default();
+                let w = pairs.with_params(these)?.coalesce()?.sample()?.unwrap_or_default();
                 let how = format!("loop `{}` is {what} and runs the two in different iterations", l.iter);
-                return Ok(Err(Illegal { message: witness(&w, &origins, state, Some(&how)) }));
+                return Ok(Err(Illegal { message: witness(&w, origins, state, Some(&how)) }));
             }
         }
     }
@@ -418,13 +470,6 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
     let Some(d) = places.iter().find_map(|p| p.loops.iter().position(|l| std::ptr::eq(*l, target))) else {
         return Ok(false); // a loop with no statement
     };
-    let ctx = Ctx::new()?;
-    let deps = dependences(&ctx, &origins, &names, depth, true)?;
-    let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, target));
-    let at = ctx.map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 2)))?;
-    let times = at.clone().reverse()?.then(deps)?.then(at)?;
-    let carried =
-        times.and(ctx.map(&time_relation(&names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
     let fixed: Vec<String> =
         names.params.iter().filter_map(|p| state.constant(p).map(|v| format!("p_{p} = {v}"))).collect();
     let these = format!(
@@ -432,7 +477,17 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
         names.param_list(),
         if fixed.is_empty() { "true".into() } else { fixed.join(" and ") }
     );
-    Ok(!carried.with_params(&these)?.is_empty()?)
+    let ctx = Ctx::new()?;
+    // At the program's sizes: fixed before anything is composed.
+    let deps = dependences(&ctx, &origins, &names, depth, true)?.with_params(&these)?;
+    let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, target));
+    let at = ctx
+        .map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 2)))?
+        .coalesce()?;
+    let times = at.clone().reverse()?.then(deps)?.then(at)?;
+    let carried =
+        times.and(ctx.map(&time_relation(&names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
+    Ok(!carried.is_empty()?)
 }
 
 /// Relations between two times of `width` dimensions.
@@ -470,15 +525,14 @@ fn time_relation(names: &Names, width: usize, n: usize, rel: Rel) -> String {
     format!("{} -> {{ [{}] -> [{}] : {cond} }}", names.param_list(), a.join(", "), b.join(", "))
 }
 
-/// `{ S<k>[o] -> S<k>[o] : o in the domain }` for every origin (every `o` when not `within`).
-fn identity(origins: &[Origin], names: &Names, within: bool) -> String {
+/// `{ S<k>[o] -> [] : o in the domain }` for every origin: the domain, as a map.
+fn domain_map(origins: &[Origin], names: &Names) -> String {
     let pieces: Vec<String> = origins
         .iter()
         .enumerate()
         .map(|(k, o)| {
             let v = names.var(&o.iters, "o_");
-            let cond = if within { domain(o, &v) } else { "true".into() };
-            format!("S{k}[{d}] -> S{k}[{d}] : {cond}", d = dims(&o.iters, "o_"))
+            format!("S{k}[{}] -> [] : {}", dims(&o.iters, "o_"), domain(o, &v))
         })
         .collect();
     format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))

@@ -827,8 +827,8 @@ pub const TRANSFORMATIONS: &[&str] =
 /// Refuses a transformed nest that reverses a dependence of its statements, or marks a loop
 /// that carries one, with a witness.
 pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()> {
-    match crate::analysis::check(state, nest) {
-        Ok(Ok(_)) => Ok(()),
+    match crate::analysis::legality::check_here(state, nest) {
+        Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) })
         }
