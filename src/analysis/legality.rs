@@ -431,7 +431,7 @@ fn marks(
             .coalesce()?;
         let times = at.clone().reverse()?.then(deps.clone())?.then(at.clone())?;
         let carried =
-            times.and(ctx.map(&time_relation(&names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
+            times.and(ctx.map(&time_relation(names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
         if !carried.clone().with_params(all_sizes)?.is_empty()? {
             let what = match (l.annot.parallel, l.annot.vectorize) {
                 (true, true) => "parallelized and vectorized",
