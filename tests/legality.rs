@@ -234,3 +234,24 @@ fn tile_and_unroll_and_jam_are_checked_step_by_step() {
     let e = refused(&format!("{IN_PLACE_TRANSPOSE}u = unroll_and_jam(l, 1, 2)\n"), &[("N", 4)], 4);
     assert!(e.starts_with("error: fuse_inner: illegal: A["), "{e}");
 }
+
+#[test]
+fn a_missing_isl_is_one_clear_message() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.teml");
+    std::fs::write(&p, format!("N = 4\n{MM}l2 = interchange(l, 1, 2)\n")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["check", p.to_str().unwrap()])
+        .env("TEML_ISL", d.path().join("libisl-nowhere.so"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.starts_with(
+            "error: interchange: cannot decide legality: the integer set library isl is not installed"
+        ) && err.contains("apt-get install libisl23")
+            && err.contains("t.teml:6:"),
+        "{err}"
+    );
+}
