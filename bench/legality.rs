@@ -68,8 +68,8 @@ fn main() {
                         let t = Instant::now();
                         for req in &state.kernels {
                             for n in &req.nests {
-                                verdicts.push(match teml::analysis::explore::legal(&state, n) {
-                                    Ok(v) => teml::analysis::explore::describe(&v),
+                                verdicts.push(match teml::ops::explore::legal(&state, n) {
+                                    Ok(v) => teml::ops::explore::describe(&v),
                                     Err(e) => e,
                                 });
                             }

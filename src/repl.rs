@@ -345,12 +345,12 @@ impl Repl {
                 let Some(Value::Nest(n)) = self.state.get(id) else {
                     return Err(format!("`{id}` is not a loop nest"));
                 };
-                let v = crate::analysis::explore::legal(&self.state, n)?;
-                let perms = crate::analysis::explore::permutations(&self.state, n, 4)?;
+                let v = crate::ops::explore::legal(&self.state, n)?;
+                let perms = crate::ops::explore::permutations(&self.state, n, 4)?;
                 let list: Vec<String> = perms.iter().map(|p| format!("{p:?}")).collect();
                 Ok(format!(
                     "{id}: {}\nlegal orders of its outer loops: {}",
-                    crate::analysis::explore::describe(&v),
+                    crate::ops::explore::describe(&v),
                     list.join(" ")
                 ))
             }

@@ -65,14 +65,19 @@ struct Origin {
     accesses: Vec<Access>,
 }
 
-fn origins(state: &State, nest: &Nest) -> Result<Vec<Origin>, String> {
+/// The origins of `nest`, each with the domain its statements' [`Instance`]s record.
+fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
+    let stmts = nest.stmts();
     let mut out = Vec::new();
-    for o in &nest.origin {
-        let built = crate::ops::build(state, o).map_err(|e| e.to_string())?;
-        let path = built.path();
-        let stmt = built.stmts().into_iter().next().ok_or("an origin without a statement")?;
-        let inst = stmt.inst.clone().ok_or("an origin statement without instances")?;
-        let lw = lower(&stmt).ok_or("an origin that is not an assignment")?;
+    for (k, o) in nest.origin.iter().enumerate() {
+        let inst = stmts
+            .iter()
+            .find_map(|s| s.inst.as_ref().filter(|i| i.origin == k))
+            .ok_or_else(|| format!("no statement of the nest runs `{o}` with its instances recorded"))?;
+        if inst.ubs.len() != inst.iters.len() {
+            return Err(format!("the statement `{o}` has no recorded domain"));
+        }
+        let lw = lower(o).ok_or("an origin that is not an assignment")?;
         let mut accesses = Vec::new();
         let mut push = |leaf: &crate::ir::TNode, write: bool, accumulates: bool| {
             if let Some(t) = leaf.id() {
@@ -91,12 +96,7 @@ fn origins(state: &State, nest: &Nest) -> Result<Vec<Origin>, String> {
                 push(n, false, false);
             }
         });
-        out.push(Origin {
-            iters: inst.iters.clone(),
-            ubs: path.iter().map(|l| l.ub.clone()).collect(),
-            stmt: o.clone(),
-            accesses,
-        });
+        out.push(Origin { iters: inst.iters.clone(), ubs: inst.ubs.clone(), stmt: o.clone(), accesses });
     }
     Ok(out)
 }
@@ -318,7 +318,7 @@ pub fn check_here(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, Str
 }
 
 fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Illegal>, String> {
-    let origins = origins(state, nest)?;
+    let origins = origins(nest)?;
     let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
     for o in &origins {
         params.extend(o.ubs.iter().flat_map(|u| u.vars()));
@@ -457,7 +457,7 @@ fn marks(
 /// are (`parallel for`, `simd`), and plans private accumulators for one that carries only
 /// reductions (`codegen/deps.rs`).
 pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
-    let origins = origins(state, nest)?;
+    let origins = origins(nest)?;
     let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
     for o in &origins {
         params.extend(o.ubs.iter().flat_map(|u| u.vars()));

@@ -1,7 +1,6 @@
 //! Exact legality: the dependences of a nest's untransformed statements, computed with isl,
 //! and the check that a transformed nest (and its parallel and vector marks) keeps them.
 
-pub mod explore;
 pub mod isl;
 pub mod legality;
 

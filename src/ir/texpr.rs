@@ -197,6 +197,10 @@ pub struct Instance {
     pub origin: usize,
     /// The original iterators, in the loop order `build` chose.
     pub iters: Vec<Name>,
+    /// Their upper bounds in the untransformed nest (every range starts at 0), in the named
+    /// constants: the statement's iteration domain.
+    #[serde(default)]
+    pub ubs: Vec<Expr>,
     /// Their values at this statement, in terms of the loops around it.
     pub at: Vec<Expr>,
     /// Which of them the statement sums over (they do not index its target).

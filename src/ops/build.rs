@@ -121,6 +121,7 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
     let stmt = t.with_instance(Instance {
         origin: 0,
         iters: order.clone(),
+        ubs: ranges.iter().map(|(_, ub)| ub.clone()).collect(),
         at: order.iter().map(Expr::var_name).collect(),
         reduction: order.iter().map(|v| !target.contains(v)).collect(),
     });

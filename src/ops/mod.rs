@@ -2,6 +2,7 @@
 //! range inference, and the table both front-ends read.
 
 pub mod build;
+pub mod explore;
 pub mod infer;
 pub mod registry;
 pub mod tensor;

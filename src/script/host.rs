@@ -765,7 +765,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
     let sh = shared.clone();
     engine.register_fn("legal", move |l: Dynamic| -> RhaiResult<Dynamic> {
         let n = nest_of(&l, "legal")?;
-        match crate::analysis::explore::legal(&sh.state.borrow(), &n) {
+        match crate::ops::explore::legal(&sh.state.borrow(), &n) {
             Ok(_) => Ok(Dynamic::TRUE),
             Err(why) => Ok(Dynamic::from(why)),
         }
@@ -774,7 +774,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
     let perms = move |l: &Dynamic, d: Option<i64>| -> RhaiResult<Array> {
         let n = nest_of(l, "legal_permutations")?;
         let d = d.map_or(usize::MAX, |d| d.max(0) as usize);
-        let ps = crate::analysis::explore::permutations(&sh.state.borrow(), &n, d)
+        let ps = crate::ops::explore::permutations(&sh.state.borrow(), &n, d)
             .map_err(|e| format!("legal_permutations: {e}"))?;
         Ok(ps
             .into_iter()
@@ -801,7 +801,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
             )
             .into());
         }
-        let Some(p) = crate::analysis::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
+        let Some(p) = crate::ops::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
         let state = sh.state.borrow();
         if !state.unchecked {
             ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
@@ -811,7 +811,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
     let sh = shared.clone();
     engine.register_fn("legal_fusions", move |a: Dynamic, b: Dynamic| -> RhaiResult<Array> {
         let (a, b) = (nest_of(&a, "legal_fusions")?, nest_of(&b, "legal_fusions")?);
-        let rs = crate::analysis::explore::fusion_levels(&sh.state.borrow(), &a, &b)
+        let rs = crate::ops::explore::fusion_levels(&sh.state.borrow(), &a, &b)
             .map_err(|e| format!("legal_fusions: {e}"))?;
         Ok(rs.into_iter().map(|r| Dynamic::from(r as i64)).collect())
     });

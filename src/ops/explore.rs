@@ -2,7 +2,7 @@
 //! permutations of a nest, the legal fusion levels of two nests. A tuning script prunes with
 //! these before it compiles anything.
 
-use super::legality::{Verdict, check, check_here};
+use crate::analysis::legality::{Verdict, check, check_here};
 use crate::ir::{Nest, State};
 
 /// The most levels [`permutations`] permutes (5! = 120 checks).
@@ -32,7 +32,7 @@ pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
     for (k, want) in order.iter().enumerate() {
         let at = cur.iter().position(|x| x == want)?;
         if at != k {
-            n = crate::ops::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
+            n = super::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
             cur.swap(k, at);
         }
     }
@@ -71,7 +71,7 @@ fn next_permutation(p: &mut [usize]) -> bool {
 pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for r in 1..=n1.path().len().min(n2.path().len()) {
-        if let Ok(f) = crate::ops::transform::fuse_outer(n1, n2, r as i64)
+        if let Ok(f) = super::transform::fuse_outer(n1, n2, r as i64)
             && check_here(state, &f)?.is_ok()
         {
             out.push(r);
