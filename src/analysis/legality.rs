@@ -70,10 +70,12 @@ fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
     let stmts = nest.stmts();
     let mut out = Vec::new();
     for (k, o) in nest.origin.iter().enumerate() {
-        let inst = stmts
-            .iter()
-            .find_map(|s| s.inst.as_ref().filter(|i| i.origin == k))
-            .ok_or_else(|| format!("no statement of the nest runs `{o}` with its instances recorded"))?;
+        let inst = stmts.iter().find_map(|s| s.inst.as_ref().filter(|i| i.origin == k)).ok_or_else(|| {
+            format!(
+                "no statement of the nest records the instances of `{o}` (a state saved by an older \
+                     teml?): expected a nest made by `build`; build it again"
+            )
+        })?;
         if inst.ubs.len() != inst.iters.len() {
             return Err(format!("the statement `{o}` has no recorded domain"));
         }
