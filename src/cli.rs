@@ -30,6 +30,30 @@ pub enum Command {
     Repl(ReplArgs),
     /// Print the language reference: every builtin with its signature, meaning and example.
     Builtins,
+    /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
+    /// we have), each verified and timed in one run on this machine.
+    Bench(BenchArgs),
+}
+
+/// `teml bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The small sizes of the files' `# test:` lines and one timed run: a smoke run that checks
+    /// that every variant runs and verifies.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print one JSON report instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Threads of the transformed variants (the untransformed baseline runs on one).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Only this kernel (repeatable), e.g. `--kernel mttkrp`.
+    #[arg(long = "kernel", value_name = "NAME")]
+    pub kernels: Vec<String>,
+    /// The repository holding `examples/` and `scripts/` (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub root: PathBuf,
 }
 
 /// Named constants and the program file.
@@ -300,6 +324,48 @@ pub fn run(a: &RunArgs) -> i32 {
             eprintln!("error: {e}");
             1
         }
+    }
+}
+
+/// `teml bench`.
+pub fn bench(a: &BenchArgs) -> i32 {
+    for k in &a.kernels {
+        if !crate::bench::KERNELS.contains(&k.as_str()) {
+            eprintln!("error: --kernel: expected one of {}, found `{k}`", crate::bench::KERNELS.join(", "));
+            return 1;
+        }
+    }
+    if !a.root.join("examples").is_dir() {
+        eprintln!(
+            "error: --root {}: expected the teml repository (with examples/ and scripts/), found no examples/",
+            a.root.display()
+        );
+        return 1;
+    }
+    let o = crate::bench::BenchOptions {
+        root: a.root.clone(),
+        quick: a.quick,
+        threads: a.threads.max(1),
+        kernels: a.kernels.clone(),
+        run: RunOptions::default(),
+    };
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let results = crate::bench::run(&o, &mut |what| bar.set_message(what.to_string()));
+    bar.finish_and_clear();
+    let ok = results.iter().all(|k| k.variants.iter().all(|v| v.verified && v.error.is_none()));
+    if a.json {
+        let report =
+            serde_json::json!({ "quick": a.quick, "threads": a.threads, "ok": ok, "kernels": results });
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", crate::bench::table(&results));
+    }
+    if ok {
+        0
+    } else {
+        eprintln!("error: some variants did not run or did not verify (see the table)");
+        1
     }
 }
 

@@ -1,5 +1,6 @@
 //! teml: the Tensor optimizations Meta-Language (Susungi et al., GPCE 2018).
 //!
+//! - [`bench`]: `teml bench`, the Table 1 kernels through their paths, measured in one run.
 //! - [`analysis`]: exact legality with isl: dependences, the check of every path and mark.
 //! - [`ir`]: the values: index expressions, tensor-expression trees, loop trees, the state σ.
 //! - [`ops`]: the core builtins as pure functions over values, and the builtin table.
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod bench;
 pub mod cli;
 pub mod codegen;
 pub mod error;

@@ -10,6 +10,7 @@ fn main() {
     let code = match &cli.command {
         Command::Run(a) => teml::cli::run(a),
         Command::Check(a) => teml::cli::check(a),
+        Command::Bench(a) => teml::cli::bench(a),
         Command::Builtins => {
             print!("{}", teml::cli::reference());
             0

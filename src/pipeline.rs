@@ -55,6 +55,9 @@ pub struct RunOptions {
     pub worker: Option<PathBuf>,
     /// Where the C sources and shared objects are cached (default: the user's cache).
     pub cache_dir: Option<PathBuf>,
+    /// With `timing`, also time the untransformed build of the same statements (the speedup's
+    /// denominator); `teml bench` times its baseline once, on its own.
+    pub time_untransformed: bool,
 }
 
 impl Default for RunOptions {
@@ -69,6 +72,7 @@ impl Default for RunOptions {
             max_reference_instances: 400_000_000,
             worker: None,
             cache_dir: None,
+            time_untransformed: true,
         }
     }
 }
@@ -735,7 +739,7 @@ fn run_at(
         return Ok(KernelRun { report, outputs });
     }
     // The untransformed build, same flags, same run, same inputs: the speedup's denominator.
-    if opts.timing.is_some() {
+    if opts.timing.is_some() && opts.time_untransformed {
         let base_named: Vec<(Name, Nest)> = reference_nests
             .iter()
             .enumerate()

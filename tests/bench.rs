@@ -1,0 +1,45 @@
+//! `teml bench --quick`: every Table 1 kernel and every path runs and verifies (a smoke run;
+//! timings are never asserted).
+
+use std::process::Command;
+
+#[test]
+fn the_quick_bench_runs_and_verifies_every_variant() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["bench", "--quick", "--json", "--threads", "2"])
+        .env("TEML_CACHE_DIR", d.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], true);
+    let kernels = v["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 10);
+    let mut paths = 0;
+    for k in kernels {
+        let vs = k["variants"].as_array().unwrap();
+        assert_eq!(vs[0]["variant"], "untransformed", "{k}");
+        assert_eq!(vs[0]["threads"], 1, "the baseline is sequential C: {k}");
+        for x in vs {
+            assert_eq!(x["verified"], true, "{x}");
+            assert!(x["median_s"].as_f64().is_some_and(|t| t > 0.0), "{x}");
+        }
+        paths += vs.len() - 1;
+    }
+    assert!(paths >= 11, "Table 2 and Sec. 5.3 paths: {paths}");
+}
+
+#[test]
+fn an_unknown_kernel_is_refused() {
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["bench", "--quick", "--kernel", "matmul"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("error: --kernel: expected one of mm, tmm, bmm,"), "{err}");
+}
