@@ -54,6 +54,9 @@ pub struct BenchArgs {
     /// The repository holding `examples/` and `scripts/` (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub root: PathBuf,
+    /// Skip the anchors (LLVM Polly, numpy) even where they are installed.
+    #[arg(long)]
+    pub no_anchors: bool,
 }
 
 /// Named constants and the program file.
@@ -348,18 +351,27 @@ pub fn bench(a: &BenchArgs) -> i32 {
         threads: a.threads.max(1),
         kernels: a.kernels.clone(),
         run: RunOptions::default(),
+        no_anchors: a.no_anchors,
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));
-    let results = crate::bench::run(&o, &mut |what| bar.set_message(what.to_string()));
+    let report = crate::bench::run(&o, &mut |what| bar.set_message(what.to_string()));
     bar.finish_and_clear();
+    let results = &report.kernels;
     let ok = results.iter().all(|k| k.variants.iter().all(|v| v.verified && v.error.is_none()));
     if a.json {
-        let report =
-            serde_json::json!({ "quick": a.quick, "threads": a.threads, "ok": ok, "kernels": results });
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        let json = serde_json::json!({
+            "quick": a.quick, "threads": a.threads, "ok": ok, "host": report.host,
+            "machine": report.machine, "kernels": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
     } else {
-        print!("{}", crate::bench::table(&results));
+        print!("{}", crate::bench::table(&report));
+        for k in results {
+            for n in &k.notes {
+                println!("{}: {n}", k.kernel);
+            }
+        }
     }
     if ok {
         0

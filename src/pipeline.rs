@@ -55,6 +55,9 @@ pub struct RunOptions {
     pub worker: Option<PathBuf>,
     /// Where the C sources and shared objects are cached (default: the user's cache).
     pub cache_dir: Option<PathBuf>,
+    /// A C compiler to use instead of the system's (e.g. `clang-16` for the Polly anchor of
+    /// `teml bench`); `flags` go with it.
+    pub compiler: Option<PathBuf>,
     /// With `timing`, also time the untransformed build of the same statements (the speedup's
     /// denominator); `teml bench` times its baseline once, on its own.
     pub time_untransformed: bool,
@@ -72,6 +75,7 @@ impl Default for RunOptions {
             max_reference_instances: 400_000_000,
             worker: None,
             cache_dir: None,
+            compiler: None,
             time_untransformed: true,
         }
     }
@@ -328,7 +332,13 @@ pub fn magnitude(store: &Buffers) -> f64 {
 }
 
 fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
-    let c = Compiler::detect()?;
+    let c = match &opts.compiler {
+        Some(path) => {
+            let detected = Compiler::detect()?;
+            Compiler::new(path.clone(), Vec::new(), Vec::new(), detected.cache_dir().to_path_buf())?
+        }
+        None => Compiler::detect()?,
+    };
     Ok(match &opts.cache_dir {
         Some(d) => c.with_cache_dir(d),
         None => c,
@@ -362,6 +372,34 @@ fn compile_and_run(
     };
     let refs: Vec<&[u8]> = initial.iter().map(|b| b.as_slice()).collect();
     Ok((runtime::run_kernel(&spec, &refs)?, compiled))
+}
+
+/// Compiles a hand-written C translation unit exporting `teml_entry(void **args)` (the
+/// machine probes of `teml bench`) and runs it on `buffers` with `opts` (timing included);
+/// returns the buffers after the checked run and the timing.
+pub fn run_source(
+    source: &str,
+    buffers: &[Vec<u8>],
+    opts: &RunOptions,
+) -> Result<(Vec<Vec<u8>>, Option<TimeStats>), RunError> {
+    let compiled = compiler(opts)?.compile(source, &opts.flags)?;
+    let spec = RunSpec {
+        so_path: compiled.so_path.clone(),
+        symbol: ENTRY.to_string(),
+        buffers: buffers
+            .iter()
+            .enumerate()
+            .map(|(k, b)| BufferSpec { name: format!("b{k}"), bytes: b.len() })
+            .collect(),
+        threads: opts.threads,
+        timeout: opts.timeout,
+        timing: opts.timing,
+        worker: opts.worker.clone(),
+    };
+    let refs: Vec<&[u8]> = buffers.iter().map(|b| b.as_slice()).collect();
+    let out = runtime::run_kernel(&spec, &refs)?;
+    let stats = out.stats();
+    Ok((out.outputs, stats))
 }
 
 /// A meta-program the pipeline can evaluate again at other sizes (reduced-size verification,

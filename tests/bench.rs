@@ -30,6 +30,15 @@ fn the_quick_bench_runs_and_verifies_every_variant() {
         paths += vs.len() - 1;
     }
     assert!(paths >= 11, "Table 2 and Sec. 5.3 paths: {paths}");
+    // The machine was probed at the start and at the end; every kernel has its roofline bound.
+    let m = v["machine"].as_array().unwrap();
+    assert_eq!(m.len(), 2, "{v}");
+    assert!(m.iter().all(|p| p["peak_gflops"].as_f64().is_some_and(|x| x > 0.0)));
+    assert!(
+        kernels
+            .iter()
+            .all(|k| k["bound_s"].as_f64().is_some_and(|b| b > 0.0) && k["bytes"].as_u64() > Some(0))
+    );
 }
 
 #[test]

@@ -11,6 +11,9 @@
 //! (a smoke run: it checks that everything runs and verifies, never a timing).
 
 use crate::interp::Buffers;
+pub mod numpy;
+pub mod roofline;
+
 use crate::ir::{DType, Name, State};
 use crate::pipeline::{self, KernelRef, Pipeline, Program, RunOptions, Timing};
 use serde::Serialize;
@@ -21,17 +24,57 @@ use std::path::{Path, PathBuf};
 pub const KERNELS: &[&str] =
     &["mm", "tmm", "bmm", "gconv", "mttkrp", "sddmm", "interp", "helm", "blur", "coars"];
 
-/// Where the variants of a kernel come from, in the order they are reported.
+/// Where the variants of a kernel come from, in the order they are reported: the untransformed
+/// program first (the baseline), then the same untransformed C through LLVM Polly, then the
+/// paths.
 pub const VARIANTS: &[(&str, &str)] = &[
     ("untransformed", "examples"),
+    ("polly", "examples"),
     ("pluto", "scripts/pluto"),
     ("paper", "scripts/paper"),
     ("best", "scripts/best"),
 ];
 
+/// The Polly anchor: the untransformed C through LLVM's polyhedral optimizer, as a user of
+/// Polly would build it (Debian: `apt-get install clang-16 libpolly-16-dev libomp-16-dev`).
+pub const POLLY_FLAGS: &str =
+    "-O3 -march=native -mllvm -polly -mllvm -polly-parallel -mllvm -polly-vectorizer=stripmine -fopenmp";
+
+/// The clang that runs Polly (`TEML_POLLY_CC`, else `clang-16`), if it compiles with Polly;
+/// else why not.
+pub fn polly() -> Result<PathBuf, String> {
+    let cc = std::env::var("TEML_POLLY_CC").unwrap_or_else(|_| "clang-16".into());
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let src = dir.path().join("p.c");
+    std::fs::write(&src, "void f(double *a, int n) { for (int i = 0; i < n; i++) a[i] += 1.0; }\n")
+        .map_err(|e| e.to_string())?;
+    let mut args: Vec<&str> = POLLY_FLAGS.split_whitespace().collect();
+    args.extend(["-fPIC", "-shared", "-o"]);
+    let out = std::process::Command::new(&cc)
+        .args(&args)
+        .arg(dir.path().join("p.so"))
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("`{cc}` cannot run ({e})"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{cc}` cannot compile with Polly: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(PathBuf::from(cc))
+}
+
+/// Why an anchor is missing, with the line that installs it.
+fn missing(what: &str, why: &str, install: &str) -> String {
+    format!("{what} not available ({why}); install it with `{install}`")
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
+    /// Skip the anchors (Polly, numpy) even where they are installed.
+    pub no_anchors: bool,
     /// The repository root (where `examples/` and `scripts/` are).
     pub root: PathBuf,
     /// The small sizes of the files' `# test:` lines, short timings.
@@ -67,6 +110,8 @@ pub struct VariantResult {
     pub gflops: Option<f64>,
     /// Baseline median over this median.
     pub speedup: Option<f64>,
+    /// The roofline bound over this median: the fraction of the machine's limit reached.
+    pub roofline: Option<f64>,
     /// Why the variant has no time.
     pub error: Option<String>,
 }
@@ -80,6 +125,25 @@ pub struct KernelResult {
     pub sizes: BTreeMap<String, i64>,
     /// Its variants, baseline first.
     pub variants: Vec<VariantResult>,
+    /// Anchors that could not run, and why.
+    pub notes: Vec<String>,
+    /// Floating-point operations of one run (teml's count, from the trees).
+    pub flops: u64,
+    /// Compulsory traffic: every tensor the untransformed program touches, moved once.
+    pub bytes: u64,
+    /// The roofline bound at the probed peak and bandwidth, seconds.
+    pub bound_s: Option<f64>,
+}
+
+/// A whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The machine: `uname`-style host, the compiler, the flags.
+    pub host: String,
+    /// The probes, at the start and at the end of the run (the machine is shared: compare).
+    pub machine: Vec<roofline::Machine>,
+    /// The kernels.
+    pub kernels: Vec<KernelResult>,
 }
 
 /// The `-D` arguments of a file's `# test:` line.
@@ -123,7 +187,7 @@ fn variant(
     defines: &BTreeMap<Name, i64>,
     threads: usize,
     opts: &RunOptions,
-) -> (VariantResult, Buffers, Vec<Name>) {
+) -> (VariantResult, Buffers, Vec<Name>, Option<State>) {
     let mut r = VariantResult {
         variant: variant.to_string(),
         file: file.display().to_string(),
@@ -135,6 +199,7 @@ fn variant(
         flops: 0,
         gflops: None,
         speedup: None,
+        roofline: None,
         error: None,
     };
     let opts = RunOptions { threads: Some(threads), ..opts.clone() };
@@ -142,7 +207,7 @@ fn variant(
         Ok(p) => p,
         Err(e) => {
             r.error = Some(e);
-            return (r, Buffers::new(), Vec::new());
+            return (r, Buffers::new(), Vec::new(), None);
         }
     };
     let writes = written(pipe.state());
@@ -165,7 +230,7 @@ fn variant(
             }
             Err(e) => {
                 r.error = Some(e.to_string());
-                return (r, outputs, writes);
+                return (r, outputs, writes, Some(pipe.state().clone()));
             }
         }
     }
@@ -175,11 +240,47 @@ fn variant(
         r.spread = Some(spread);
         r.gflops = Some(r.flops as f64 / total / 1e9);
     }
-    (r, outputs, writes)
+    let state = pipe.state().clone();
+    (r, outputs, writes, Some(state))
 }
 
-/// Runs the bench; `progress` hears the variant about to run.
-pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
+/// Runs the bench: probes, every kernel, probes again; `progress` hears what is about to run.
+pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
+    progress("probing the machine");
+    let mut machine: Vec<roofline::Machine> =
+        roofline::probe(&o.run, o.threads, o.quick).into_iter().collect();
+    let mut kernels = run_kernels(o, machine.first().copied(), progress);
+    progress("probing the machine again");
+    machine.extend(roofline::probe(&o.run, o.threads, o.quick));
+    // The bound at the better of the two probes (the machine is shared).
+    if let Some(m) = machine.iter().copied().reduce(|a, b| roofline::Machine {
+        threads: a.threads,
+        peak_gflops: a.peak_gflops.max(b.peak_gflops),
+        bandwidth_gbs: a.bandwidth_gbs.max(b.bandwidth_gbs),
+    }) {
+        for k in &mut kernels {
+            let b = roofline::bound_s(&m, k.flops, k.bytes);
+            k.bound_s = Some(b);
+            for v in &mut k.variants {
+                v.roofline = v.median_s.map(|t| b / t);
+            }
+        }
+    }
+    let cc = crate::runtime::Compiler::detect().map(|c| c.identity().to_string()).unwrap_or_default();
+    let host = format!(
+        "{} cores, {}; {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cc,
+        o.run.flags.opt.join(" ")
+    );
+    Report { host, machine, kernels }
+}
+
+fn run_kernels(
+    o: &BenchOptions,
+    _machine: Option<roofline::Machine>,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<KernelResult> {
     let mut out = Vec::new();
     let kernels: Vec<&str> = if o.kernels.is_empty() {
         KERNELS.to_vec()
@@ -192,11 +293,22 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult
         Timing { warmup: 1, min_time_s: 0.5, min_reps: 5, max_reps: 200 }
     };
     let opts = RunOptions { timing: Some(timing), time_untransformed: false, ..o.run.clone() };
+    let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { polly() };
+    let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
     for k in kernels {
         let base_file = o.root.join("examples").join(format!("{k}.teml"));
         let defines = if o.quick { test_sizes(&base_file) } else { BTreeMap::new() };
-        let mut kr = KernelResult { kernel: k.to_string(), sizes: BTreeMap::new(), variants: Vec::new() };
+        let mut kr = KernelResult {
+            kernel: k.to_string(),
+            sizes: BTreeMap::new(),
+            variants: Vec::new(),
+            notes: Vec::new(),
+            flops: 0,
+            bytes: 0,
+            bound_s: None,
+        };
         let mut base: Option<(f64, Buffers, Vec<Name>)> = None;
+        let mut baseline_state: Option<State> = None;
         for (name, dir) in VARIANTS {
             let file = o.root.join(dir).join(format!("{k}.teml"));
             if !file.exists() {
@@ -204,7 +316,31 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult
             }
             progress(&format!("{k}: {name}"));
             let threads = if *name == "untransformed" { 1 } else { o.threads };
-            let (mut r, outputs, writes) = variant(name, &file, &defines, threads, &opts);
+            let mut vopts = opts.clone();
+            if *name == "polly" {
+                match &polly {
+                    Ok(cc) => {
+                        vopts.compiler = Some(cc.clone());
+                        vopts.flags = crate::runtime::Flags::parse(POLLY_FLAGS, "Polly").unwrap_or_default();
+                    }
+                    Err(why) => {
+                        kr.notes.push(missing(
+                            "LLVM Polly",
+                            why,
+                            "apt-get install clang-16 libpolly-16-dev libomp-16-dev",
+                        ));
+                        continue;
+                    }
+                }
+            }
+            let (mut r, outputs, writes, vstate) = variant(name, &file, &defines, threads, &vopts);
+            if *name == "untransformed"
+                && let Some(st) = &vstate
+            {
+                baseline_state = Some(st.clone());
+                kr.flops = r.flops;
+                kr.bytes = compulsory_bytes(st, &opts);
+            }
             if kr.sizes.is_empty()
                 && let Ok(s) = Program::file(&file, defines.clone(), false).eval()
             {
@@ -247,18 +383,63 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult
             }
             kr.variants.push(r);
         }
+        // numpy (BLAS, einsum) on the baseline's inputs, checked against its outputs.
+        match (&numpy, &baseline_state, &base) {
+            (Ok(py), Some(st), Some((t, b, _))) => {
+                progress(&format!("{k}: numpy"));
+                let nopts = RunOptions { threads: Some(o.threads), ..opts.clone() };
+                match numpy::run(py, k, st, &nopts, b, o.quick) {
+                    Ok(Some(mut r)) => {
+                        r.speedup = r.median_s.map(|m| t / m);
+                        kr.variants.push(r);
+                    }
+                    Ok(None) => {}
+                    Err(e) => kr.notes.push(format!("numpy: {e}")),
+                }
+            }
+            (Err(why), _, _) => kr.notes.push(missing("numpy", why, "pip install numpy")),
+            _ => {}
+        }
         out.push(kr);
     }
     out
 }
 
+/// Every tensor the program's kernels touch, moved once: its size in bytes.
+fn compulsory_bytes(state: &State, opts: &RunOptions) -> u64 {
+    let mut nests = Vec::new();
+    for req in &state.kernels {
+        if let Ok(n) = pipeline::untransformed(state, req) {
+            nests.extend(n);
+        }
+    }
+    let Ok(store) = crate::interp::buffers_for(state, &nests, &mut |_, _, _| Vec::new()) else { return 0 };
+    let _ = opts;
+    store
+        .values()
+        .map(|t| t.dims.iter().product::<usize>() as u64 * if t.dtype == DType::Float { 4 } else { 8 })
+        .sum()
+}
+
 /// The results as a Markdown table.
-pub fn table(results: &[KernelResult]) -> String {
-    let mut s = String::from(
-        "| kernel | sizes | variant | threads | median | spread | GFLOP/s | speedup over sequential C | verified |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+pub fn table(report: &Report) -> String {
+    let mut s = format!("Machine: {}.\n", report.host);
+    for (k, m) in report.machine.iter().enumerate() {
+        s.push_str(&format!(
+            "Probe {} ({} threads): peak {:.1} GFLOP/s (FMA), STREAM triad {:.1} GB/s.\n",
+            if k == 0 { "at the start" } else { "at the end" },
+            m.threads,
+            m.peak_gflops,
+            m.bandwidth_gbs
+        ));
+    }
+    s.push_str(
+        "\n| kernel | sizes | variant | threads | median | spread | GFLOP/s | % roofline | speedup over sequential C | vs Polly | verified |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let results = &report.kernels;
     for k in results {
+        let polly = k.variants.iter().find(|v| v.variant == "polly").and_then(|v| v.median_s);
         let sizes: Vec<String> = k.sizes.iter().map(|(n, v)| format!("{n}={v}")).collect();
         for (i, v) in k.variants.iter().enumerate() {
             let (kernel, sz) =
@@ -269,13 +450,18 @@ pub fn table(results: &[KernelResult]) -> String {
             let spread = v.spread.map_or("—".into(), |x| format!("{:.0}%", x * 100.0));
             let gf = v.gflops.map_or("—".into(), |g| format!("{g:.2}"));
             let sp = v.speedup.map_or("—".into(), |x| format!("{x:.2}x"));
+            let roof = v.roofline.map_or("—".into(), |x| format!("{:.0}%", x * 100.0));
+            let vs = match (polly, v.median_s) {
+                (Some(p), Some(m)) => format!("{:.2}x", p / m),
+                _ => "—".into(),
+            };
             let ver = match (&v.error, v.verified) {
                 (Some(e), _) => format!("no: {e}"),
                 (None, true) => v.verification.join("; "),
                 (None, false) => "MISMATCH".into(),
             };
             s.push_str(&format!(
-                "| {kernel} | {sz} | {} | {} | {ms} | {spread} | {gf} | {sp} | {ver} |\n",
+                "| {kernel} | {sz} | {} | {} | {ms} | {spread} | {gf} | {roof} | {sp} | {vs} | {ver} |\n",
                 v.variant, v.threads
             ));
         }

@@ -1,0 +1,180 @@
+//! The numpy anchor of `teml bench`: each Table 1 kernel as a numpy user writes it (BLAS
+//! `matmul`, `einsum` with `optimize=True`, sliding windows), on the baseline's own input data
+//! (written as `.npy`), timed in Python, and its outputs compared with the baseline's before its
+//! time counts. numpy may do fewer floating-point operations (mttkrp's einsum contracts in
+//! two steps); its GFLOP/s use teml's count, as effective rates.
+
+use super::VariantResult;
+use crate::interp::Buffers;
+use crate::ir::{DType, State};
+use crate::pipeline::{self, RunOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The kernels in numpy, keyed by their Table 1 names; each returns the tensors it computes.
+const SCRIPT: &str = r#"
+import json, sys, time
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view as sw
+
+def mm(T): return {"C": T["A"] @ T["B"]}
+def tmm(T): return {"C": T["A"].T @ T["B"]}
+def bmm(T): return {"C": np.matmul(T["A"], T["B"])}
+def gconv(T):
+    kh = T["W"].shape[3]
+    win = sw(T["I"], (kh, kh), axis=(3, 4))
+    return {"O": np.einsum("ngchwxy,gocxy->ngohw", win, T["W"], optimize=True)}
+def mttkrp(T): return {"A": np.einsum("ikl,lj,kj->ij", T["B"], T["D"], T["C"], optimize=True)}
+def sddmm(T): return {"A": T["S"] * (T["B"] @ T["C"])}
+def interp(T):
+    A = T["A"]
+    t = np.einsum("ad,edbc->eabc", A, T["u"], optimize=True)
+    w = np.einsum("bd,eadc->eabc", A, t, optimize=True)
+    return {"v": np.einsum("cd,eabd->eabc", A, w, optimize=True)}
+def helm(T):
+    S, d = T["S"], T["d"]
+    L = 1.0 / (d[:, None, None] + d[None, :, None] + d[None, None, :])
+    t1 = np.einsum("ad,edbc->eabc", S, T["u"], optimize=True)
+    t2 = np.einsum("bd,eadc->eabc", S, t1, optimize=True)
+    t3 = np.einsum("cd,eabd->eabc", S, t2, optimize=True)
+    r = L[None] * t3
+    t4 = np.einsum("da,edbc->eabc", S, r, optimize=True)
+    t5 = np.einsum("db,eadc->eabc", S, t4, optimize=True)
+    return {"v": np.einsum("dc,eabd->eabc", S, t5, optimize=True)}
+def blur(T): return {"B": sw(T["A"], (3, 3)).sum(axis=(-1, -2)) / 9.0}
+def coars(T): return {"C": T["Ixx"] * T["Iyy"] - T["Ixy"] * T["Ixy"]}
+
+spec = json.load(open(sys.argv[1]))
+T = {n: np.load(p) for n, p in spec["inputs"].items()}
+f = globals()[spec["kernel"]]
+out = f(T)
+times, t0 = [], time.perf_counter()
+while True:
+    s = time.perf_counter()
+    out = f(T)
+    times.append(time.perf_counter() - s)
+    enough = len(times) >= spec["min_reps"] and time.perf_counter() - t0 >= spec["min_time"]
+    if enough or len(times) >= spec["max_reps"]:
+        break
+for n, a in out.items():
+    np.save(spec["dir"] + "/out_" + n + ".npy", np.ascontiguousarray(a, dtype=np.float64))
+times.sort()
+print(json.dumps({"median_s": times[len(times) // 2], "min_s": times[0], "max_s": times[-1], "outputs": list(out)}))
+"#;
+
+/// `python3` with numpy, or why not.
+pub fn available() -> Result<PathBuf, String> {
+    let py = std::env::var("TEML_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&py)
+        .args(["-c", "import numpy; print(numpy.__version__)"])
+        .output()
+        .map_err(|e| format!("`{py}` cannot run ({e})"))?;
+    if !out.status.success() {
+        return Err(format!("`{py}` has no numpy"));
+    }
+    Ok(PathBuf::from(py))
+}
+
+/// Runs kernel `k` in numpy on the inputs of `state` (the baseline program), compares with the
+/// baseline's outputs; `None` for a kernel numpy has no form for.
+pub fn run(
+    py: &Path,
+    k: &str,
+    state: &State,
+    opts: &RunOptions,
+    baseline: &Buffers,
+    quick: bool,
+) -> Result<Option<VariantResult>, String> {
+    if !SCRIPT.contains(&format!("def {k}(")) {
+        return Ok(None);
+    }
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut nests = Vec::new();
+    for req in &state.kernels {
+        nests.extend(pipeline::untransformed(state, req).map_err(|e| e.to_string())?);
+    }
+    let initial = pipeline::initial_store(state, &nests, opts).map_err(|e| e.to_string())?;
+    let mut inputs = serde_json::Map::new();
+    for (n, t) in &initial {
+        let p = dir.path().join(format!("in_{n}.npy"));
+        let shape: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
+        match t.dtype {
+            DType::Double => crate::runtime::npy::write_npy_f64(&p, &shape, &t.data),
+            DType::Float => {
+                let v: Vec<f32> = t.data.iter().map(|&x| x as f32).collect();
+                crate::runtime::npy::write_npy_f32(&p, &shape, &v)
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        inputs.insert(n.to_string(), p.display().to_string().into());
+    }
+    let (min_reps, min_time, max_reps) = if quick { (1, 0.0, 1) } else { (5, 0.5, 200) };
+    let spec = serde_json::json!({
+        "kernel": k, "inputs": inputs, "dir": dir.path().display().to_string(),
+        "min_reps": min_reps, "min_time": min_time, "max_reps": max_reps,
+    });
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, spec.to_string()).map_err(|e| e.to_string())?;
+    let script = dir.path().join("kernel.py");
+    std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
+    let threads = opts.threads.unwrap_or(1).to_string();
+    let out = Command::new(py)
+        .arg(&script)
+        .arg(&spec_path)
+        .env("OMP_NUM_THREADS", &threads)
+        .env("OPENBLAS_NUM_THREADS", &threads)
+        .env("MKL_NUM_THREADS", &threads)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let median = v["median_s"].as_f64().ok_or("no median from numpy")?;
+    let (lo, hi) = (v["min_s"].as_f64().unwrap_or(median), v["max_s"].as_f64().unwrap_or(median));
+    let flops = {
+        let mut f = 0;
+        for req in &state.kernels {
+            f +=
+                pipeline::flop_count(state, &pipeline::untransformed(state, req).map_err(|e| e.to_string())?);
+        }
+        f
+    };
+    let mut r = VariantResult {
+        variant: "numpy".into(),
+        file: "numpy (matmul / einsum)".into(),
+        threads: opts.threads.unwrap_or(1),
+        verified: true,
+        verification: vec!["outputs compared with the untransformed program's".into()],
+        median_s: Some(median),
+        spread: Some(if median > 0.0 { (hi - lo) / median } else { 0.0 }),
+        flops,
+        gflops: Some(flops as f64 / median / 1e9),
+        speedup: None,
+        roofline: None,
+        error: None,
+    };
+    let mag = pipeline::magnitude(&initial);
+    for name in v["outputs"].as_array().into_iter().flatten().filter_map(|x| x.as_str()) {
+        let got = crate::runtime::npy::read_npy(dir.path().join(format!("out_{name}.npy")))
+            .map_err(|e| e.to_string())?;
+        let Some(want) = baseline.get(name) else { continue };
+        let mut cmp = pipeline::Comparison::default();
+        pipeline::compare_within(
+            name,
+            &want.dims,
+            &got.data.to_f64(),
+            &want.data,
+            pipeline::tolerance(DType::Double),
+            mag,
+            &mut cmp,
+        );
+        if let Some(w) = cmp.worst {
+            r.verified = false;
+            r.median_s = None;
+            r.gflops = None;
+            r.error = Some(format!("differs from the untransformed program: {w}"));
+        }
+    }
+    Ok(Some(r))
+}
