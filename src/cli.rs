@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// Skip the anchors (LLVM Polly, numpy) even where they are installed.
     #[arg(long)]
     pub no_anchors: bool,
+    /// Also draw the speedups as a grouped bar chart (SVG), in the style of the paper's Fig. 11.
+    #[arg(long, value_name = "PATH")]
+    pub svg: Option<PathBuf>,
 }
 
 /// Named constants and the program file.
@@ -359,6 +362,12 @@ pub fn bench(a: &BenchArgs) -> i32 {
     bar.finish_and_clear();
     let results = &report.kernels;
     let ok = results.iter().all(|k| k.variants.iter().all(|v| v.verified && v.error.is_none()));
+    if let Some(p) = &a.svg
+        && let Err(e) = crate::bench::chart::svg(&report, p)
+    {
+        eprintln!("error: cannot write {}: {e}", p.display());
+        return 1;
+    }
     if a.json {
         let json = serde_json::json!({
             "quick": a.quick, "threads": a.threads, "ok": ok, "host": report.host,

@@ -11,6 +11,7 @@
 //! (a smoke run: it checks that everything runs and verifies, never a timing).
 
 use crate::interp::Buffers;
+pub mod chart;
 pub mod numpy;
 pub mod roofline;
 
