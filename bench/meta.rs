@@ -11,7 +11,7 @@
 //! - `repl`: `Repl::handle` of a transformation line, `:c l`, `:run l` on a N=32 mm, each
 //!   alone and the three in a row, with a warm compile cache.
 //!
-//! `cargo bench --bench meta` (about two minutes); `cargo bench --bench meta -- repl` runs one
+//! `cargo bench --bench meta` (about 1.5 minutes); `cargo bench --bench meta -- repl` runs one
 //! group. Figures only: nothing here asserts a time.
 
 use criterion::{BatchSize, Criterion, SamplingMode};
@@ -81,14 +81,18 @@ fn i(x: i64) -> ArgVal {
 
 fn eval_files(c: &mut Criterion) {
     let mut g = c.benchmark_group("eval");
-    g.sampling_mode(SamplingMode::Flat).sample_size(10).measurement_time(Duration::from_secs(3));
+    g.sampling_mode(SamplingMode::Flat).sample_size(10);
     for file in ["scripts/pluto/bmm.teml", "scripts/paper/helm.teml"] {
         let path = root().join(file);
         let stem = file.trim_end_matches(".teml").replace('/', "_").replace("scripts_", "");
         for (mode, unchecked) in [("checked", false), ("unchecked", true)] {
             let state = State { unchecked, ..State::new() };
+            // Ten runs of the slowest (bmm, checked: about 0.65 s) take their time.
+            g.measurement_time(Duration::from_secs(if unchecked { 2 } else { 7 }));
             g.bench_function(format!("{stem}/{mode}"), |b| {
-                b.iter(|| teml::pipeline::eval_file(&path, black_box(&state)).unwrap_or_else(|e| panic!("{e}")))
+                b.iter(|| {
+                    teml::pipeline::eval_file(&path, black_box(&state)).unwrap_or_else(|e| panic!("{e}"))
+                })
             });
         }
     }
@@ -123,10 +127,13 @@ fn transformations(c: &mut Criterion) {
     // tile(l, 32): three strip-mines and the interchanges, each a core builtin, from Rhai.
     let lib = Stdlib::get();
     let args = [w("l"), i(32)];
+    g.measurement_time(Duration::from_secs(3));
     for (mode, state) in [("stdlib_checked", &s), ("stdlib_unchecked", &unchecked)] {
         g.bench_function(format!("tile/{mode}"), |b| {
             b.iter(|| {
-                lib.call(black_box(state), "tile", &args).expect("tile is in the stdlib").unwrap_or_else(|e| panic!("{e}"))
+                lib.call(black_box(state), "tile", &args)
+                    .expect("tile is in the stdlib")
+                    .unwrap_or_else(|e| panic!("{e}"))
             })
         });
     }
@@ -135,14 +142,17 @@ fn transformations(c: &mut Criterion) {
 
 fn codegen(c: &mut Criterion) {
     let mut g = c.benchmark_group("codegen");
-    g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(300));
+    g.sampling_mode(SamplingMode::Flat).sample_size(10).measurement_time(Duration::from_secs(3));
+    g.warm_up_time(Duration::from_millis(300));
     for k in ["mttkrp", "gconv"] {
         let s = teml::pipeline::eval_file(&root().join(format!("scripts/paper/{k}.teml")), &State::new())
             .unwrap_or_else(|e| panic!("{e}"));
         let req = &s.kernels[0];
         let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
         g.bench_function(format!("paper_{k}"), |b| {
-            b.iter(|| teml::codegen::generate(black_box(&s), k, black_box(&named)).unwrap_or_else(|e| panic!("{e}")))
+            b.iter(|| {
+                teml::codegen::generate(black_box(&s), k, black_box(&named)).unwrap_or_else(|e| panic!("{e}"))
+            })
         });
     }
     g.finish();
