@@ -75,3 +75,8 @@ fn pluto_paths_run_verify_and_report_speedups() {
 fn sec53_paths_run_verify_and_report_speedups() {
     assert_eq!(run_all("scripts/paper", true), 4);
 }
+
+#[test]
+fn best_paths_run_and_verify() {
+    assert_eq!(run_all("scripts/best", true), 10);
+}
