@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// Skip the anchors (LLVM Polly, numpy) even where they are installed.
     #[arg(long)]
     pub no_anchors: bool,
+    /// Run at the files' own default sizes instead of the bench sizes.
+    #[arg(long)]
+    pub file_sizes: bool,
     /// Also draw the speedups as a grouped bar chart (SVG), in the style of the paper's Fig. 11.
     #[arg(long, value_name = "PATH")]
     pub svg: Option<PathBuf>,
@@ -355,6 +358,7 @@ pub fn bench(a: &BenchArgs) -> i32 {
         kernels: a.kernels.clone(),
         run: RunOptions::default(),
         no_anchors: a.no_anchors,
+        file_sizes: a.file_sizes,
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));

@@ -7,8 +7,9 @@
 //! best path we have (`scripts/best/<k>.teml`), where each exists. Every variant goes through the
 //! one pipeline: verified against its own untransformed statements, then timed; and its
 //! outputs are compared with the baseline's on the same initial data before its time counts.
-//! Sizes are the files' own defaults; `--quick` uses the small sizes of their `# test:` lines
-//! (a smoke run: it checks that everything runs and verifies, never a timing).
+//! Sizes are [`SIZES`] (the paper's where they run in seconds, else scaled; `--file-sizes` runs
+//! the files' own defaults); `--quick` uses the small sizes of their `# test:` lines (a smoke
+//! run: it checks that everything runs and verifies, never a timing).
 
 use crate::interp::Buffers;
 pub mod chart;
@@ -80,6 +81,8 @@ pub struct BenchOptions {
     pub root: PathBuf,
     /// The small sizes of the files' `# test:` lines, short timings.
     pub quick: bool,
+    /// The files' own default sizes instead of [`SIZES`].
+    pub file_sizes: bool,
     /// Threads of the transformed variants (the baseline runs on one).
     pub threads: usize,
     /// Only these kernels (all of [`KERNELS`] when empty).
@@ -145,6 +148,31 @@ pub struct Report {
     pub machine: Vec<roofline::Machine>,
     /// The kernels.
     pub kernels: Vec<KernelResult>,
+}
+
+/// The sizes `teml bench` runs at: the paper's where two cores run them in seconds (mm and
+/// mttkrp as in the anchors, interp and helm as in the bench issue), otherwise scaled so that
+/// the sequential baseline takes some 0.1-1 s on a 2-core machine; blur, coars and bmm are held
+/// to about 2 GB of data (their baselines run 60-120 ms).
+pub const SIZES: &[(&str, &[(&str, i64)])] = &[
+    ("mm", &[("N", 1200)]),
+    ("tmm", &[("N", 1200)]),
+    ("bmm", &[("BATCH", 16384)]),
+    ("gconv", &[("NB", 32)]),
+    ("mttkrp", &[("N", 200)]),
+    ("sddmm", &[("N", 4096)]),
+    ("interp", &[("E", 200_000)]),
+    ("helm", &[("E", 15_000)]),
+    ("blur", &[("N", 8192)]),
+    ("coars", &[("N", 8192)]),
+];
+
+fn bench_sizes(k: &str) -> BTreeMap<Name, i64> {
+    SIZES
+        .iter()
+        .find(|(n, _)| *n == k)
+        .map(|(_, d)| d.iter().map(|(n, v)| (Name::from(*n), *v)).collect())
+        .unwrap_or_default()
 }
 
 /// The `-D` arguments of a file's `# test:` line.
@@ -298,7 +326,13 @@ fn run_kernels(
     let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
     for k in kernels {
         let base_file = o.root.join("examples").join(format!("{k}.teml"));
-        let defines = if o.quick { test_sizes(&base_file) } else { BTreeMap::new() };
+        let defines = if o.quick {
+            test_sizes(&base_file)
+        } else if o.file_sizes {
+            BTreeMap::new()
+        } else {
+            bench_sizes(k)
+        };
         let mut kr = KernelResult {
             kernel: k.to_string(),
             sizes: BTreeMap::new(),
