@@ -109,8 +109,8 @@ pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Resu
 ///
 /// A declared tensor (`I' = ε`) must be given an iterator list of its rank; an operand that
 /// already carries iterators (an operation, a scalar) must be given none. An identifier bound
-/// to an assignment stands for the real tensor it assigns (SPEC-NOTES). Generalization, so
-/// that the compositions of Sec. 4 can index virtual operands: a list given to an operation
+/// to an assignment stands for the real tensor it assigns (docs/reading-the-paper.md).
+/// Generalization, so that the compositions of Sec. 4 can index virtual operands: a list given to an operation
 /// renames its free iterators, position by position.
 pub fn operand(state: &State, builtin: &str, arg: &Arg, t: &TExpr, list: Option<&[Expr]>) -> Result<TExpr> {
     let t = if t.is_assign() { real_leaf(t.target().unwrap_or(t)) } else { t.clone() };
