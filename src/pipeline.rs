@@ -531,28 +531,9 @@ impl Pipeline {
         Pipeline { program, state, opts }
     }
 
-    /// A pipeline over an already evaluated state (tests, and states loaded from JSON): kernels
-    /// too large to interpret cannot be verified at a reduced size.
-    pub fn from_state(state: State, opts: RunOptions) -> Pipeline {
-        let s = state.clone();
-        let program = Program::new("<state>", BTreeMap::new(), move |consts| {
-            if consts.iter().all(|(n, v)| s.constant(n) == Some(*v)) {
-                Ok(s.clone())
-            } else {
-                Err("this program was given as a state and cannot be evaluated at other sizes".into())
-            }
-        });
-        Pipeline { program, state, opts }
-    }
-
     /// The state at full size.
     pub fn state(&self) -> &State {
         &self.state
-    }
-
-    /// The options.
-    pub fn options(&self) -> &RunOptions {
-        &self.opts
     }
 
     /// The C source of one kernel, numbered `index`, without compiling it.

@@ -319,137 +319,141 @@ pub fn check_here(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, Str
     Ok(analyze(state, nest, false)?.map(|_| ()))
 }
 
-fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Illegal>, String> {
-    let origins = origins(nest)?;
-    let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
-    for o in &origins {
-        params.extend(o.ubs.iter().flat_map(|u| u.vars()));
+/// A nest read for the analysis, once: its origins, the names of the isl texts, its placed
+/// statements, and the parameter sets (every size, the program's sizes).
+struct Model<'n> {
+    origins: Vec<Origin>,
+    names: Names,
+    places: Vec<Placed<'n>>,
+    /// Dimensions of the original schedule beyond the statement number.
+    depth: usize,
+    /// Dimensions of the new times.
+    width: usize,
+    /// `[params] -> { : every constant >= 1 }`.
+    all_sizes: String,
+    /// `[params] -> { : the constants the program binds }`.
+    these: String,
+    /// Those constants in words, e.g. `N=8`.
+    sizes: String,
+}
+
+impl<'n> Model<'n> {
+    fn new(state: &State, nest: &'n Nest) -> Result<Model<'n>, String> {
+        let origins = origins(nest)?;
+        let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
+        for o in &origins {
+            params.extend(o.ubs.iter().flat_map(|u| u.vars()));
+        }
+        let names = Names { params };
+        let mut places = Vec::new();
+        placed(&nest.items, &mut Vec::new(), &mut Vec::new(), &mut places)?;
+        let depth = origins.iter().map(|o| o.iters.len()).max().unwrap_or(0);
+        let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
+        let set = |conds: Vec<String>| {
+            let c = if conds.is_empty() { "true".to_string() } else { conds.join(" and ") };
+            format!("{} -> {{ : {c} }}", names.param_list())
+        };
+        let all_sizes = set(names.params.iter().map(|p| format!("p_{p} >= 1")).collect());
+        let bound: Vec<(&Name, i64)> =
+            names.params.iter().filter_map(|p| state.constant(p).map(|v| (p, v))).collect();
+        let these = set(bound.iter().map(|(p, v)| format!("p_{p} = {v}")).collect());
+        let sizes = bound.iter().map(|(p, v)| format!("{p}={v}")).collect::<Vec<_>>().join(", ");
+        Ok(Model { origins, names, places, depth, width, all_sizes, these, sizes })
     }
-    let names = Names { params };
-    let mut places = Vec::new();
-    placed(&nest.items, &mut Vec::new(), &mut Vec::new(), &mut places)?;
-    let depth = origins.iter().map(|o| o.iters.len()).max().unwrap_or(0);
-    let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
+
+    /// The new times of the statements under loop `l` (at depth `d`) up to `l`, and the
+    /// dependences of `deps` that `l` carries, as pairs of such times.
+    fn carried<'c>(
+        &self,
+        ctx: &'c Ctx,
+        deps: &UMap<'c>,
+        d: usize,
+        l: &Loop,
+    ) -> Result<(UMap<'c>, UMap<'c>), String> {
+        let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
+        let (o, n, w) = (&self.origins, &self.names, self.width);
+        let at =
+            ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(2 * d + 2)))?.coalesce()?;
+        let times = at.clone().reverse()?.then(deps.clone())?.then(at.clone())?;
+        let carried = times.and(ctx.map(&time_relation(n, w, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
+        Ok((at, carried))
+    }
+}
+
+fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Illegal>, String> {
+    let m = Model::new(state, nest)?;
+    let (origins, names, width) = (&m.origins, &m.names, m.width);
     let ctx = Ctx::new()?;
-    let deps = dependences(&ctx, &origins, &names, depth, false)?;
-    let positive: Vec<String> = names.params.iter().map(|p| format!("p_{p} >= 1")).collect();
-    let all_sizes = format!(
-        "{} -> {{ : {} }}",
-        names.param_list(),
-        if positive.is_empty() { "true".into() } else { positive.join(" and ") }
-    );
-    let fixed: Vec<String> =
-        names.params.iter().filter_map(|p| state.constant(p).map(|v| format!("p_{p} = {v}"))).collect();
-    let these = format!(
-        "{} -> {{ : {} }}",
-        names.param_list(),
-        if fixed.is_empty() { "true".into() } else { fixed.join(" and ") }
-    );
-    let sizes = names
-        .params
-        .iter()
-        .filter_map(|p| state.constant(p).map(|v| format!("{p}={v}")))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let deps = dependences(&ctx, origins, names, m.depth, false)?;
     let mut verdict = Verdict::AllSizes;
     // At the program's sizes only: fix them before anything is composed.
-    let (deps, all_sizes) = if full { (deps, all_sizes) } else { (deps.with_params(&these)?, these.clone()) };
+    let (deps, all_sizes) =
+        if full { (deps, m.all_sizes.clone()) } else { (deps.with_params(&m.these)?, m.these.clone()) };
 
     // Order: no dependence reversed. The dependences are carried over to times
     // (`T^-1 . D . T`, few pieces) and compared there, rather than comparing every pair of
     // schedule pieces.
-    let theta = ctx.map(&new_schedule(&places, &origins, &names, width, &|_| Some(width)))?.coalesce()?;
+    let theta = ctx.map(&new_schedule(&m.places, origins, names, width, &|_| Some(width)))?.coalesce()?;
     let times = theta.clone().reverse()?.then(deps.clone())?.then(theta.clone())?;
-    let backwards = times.and(ctx.map(&time_relation(&names, width, width, Rel::NotBefore))?)?;
+    let backwards = times.and(ctx.map(&time_relation(names, width, width, Rel::NotBefore))?)?;
     if !backwards.clone().with_params(&all_sizes)?.is_empty()? {
-        let at_these = backwards.with_params(&these)?;
+        let at_these = backwards.with_params(&m.these)?;
         if at_these.is_empty()? {
-            verdict = Verdict::TheseSizes(sizes.clone());
+            verdict = Verdict::TheseSizes(m.sizes.clone());
         } else {
             let pairs = deps.clone().and(theta.clone().then(at_these)?.then(theta.clone().reverse()?)?)?;
-            let w = pairs.with_params(&these)?.coalesce()?.sample()?.unwrap_or_default();
-            return Ok(Err(Illegal { message: witness(&w, &origins, state, None) }));
+            let w = pairs.with_params(&m.these)?.coalesce()?.sample()?.unwrap_or_default();
+            return Ok(Err(Illegal { message: witness(&w, origins, state, None) }));
         }
     }
 
     // Coverage: exactly the original instances run (at other sizes, a nest strip-mined
     // without `min`, or unrolled, misses some or runs others: it is legal only at these sizes).
-    if !full {
-        return marks(
-            &ctx,
-            nest,
-            state,
-            &places,
-            &origins,
-            &names,
-            width,
-            &deps,
-            (&all_sizes, &these, &sizes),
-            verdict,
+    if full {
+        let unit = format!(
+            "{} -> {{ [{}] -> [] }}",
+            names.param_list(),
+            (0..width).map(|k| format!("a{k}")).collect::<Vec<_>>().join(", ")
         );
-    }
-    let unit = format!(
-        "{} -> {{ [{}] -> [] }}",
-        names.param_list(),
-        (0..width).map(|k| format!("a{k}")).collect::<Vec<_>>().join(", ")
-    );
-    let ran = theta.clone().then(ctx.map(&unit)?)?;
-    let domain = ctx.map(&domain_map(&origins, &names))?;
-    let missing = domain.clone().minus(ran.clone())?;
-    let extra = ran.minus(domain)?;
-    let off = missing.or(extra)?;
-    if !off.clone().with_params(&all_sizes)?.is_empty()? {
-        match off.with_params(&these)?.coalesce()?.sample()? {
-            None => verdict = Verdict::TheseSizes(sizes.clone()),
-            Some(w) => {
-                return Ok(Err(Illegal {
-                    message: format!("the transformed nest does not run exactly the original instances: {w}"),
-                }));
+        let ran = theta.clone().then(ctx.map(&unit)?)?;
+        let domain = ctx.map(&domain_map(origins, names))?;
+        let missing = domain.clone().minus(ran.clone())?;
+        let extra = ran.minus(domain)?;
+        let off = missing.or(extra)?;
+        if !off.clone().with_params(&all_sizes)?.is_empty()? {
+            match off.with_params(&m.these)?.coalesce()?.sample()? {
+                None => verdict = Verdict::TheseSizes(m.sizes.clone()),
+                Some(w) => {
+                    return Ok(Err(Illegal {
+                        message: format!(
+                            "the transformed nest does not run exactly the original instances: {w}"
+                        ),
+                    }));
+                }
             }
         }
     }
 
-    marks(&ctx, nest, state, &places, &origins, &names, width, &deps, (&all_sizes, &these, &sizes), verdict)
-}
-
-/// The marks of `nest`: no dependence carried by a marked loop.
-#[allow(clippy::too_many_arguments)]
-fn marks(
-    ctx: &Ctx,
-    nest: &Nest,
-    state: &State,
-    places: &[Placed<'_>],
-    origins: &[Origin],
-    names: &Names,
-    width: usize,
-    deps: &UMap<'_>,
-    (all_sizes, these, sizes): (&str, &str, &str),
-    mut verdict: Verdict,
-) -> Result<Result<Verdict, Illegal>, String> {
+    // Marks: no dependence carried by a marked loop.
     for (d, l) in marked_loops(&nest.items) {
-        let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
-        let at = ctx
-            .map(&new_schedule(places, origins, names, width, &|p| under(p).then_some(2 * d + 2)))?
-            .coalesce()?;
-        let times = at.clone().reverse()?.then(deps.clone())?.then(at.clone())?;
-        let carried =
-            times.and(ctx.map(&time_relation(names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
-        if !carried.clone().with_params(all_sizes)?.is_empty()? {
-            let what = match (l.annot.parallel, l.annot.vectorize) {
-                (true, true) => "parallelized and vectorized",
-                (true, false) => "parallelized",
-                _ => "vectorized",
-            };
-            let at_these = carried.with_params(these)?;
-            if at_these.is_empty()? {
-                verdict = Verdict::TheseSizes(sizes.to_string());
-            } else {
-                let pairs = deps.clone().and(at.clone().then(at_these)?.then(at.reverse()?)?)?;
-                let w = pairs.with_params(these)?.coalesce()?.sample()?.unwrap_or_default();
-                let how = format!("loop `{}` is {what} and runs the two in different iterations", l.iter);
-                return Ok(Err(Illegal { message: witness(&w, origins, state, Some(&how)) }));
-            }
+        let (at, carried) = m.carried(&ctx, &deps, d, l)?;
+        if carried.clone().with_params(&all_sizes)?.is_empty()? {
+            continue;
         }
+        let at_these = carried.with_params(&m.these)?;
+        if at_these.is_empty()? {
+            verdict = Verdict::TheseSizes(m.sizes.clone());
+            continue;
+        }
+        let what = match (l.annot.parallel, l.annot.vectorize) {
+            (true, true) => "parallelized and vectorized",
+            (true, false) => "parallelized",
+            _ => "vectorized",
+        };
+        let pairs = deps.clone().and(at.clone().then(at_these)?.then(at.reverse()?)?)?;
+        let w = pairs.with_params(&m.these)?.coalesce()?.sample()?.unwrap_or_default();
+        let how = format!("loop `{}` is {what} and runs the two in different iterations", l.iter);
+        return Ok(Err(Illegal { message: witness(&w, origins, state, Some(&how)) }));
     }
     Ok(Ok(verdict))
 }
@@ -459,37 +463,14 @@ fn marks(
 /// are (`parallel for`, `simd`), and plans private accumulators for one that carries only
 /// reductions (`codegen/deps.rs`).
 pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
-    let origins = origins(nest)?;
-    let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
-    for o in &origins {
-        params.extend(o.ubs.iter().flat_map(|u| u.vars()));
-    }
-    let names = Names { params };
-    let mut places = Vec::new();
-    placed(&nest.items, &mut Vec::new(), &mut Vec::new(), &mut places)?;
-    let depth = origins.iter().map(|o| o.iters.len()).max().unwrap_or(0);
-    let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
-    let Some(d) = places.iter().find_map(|p| p.loops.iter().position(|l| std::ptr::eq(*l, target))) else {
+    let m = Model::new(state, nest)?;
+    let Some(d) = m.places.iter().find_map(|p| p.loops.iter().position(|l| std::ptr::eq(*l, target))) else {
         return Ok(false); // a loop with no statement
     };
-    let fixed: Vec<String> =
-        names.params.iter().filter_map(|p| state.constant(p).map(|v| format!("p_{p} = {v}"))).collect();
-    let these = format!(
-        "{} -> {{ : {} }}",
-        names.param_list(),
-        if fixed.is_empty() { "true".into() } else { fixed.join(" and ") }
-    );
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
-    let deps = dependences(&ctx, &origins, &names, depth, true)?.with_params(&these)?;
-    let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, target));
-    let at = ctx
-        .map(&new_schedule(&places, &origins, &names, width, &|p| under(p).then_some(2 * d + 2)))?
-        .coalesce()?;
-    let times = at.clone().reverse()?.then(deps)?.then(at)?;
-    let carried =
-        times.and(ctx.map(&time_relation(&names, width, 2 * d + 1, Rel::SamePrefixThenDiffer))?)?;
-    Ok(!carried.is_empty()?)
+    let deps = dependences(&ctx, &m.origins, &m.names, m.depth, true)?.with_params(&m.these)?;
+    Ok(!m.carried(&ctx, &deps, d, target)?.1.is_empty()?)
 }
 
 /// Relations between two times of `width` dimensions.

@@ -278,7 +278,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
     progress("probing the machine");
     let mut machine: Vec<roofline::Machine> =
         roofline::probe(&o.run, o.threads, o.quick).into_iter().collect();
-    let mut kernels = run_kernels(o, machine.first().copied(), progress);
+    let mut kernels = run_kernels(o, progress);
     progress("probing the machine again");
     machine.extend(roofline::probe(&o.run, o.threads, o.quick));
     // The bound at the better of the two probes (the machine is shared).
@@ -305,11 +305,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
     Report { host, machine, kernels }
 }
 
-fn run_kernels(
-    o: &BenchOptions,
-    _machine: Option<roofline::Machine>,
-    progress: &mut dyn FnMut(&str),
-) -> Vec<KernelResult> {
+fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
     let mut out = Vec::new();
     let kernels: Vec<&str> = if o.kernels.is_empty() {
         KERNELS.to_vec()
@@ -374,10 +370,11 @@ fn run_kernels(
             {
                 baseline_state = Some(st.clone());
                 kr.flops = r.flops;
-                kr.bytes = compulsory_bytes(st, &opts);
+                kr.bytes = compulsory_bytes(st);
             }
+            // The sizes the variant was evaluated at (its state, already evaluated).
             if kr.sizes.is_empty()
-                && let Ok(s) = Program::file(&file, defines.clone(), false).eval()
+                && let Some(s) = &vstate
             {
                 kr.sizes = s.consts.iter().map(|(n, v)| (n.to_string(), *v)).collect();
             }
@@ -441,7 +438,7 @@ fn run_kernels(
 }
 
 /// Every tensor the program's kernels touch, moved once: its size in bytes.
-fn compulsory_bytes(state: &State, opts: &RunOptions) -> u64 {
+fn compulsory_bytes(state: &State) -> u64 {
     let mut nests = Vec::new();
     for req in &state.kernels {
         if let Ok(n) = pipeline::untransformed(state, req) {
@@ -449,7 +446,6 @@ fn compulsory_bytes(state: &State, opts: &RunOptions) -> u64 {
         }
     }
     let Ok(store) = crate::interp::buffers_for(state, &nests, &mut |_, _, _| Vec::new()) else { return 0 };
-    let _ = opts;
     store
         .values()
         .map(|t| t.dims.iter().product::<usize>() as u64 * if t.dtype == DType::Float { 4 } else { 8 })
