@@ -30,6 +30,10 @@ pub enum Command {
     Repl(ReplArgs),
     /// Print the language reference: every builtin with its signature, meaning and example.
     Builtins,
+    /// Search a space of optimization paths (a program with `param(name, choices)`): every
+    /// candidate checked for legality, verified and timed; the fastest written back as a
+    /// replayable `.teml` script.
+    Tune(TuneArgs),
     /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
     /// we have), each verified and timed in one run on this machine.
     Bench(BenchArgs),
@@ -65,6 +69,145 @@ pub struct BenchArgs {
     pub svg: Option<PathBuf>,
 }
 
+/// `teml tune`.
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// The space (a `.rhai` script with `param(...)` choices, usually with a
+    /// `// program: PATH.teml` line) and its named constants.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// exhaustive, random or evolutionary.
+    #[arg(long, default_value = "evolutionary")]
+    pub strategy: String,
+    /// Seed of the strategy (the search is deterministic given it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The most candidates (those taken from the log included).
+    #[arg(long, default_value_t = 64)]
+    pub budget: usize,
+    /// The most seconds of searching (the leaders' re-measurement comes after).
+    #[arg(long, value_name = "SECS")]
+    pub time_budget: Option<f64>,
+    /// Measure only the candidates of shard K of N (0 <= K < N), e.g. `--shard 3/16` in a Slurm
+    /// job array; merge the logs with --merge.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<(usize, usize)>,
+    /// The log to append to and resume from (default: OUT/log.jsonl).
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<PathBuf>,
+    /// More logs to resume from (repeatable): other shards' logs.
+    #[arg(long, value_name = "PATH")]
+    pub merge: Vec<PathBuf>,
+    /// Where the best path (best.teml), its C, the chart and the report go (default:
+    /// tune-out/<space name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Compilers running at once (default: the cores).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Threads for OpenMP loops (OMP_NUM_THREADS of the kernels; default: the cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Candidates re-measured, interleaved, at the end.
+    #[arg(long, default_value_t = 3)]
+    pub leaders: usize,
+    /// Rounds of that re-measurement.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Minimum timed seconds per candidate.
+    #[arg(long, default_value_t = 0.1)]
+    pub min_time: f64,
+    /// Seconds a candidate's run may take before it is stopped (and logged as a time-out).
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Most statement instances the reference interpreter runs per candidate (above it, the
+    /// candidate is verified at a reduced size, then sampled at full size).
+    #[arg(long, value_name = "N", default_value_t = 20_000_000)]
+    pub max_reference: u64,
+    /// Do not time LLVM Polly beside the leaders.
+    #[arg(long)]
+    pub no_anchors: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (k, n) = s.split_once('/').ok_or_else(|| format!("expected K/N, found `{s}`"))?;
+    let (k, n): (usize, usize) = match (k.trim().parse(), n.trim().parse()) {
+        (Ok(k), Ok(n)) => (k, n),
+        _ => return Err(format!("expected two integers K/N, found `{s}`")),
+    };
+    if n == 0 || k >= n {
+        return Err(format!("expected 0 <= K < N, found `{s}`"));
+    }
+    Ok((k, n))
+}
+
+/// `teml tune`.
+pub fn tune(a: &TuneArgs) -> i32 {
+    let strategy = match a.strategy.parse::<crate::tuner::strategy::Strategy>() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: --strategy: {e}");
+            return 1;
+        }
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("space").to_string();
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("tune-out").join(&stem));
+    let o = crate::tuner::TuneOptions {
+        space: a.program.file.clone(),
+        defines: a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect(),
+        strategy,
+        seed: a.seed,
+        budget: a.budget,
+        time_budget: a.time_budget.map(|s| Duration::from_secs_f64(s.max(0.0))),
+        shard: a.shard,
+        log: a.log.clone().unwrap_or_else(|| out.join("log.jsonl")),
+        merge: a.merge.clone(),
+        out,
+        jobs: a.jobs.unwrap_or(cores).max(1),
+        leaders: a.leaders,
+        rounds: a.rounds,
+        anchors: !a.no_anchors,
+        run: RunOptions {
+            threads: Some(a.threads.unwrap_or(cores).max(1)),
+            timing: Some(Timing { warmup: 1, min_time_s: a.min_time.max(0.0), min_reps: 3, max_reps: 50 }),
+            timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
+            max_reference_instances: a.max_reference,
+            time_untransformed: false,
+            ..RunOptions::default()
+        },
+    };
+    let bar = indicatif::ProgressBar::new(o.budget as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = crate::tuner::tune(&o, &mut |p| {
+        bar.set_position(p.done as u64);
+        let best = p.best.map_or(String::new(), |(t, k)| format!(" · best {:.3} ms ({k})", t * 1e3));
+        bar.set_message(format!("{} rejected{best} · {}", p.rejected, p.phase));
+    });
+    bar.finish_and_clear();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", crate::tuner::summary(&report));
+    }
+    if report.best.is_some() { 0 } else { 1 }
+}
+
 /// Named constants and the program file.
 #[derive(Args, Debug, Clone)]
 pub struct ProgramArgs {
@@ -77,6 +220,18 @@ pub struct ProgramArgs {
     /// verification, which reports the mismatch.
     #[arg(long)]
     pub unchecked: bool,
+    /// Fix a tuning parameter of a search space (repeatable), e.g. `--param 'order=[1, 3, 2]'`:
+    /// `param("order", choices)` takes the choice that prints as the value (others take their
+    /// first choice).
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+}
+
+impl ProgramArgs {
+    /// The tuning parameters `--param` fixes.
+    pub fn params(&self) -> crate::ir::Params {
+        crate::ir::Params { values: self.params.iter().cloned().collect(), ..Default::default() }
+    }
 }
 
 /// `teml run`.
@@ -160,6 +315,14 @@ fn parse_const(s: &str) -> Result<(String, i64), String> {
     Ok((n.to_string(), v))
 }
 
+fn parse_param(s: &str) -> Result<(String, String), String> {
+    let (n, v) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{s}`"))?;
+    if n.trim().is_empty() {
+        return Err(format!("expected a parameter name before `=`, found `{s}`"));
+    }
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
 fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
     let (n, p) = s.split_once('=').ok_or_else(|| format!("expected NAME=PATH, found `{s}`"))?;
     if n.is_empty() {
@@ -181,7 +344,8 @@ pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
 
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
-    match eval_file(&a.program.file, &initial_state(&a.program.define, a.program.unchecked)) {
+    let state = State { params: a.program.params(), ..initial_state(&a.program.define, a.program.unchecked) };
+    match eval_file(&a.program.file, &state) {
         Ok(s) => {
             let kernels = s.kernels.len();
             println!(
@@ -231,7 +395,8 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
-    let pipe = match Pipeline::new(Program::file(&a.program.file, defines, a.program.unchecked), opts) {
+    let program = Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params());
+    let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");

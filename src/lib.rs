@@ -30,5 +30,6 @@ pub mod pipeline;
 pub mod repl;
 pub mod runtime;
 pub mod script;
+pub mod tuner;
 
 pub use error::{Error, Result};

@@ -11,6 +11,7 @@ fn main() {
         Command::Run(a) => teml::cli::run(a),
         Command::Check(a) => teml::cli::check(a),
         Command::Bench(a) => teml::cli::bench(a),
+        Command::Tune(a) => teml::cli::tune(a),
         Command::Builtins => {
             print!("{}", teml::cli::reference());
             0

@@ -374,6 +374,15 @@ fn compile_and_run(
     Ok((runtime::run_kernel(&spec, &refs)?, compiled))
 }
 
+/// Compiles `kernel` into the cache without running it (the compiles of many candidates run
+/// in parallel this way before they run one at a time): whether it was cached, and the seconds
+/// the compile took.
+pub fn compile_kernel(kernel: &CKernel, opts: &RunOptions) -> Result<(bool, f64), RunError> {
+    let start = std::time::Instant::now();
+    let c = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
+    Ok((c.cached, start.elapsed().as_secs_f64()))
+}
+
 /// Compiles a hand-written C translation unit exporting `teml_entry(void **args)` (the
 /// machine probes of `teml bench`) and runs it on `buffers` with `opts` (timing included);
 /// returns the buffers after the checked run and the timing.
@@ -429,9 +438,20 @@ impl Program {
 
     /// A `.teml` or `.rhai` file; `unchecked` skips the legality check of transformations.
     pub fn file(path: &std::path::Path, defines: BTreeMap<Name, i64>, unchecked: bool) -> Program {
+        Program::with_params(path, defines, unchecked, crate::ir::Params::default())
+    }
+
+    /// A file whose tuning parameters (`param(name, choices)`) take the choices `params` fixes
+    /// (a candidate of `teml tune`).
+    pub fn with_params(
+        path: &std::path::Path,
+        defines: BTreeMap<Name, i64>,
+        unchecked: bool,
+        params: crate::ir::Params,
+    ) -> Program {
         let p = path.to_path_buf();
         Program::new(&path.display().to_string(), defines, move |consts| {
-            let base = State { unchecked, ..State::new() };
+            let base = State { unchecked, params: params.clone(), ..State::new() };
             let state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
             eval_file(&p, &state)
         })
@@ -455,10 +475,45 @@ pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String>
         std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
     let file = path.display().to_string();
     match path.extension().and_then(|e| e.to_str()) {
-        Some("rhai") => crate::script::eval(&src, &file, state).map_err(|e| e.to_string()),
+        Some("rhai") => {
+            let start = match program_of(path, &src)? {
+                Some(teml) => {
+                    let s = eval_file(&teml, state)?;
+                    State { kernels: Vec::new(), ..s }
+                }
+                None => state.clone(),
+            };
+            crate::script::eval(&src, &file, &start).map_err(|e| e.to_string())
+        }
         _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
             .map_err(|e| e.to_string()),
     }
+}
+
+/// The directive of a `.rhai` script that runs on top of a `.teml` program: a line
+/// `// program: PATH` among its leading comments (PATH relative to the script's folder). The
+/// program is evaluated first, its `codegen` requests dropped, and the script starts from its σ
+/// (a search space over the kernel of `examples/mm.teml`, say).
+pub const PROGRAM_DIRECTIVE: &str = "// program:";
+
+/// The `.teml` program a script names with [`PROGRAM_DIRECTIVE`], if any.
+pub fn program_of(script: &std::path::Path, src: &str) -> Result<Option<PathBuf>, String> {
+    for line in src.lines().take_while(|l| l.trim().is_empty() || l.trim_start().starts_with("//")) {
+        if let Some(p) = line.trim().strip_prefix(PROGRAM_DIRECTIVE) {
+            let dir = script.parent().unwrap_or(std::path::Path::new("."));
+            let path = dir.join(p.trim());
+            if !path.is_file() {
+                return Err(format!(
+                    "error: {}: `{PROGRAM_DIRECTIVE} {}`: expected a .teml file, found no file {}",
+                    script.display(),
+                    p.trim(),
+                    path.display()
+                ));
+            }
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
 }
 
 /// Which kernel to run: the `k`-th `codegen` statement, or one loop nest by name (the REPL's
@@ -541,6 +596,24 @@ impl Pipeline {
         let req = which.request(&self.state)?;
         let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
         Ok(codegen::generate(&self.state, &which.kernel_name(index), &named)?)
+    }
+
+    /// Times one kernel, numbered `index`, without checking it again (run it through
+    /// [`Pipeline::run`] first): the interleaved rounds of `teml bench` and `teml tune` call
+    /// this once per round and variant.
+    pub fn time(&self, which: &KernelRef, index: usize, timing: Timing) -> Result<TimeStats, RunError> {
+        let req = which.request(&self.state)?;
+        let kernel = self.generate(which, index)?;
+        let store = initial_store(&self.state, &req.nests, &self.opts)?;
+        let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
+        let (out, _) = compile_and_run(&kernel, &store, &opts)?;
+        out.stats().ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
+    }
+
+
+    /// The options kernels run with.
+    pub fn options(&self) -> &RunOptions {
+        &self.opts
     }
 
     /// Every `-i` input must be used by some kernel of the program.

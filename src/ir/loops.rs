@@ -203,17 +203,20 @@ pub struct Nest {
     /// The assignments this nest computes, untransformed, in order.
     #[serde(default)]
     pub origin: Vec<TExpr>,
+    /// How it was made (not saved, never compared).
+    #[serde(skip)]
+    pub history: super::history::History,
 }
 
 impl Nest {
     /// A nest of `items` computing the assignments `origin`.
     pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
-        Nest { items, origin }
+        Nest { items, origin, history: Default::default() }
     }
 
     /// The same origin with other items (what every transformation returns).
     pub fn with_items(&self, items: Vec<LNode>) -> Nest {
-        Nest { items, origin: self.origin.clone() }
+        Nest { items, origin: self.origin.clone(), history: Default::default() }
     }
 
     /// The top-level items.

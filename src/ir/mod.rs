@@ -2,11 +2,15 @@
 //! This layer knows nothing of parsing, C or scripting.
 
 pub mod expr;
+pub mod history;
+pub mod params;
 pub mod loops;
 pub mod lower;
 pub mod state;
 pub mod texpr;
 
+pub use history::{History, StepArg};
+pub use params::{Params, Seen};
 pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};

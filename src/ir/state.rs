@@ -78,6 +78,10 @@ pub struct State {
     /// path then reaches verification, which reports the mismatch.
     #[serde(default)]
     pub unchecked: bool,
+    /// The tuning parameters of this evaluation (`param(name, choices)`): never saved, never
+    /// compared.
+    #[serde(skip)]
+    pub params: super::params::Params,
 }
 
 /// Initial data of a tensor: the `init` statement (Sec. 2).

@@ -32,7 +32,16 @@ pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
     for (k, want) in order.iter().enumerate() {
         let at = cur.iter().position(|x| x == want)?;
         if at != k {
-            n = super::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
+            let mut next = super::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
+            next.history = crate::ir::History::step(
+                "interchange",
+                vec![
+                    crate::ir::StepArg::Nest(n.history.clone()),
+                    crate::ir::StepArg::Text((k + 1).to_string()),
+                    crate::ir::StepArg::Text((at + 1).to_string()),
+                ],
+            );
+            n = next;
             cur.swap(k, at);
         }
     }

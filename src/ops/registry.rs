@@ -9,7 +9,7 @@ use super::tensor::Arith;
 use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{
-    DType, Expr, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value,
+    DType, Expr, History, StepArg, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value,
     state::describe_tensor,
 };
 
@@ -110,12 +110,12 @@ fn unknown_builtin(name: &str) -> Error {
 pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
     match lookup(name).map(|b| b.call) {
         Some(Call::Value(f)) => {
-            let v = f(state, args)?;
-            if let Value::Nest(n) = &v
-                && TRANSFORMATIONS.contains(&name)
-                && !state.unchecked
-            {
-                legal(state, name, n)?;
+            let mut v = f(state, args)?;
+            if let Value::Nest(n) = &mut v {
+                if TRANSFORMATIONS.contains(&name) && !state.unchecked {
+                    legal(state, name, n)?;
+                }
+                n.history = History::step(name, args.iter().map(step_arg).collect());
             }
             Ok(v)
         }
@@ -126,6 +126,34 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
             found: format!("the statement `{name}(...)`, which has no value"),
         }),
         None => Err(unknown_builtin(name)),
+    }
+}
+
+/// An argument as the history of a nest records it: nests by their own history, everything
+/// else as `.teml` source text.
+fn step_arg(a: &ArgVal) -> StepArg {
+    match a {
+        ArgVal::Value(Value::Nest(n)) => StepArg::Nest(n.history.clone()),
+        other => StepArg::Text(source_text(other)),
+    }
+}
+
+/// An argument written back in the paper's syntax: tensors by the name they are bound to.
+pub fn source_text(a: &ArgVal) -> String {
+    match a {
+        ArgVal::Value(Value::Tensor(t)) => match (&t.op, t.target()) {
+            (Op::Id(n), _) => n.to_string(),
+            (_, Some(target)) => target.id().map_or_else(|| t.to_string(), |n| n.to_string()),
+            _ => t.to_string(),
+        },
+        ArgVal::Value(Value::Nest(_)) => "<nest>".into(),
+        ArgVal::Int(i) => i.to_string(),
+        ArgVal::Float(x) => format!("{x:?}"),
+        ArgVal::Index(e) => e.to_string(),
+        ArgVal::Word(w) => w.to_string(),
+        ArgVal::Str(s) => format!("{s:?}"),
+        ArgVal::List(xs) => format!("[{}]", xs.iter().map(source_text).collect::<Vec<_>>().join(", ")),
+        ArgVal::Omitted => String::new(),
     }
 }
 

@@ -639,6 +639,21 @@ pub(crate) const HELPERS: &[(&str, &str, &str)] = &[
         "the nest with its outer loops in `order` (levels), checked like interchange; () where a bound forbids the order",
     ),
     ("legal_fusions", "legal_fusions(l1, l2)", "the levels r at which fuse_outer(l1, l2, r) is legal"),
+    (
+        "param",
+        "param(\"name\", choices)",
+        "a tuning parameter: the choice `teml tune` picks for this candidate (the first choice under `teml run`); docs/tuning.md",
+    ),
+    (
+        "history",
+        "history(l)",
+        "the builtin calls that made the nest, from its build, as .teml statements (strings)",
+    ),
+    (
+        "time",
+        "time(l) | time([l1, l2])",
+        "compiles, verifies and times the nests as one kernel: a map #{median_s, min_s, spread, reps, gflops, verified, error}; docs/tuning.md",
+    ),
 ];
 
 fn tensor_of(d: &Dynamic, helper: &str) -> RhaiResult<TExpr> {
@@ -761,6 +776,26 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
                 Dim::Unknown => Dynamic::UNIT,
             })
             .collect())
+    });
+    let sh = shared.clone();
+    engine.register_fn("param", move |name: ImmutableString, choices: Array| -> RhaiResult<Dynamic> {
+        if choices.is_empty() {
+            return Err(format!(
+                "param: argument 2: expected a non-empty list of choices for `{name}`, found []"
+            )
+            .into());
+        }
+        let text = |i: usize| choices[i].to_string();
+        let i = sh
+            .state
+            .borrow_mut()
+            .params
+            .pick(name.as_str(), choices.len(), &text)
+            .map_err(|e| format!("param: {e}"))?;
+        Ok(choices[i].clone())
+    });
+    engine.register_fn("history", |l: Dynamic| -> RhaiResult<Array> {
+        Ok(nest_of(&l, "history")?.history.lines().into_iter().map(Dynamic::from).collect())
     });
     let sh = shared.clone();
     engine.register_fn("legal", move |l: Dynamic| -> RhaiResult<Dynamic> {

@@ -1,0 +1,731 @@
+//! `teml tune`: searches a space of optimization paths, verifies every candidate, keeps the
+//! fastest and writes it back as a replayable `.teml` script.
+//!
+//! A space is a program whose choices are `param(name, choices)` calls (define-by-run, see
+//! [`crate::ir::params`]): a `.rhai` script, usually over the kernel of a `.teml` program that
+//! its `// program: PATH` line names. Candidates go through the one pipeline:
+//!
+//! 1. **Evaluate** the space with the strategy's choices. The legality check of every
+//!    transformation runs here: an illegal candidate is logged and never compiled.
+//! 2. **Compile** a batch of candidates in parallel (`jobs` compilers; the cache keeps every
+//!    kernel compiled once).
+//! 3. **Verify and time** them one at a time ([`Pipeline::run`]: the reference at full size, or
+//!    at a reduced size and then sampled elements of the timed binary against the expression
+//!    oracle). A candidate that fails to compile, crashes, times out or mismatches is logged with
+//!    its reason and never chosen.
+//! 4. **Re-measure the leaders**, interleaved with the untransformed build (and LLVM Polly where
+//!    installed), in rounds; the winner is the lowest median, and the report says whether its
+//!    lead exceeds the spread.
+//!
+//! Every candidate is appended to a JSON-lines log as it is done; a second run (or the logs of
+//! other shards, `--merge`) resumes from it without measuring anything again.
+
+pub mod chart;
+pub mod log;
+pub mod strategy;
+
+use crate::codegen::CKernel;
+use crate::ir::{KernelRequest, Name, Params, Seen, State, history::Writer};
+use crate::pipeline::{self, KernelRef, Pipeline, Program, RunError, RunOptions, Timing};
+use crate::runtime::RuntimeError;
+use log::{Record, Status};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strategy::{Search, Strategy};
+
+/// Consecutive proposals that only repeat known candidates before the space counts as
+/// exhausted (random and evolutionary search of a small space).
+const MAX_REPEATS: usize = 100;
+
+/// What to search and how.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// The space: a `.rhai` (or `.teml`) program with `param(...)` choices.
+    pub space: PathBuf,
+    /// Named constants (`-D`).
+    pub defines: BTreeMap<Name, i64>,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Its seed.
+    pub seed: u64,
+    /// The most candidates (logged ones included).
+    pub budget: usize,
+    /// The most wall time for the search (the leaders' re-measurement comes after).
+    pub time_budget: Option<Duration>,
+    /// This run's share of the candidates, `(k, n)`: those whose key hashes to `k` modulo `n`.
+    pub shard: Option<(usize, usize)>,
+    /// The log this run appends to (and resumes from).
+    pub log: PathBuf,
+    /// More logs to resume from (other shards).
+    pub merge: Vec<PathBuf>,
+    /// Where the best path, its C, the chart and the report go.
+    pub out: PathBuf,
+    /// Compilers running at once.
+    pub jobs: usize,
+    /// Candidates re-measured at the end.
+    pub leaders: usize,
+    /// Interleaved rounds of the re-measurement.
+    pub rounds: usize,
+    /// Time LLVM Polly on the untransformed C beside the leaders, where installed.
+    pub anchors: bool,
+    /// Threads, flags, timing of candidates, time limit of a run, reference limit.
+    pub run: RunOptions,
+}
+
+/// A contender of the final, interleaved re-measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Contender {
+    /// A candidate's key, `untransformed` or `polly`.
+    pub name: String,
+    /// Median of the rounds' medians, seconds.
+    pub median_s: f64,
+    /// (slowest - fastest round) / median.
+    pub spread: f64,
+    /// Each round's median, seconds.
+    pub rounds_s: Vec<f64>,
+}
+
+/// The winner.
+#[derive(Clone, Debug, Serialize)]
+pub struct Best {
+    /// Its key.
+    pub key: String,
+    /// Its choices, by name.
+    pub params: BTreeMap<String, String>,
+    /// Median over the rounds, seconds.
+    pub median_s: f64,
+    /// Its spread over the rounds.
+    pub spread: f64,
+    /// (runner-up - winner) / winner, when there is a runner-up.
+    pub lead: Option<f64>,
+    /// The lead is larger than the winner's spread.
+    pub lead_exceeds_spread: Option<bool>,
+    /// Untransformed median over the winner's.
+    pub speedup: Option<f64>,
+    /// Polly's median over the winner's.
+    pub vs_polly: Option<f64>,
+    /// The replayable `.teml` script, when the space names its program.
+    pub replay: Option<PathBuf>,
+    /// Why there is no replay script.
+    pub replay_error: Option<String>,
+    /// The winner's C.
+    pub c: Option<PathBuf>,
+}
+
+/// A search's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct TuneReport {
+    /// The space.
+    pub space: String,
+    /// Strategy and seed.
+    pub strategy: Strategy,
+    /// Its seed.
+    pub seed: u64,
+    /// `k/n` when sharded.
+    pub shard: Option<String>,
+    /// Threads of the kernels.
+    pub threads: Option<usize>,
+    /// Candidates considered (logged ones included).
+    pub candidates: usize,
+    /// Candidates measured by this run.
+    pub measured: usize,
+    /// Candidates taken from the logs.
+    pub resumed: usize,
+    /// Rejected candidates by reason.
+    pub rejected: BTreeMap<String, usize>,
+    /// The strategy ran out of new candidates before the budget.
+    pub exhausted: bool,
+    /// Seconds of the whole run.
+    pub wall_s: f64,
+    /// Seconds evaluating the space, compiling, and verifying and timing (this run).
+    pub eval_s: f64,
+    /// Seconds compiling.
+    pub compile_s: f64,
+    /// Seconds verifying and timing.
+    pub run_s: f64,
+    /// The interleaved re-measurement: leaders, untransformed, Polly.
+    pub final_round: Vec<Contender>,
+    /// The winner.
+    pub best: Option<Best>,
+    /// After each candidate: (candidates so far, seconds since the start, best median so far).
+    pub trace: Vec<(usize, f64, Option<f64>)>,
+    /// Things the user should know (Polly missing, a leader that failed re-verification).
+    pub notes: Vec<String>,
+}
+
+/// What the progress bar shows.
+pub struct Progress<'a> {
+    /// What is happening.
+    pub phase: &'a str,
+    /// Candidates done.
+    pub done: usize,
+    /// The budget.
+    pub budget: usize,
+    /// Candidates rejected.
+    pub rejected: usize,
+    /// The best time so far and its key.
+    pub best: Option<(f64, &'a str)>,
+}
+
+/// Evaluates the space with the given choices: the state (or why not), what it asked, seconds.
+fn evaluate(o: &TuneOptions, pinned: BTreeMap<String, usize>, seed: Option<u64>) -> (Result<State, String>, Vec<Seen>, f64) {
+    let report = Arc::new(Mutex::new(Vec::new()));
+    let params = Params { pinned, seed, report: Some(report.clone()), ..Params::default() };
+    let start = Instant::now();
+    let r = Program::with_params(&o.space, o.defines.clone(), false, params).eval();
+    let seen = report.lock().map(|s| s.clone()).unwrap_or_default();
+    (r, seen, start.elapsed().as_secs_f64())
+}
+
+/// The program of one candidate, its choices fixed by their text (so that a reduced-size
+/// evaluation takes the same choices).
+fn candidate_program(o: &TuneOptions, seen: &[Seen]) -> Program {
+    let values = seen.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
+    Program::with_params(&o.space, o.defines.clone(), false, Params { values, ..Params::default() })
+}
+
+/// The untransformed build of the space's kernel (at its first choices).
+fn untransformed_program(o: &TuneOptions) -> Program {
+    let space = o.space.clone();
+    Program::new("untransformed", o.defines.clone(), move |consts| {
+        let s = Program::with_params(&space, consts.clone(), false, Params::default()).eval_with(consts)?;
+        let req = s.kernels.first().ok_or_else(|| no_kernel(&space))?;
+        let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
+        let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
+        Ok(State { kernels: vec![KernelRequest { names, nests, at: None }], ..s })
+    })
+}
+
+fn no_kernel(space: &Path) -> String {
+    format!("{}: expected the space to make a kernel (end it with codegen(...)), found none", space.display())
+}
+
+fn classify(e: &RunError) -> Status {
+    match e {
+        RunError::Runtime(RuntimeError::Compile { .. }) => Status::Compile,
+        RunError::Runtime(RuntimeError::Crashed { .. }) => Status::Crash,
+        RunError::Runtime(RuntimeError::TimedOut { .. }) => Status::Timeout,
+        RunError::Meta(m) if m.to_string().contains("illegal") => Status::Illegal,
+        _ => Status::Error,
+    }
+}
+
+fn record(key: String, params: Vec<Seen>, status: Status, reason: Option<String>) -> Record {
+    Record {
+        key,
+        params,
+        status,
+        reason,
+        median_s: None,
+        min_s: None,
+        spread: None,
+        reps: 0,
+        gflops: None,
+        verification: None,
+        eval_s: 0.0,
+        compile_s: 0.0,
+        run_s: 0.0,
+        at_s: 0.0,
+        shard: None,
+    }
+}
+
+fn status_name(s: Status) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// The search: candidates until the budget, the leaders re-measured, the winner written out.
+pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<TuneReport, String> {
+    let t0 = Instant::now();
+    if o.budget == 0 {
+        return Err("--budget: expected at least 1 candidate, found 0".into());
+    }
+    let mut paths: Vec<&Path> = vec![o.log.as_path()];
+    paths.extend(o.merge.iter().map(|p| p.as_path()));
+    let mut logged = log::read(&paths)?;
+    let mut report = TuneReport {
+        space: o.space.display().to_string(),
+        strategy: o.strategy,
+        seed: o.seed,
+        shard: o.shard.map(|(k, n)| format!("{k}/{n}")),
+        threads: o.run.threads,
+        candidates: 0,
+        measured: 0,
+        resumed: 0,
+        rejected: BTreeMap::new(),
+        exhausted: false,
+        wall_s: 0.0,
+        eval_s: 0.0,
+        compile_s: 0.0,
+        run_s: 0.0,
+        final_round: Vec::new(),
+        best: None,
+        trace: Vec::new(),
+        notes: Vec::new(),
+    };
+    // The space must evaluate at its first choices: its errors are the user's to fix, not
+    // rejected candidates.
+    progress(&Progress { phase: "evaluating the space", done: 0, budget: o.budget, rejected: 0, best: None });
+    let (first, _, _) = evaluate(o, BTreeMap::new(), None);
+    let first = first?;
+    if first.kernels.is_empty() {
+        return Err(no_kernel(&o.space));
+    }
+
+    let mut search = Search::new(o.strategy, o.seed);
+    let mut records: Vec<Record> = Vec::new();
+    let mut done: BTreeSet<String> = BTreeSet::new();
+    let mut repeats = 0usize;
+    let batch_size = (2 * o.jobs).max(2);
+    let time_up = |t0: &Instant| o.time_budget.is_some_and(|b| t0.elapsed() >= b);
+    let mut best: Option<(f64, String)> = None;
+    let shard_label = report.shard.clone();
+    let finish = |r: &mut Record,
+                      records: &mut Vec<Record>,
+                      report: &mut TuneReport,
+                      best: &mut Option<(f64, String)>,
+                      fresh: bool|
+     -> Result<(), String> {
+        if fresh {
+            r.at_s = t0.elapsed().as_secs_f64();
+            r.shard = shard_label.clone();
+            log::append(&o.log, r)?;
+            report.measured += 1;
+        } else {
+            report.resumed += 1;
+        }
+        if r.status != Status::Ok {
+            *report.rejected.entry(status_name(r.status)).or_default() += 1;
+        } else if let Some(m) = r.median_s
+            && best.as_ref().is_none_or(|(b, _)| m < *b)
+        {
+            *best = Some((m, r.key.clone()));
+        }
+        records.push(r.clone());
+        report.trace.push((records.len(), t0.elapsed().as_secs_f64(), best.as_ref().map(|b| b.0)));
+        Ok(())
+    };
+
+    'search: while records.len() < o.budget && !time_up(&t0) {
+        // 1. A batch of new candidates, each evaluated (and so checked for legality).
+        let mut batch: Vec<(String, Vec<Seen>, State, f64)> = Vec::new();
+        let mut exhausted = false;
+        while batch.len() < batch_size && records.len() + batch.len() < o.budget && !time_up(&t0) {
+            let Some(p) = search.next() else {
+                exhausted = true;
+                break;
+            };
+            let (res, seen, eval_s) = evaluate(o, p.pinned, p.seed);
+            report.eval_s += eval_s;
+            search.evaluated(&seen);
+            let key = log::key(&seen);
+            if let Some((k, n)) = o.shard
+                && crate::ir::params::hash(&key) % n as u64 != k as u64
+            {
+                continue;
+            }
+            if done.contains(&key) || batch.iter().any(|b| b.0 == key) {
+                repeats += 1;
+                if repeats > MAX_REPEATS {
+                    exhausted = true;
+                    break;
+                }
+                continue;
+            }
+            repeats = 0;
+            done.insert(key.clone());
+            if let Some(mut r) = logged.remove(&key) {
+                search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
+                finish(&mut r, &mut records, &mut report, &mut best, false)?;
+                continue;
+            }
+            match res {
+                Err(e) => {
+                    let status = if e.contains("illegal") { Status::Illegal } else { Status::Error };
+                    let mut r = record(key, seen.clone(), status, Some(e));
+                    r.eval_s = eval_s;
+                    search.measured(&seen, None);
+                    finish(&mut r, &mut records, &mut report, &mut best, true)?;
+                }
+                Ok(state) if state.kernels.is_empty() => {
+                    let mut r = record(key, seen.clone(), Status::Error, Some(no_kernel(&o.space)));
+                    search.measured(&seen, None);
+                    finish(&mut r, &mut records, &mut report, &mut best, true)?;
+                }
+                Ok(state) => batch.push((key, seen, state, eval_s)),
+            }
+        }
+        let rejected: usize = report.rejected.values().sum();
+        let best_key = best.as_ref().map(|(t, k)| (*t, k.as_str()));
+        progress(&Progress { phase: "compiling", done: records.len(), budget: o.budget, rejected, best: best_key });
+
+        // 2. Compile the batch in parallel.
+        let kernels: Vec<Result<CKernel, RunError>> = batch
+            .iter()
+            .map(|(_, seen, state, _)| {
+                Pipeline::with_state(candidate_program(o, seen), state.clone(), o.run.clone())
+                    .generate(&KernelRef::Codegen(0), 0)
+            })
+            .collect();
+        let compiled: Vec<Option<Result<(bool, f64), String>>> = {
+            let slots: Vec<Mutex<Option<Result<(bool, f64), String>>>> =
+                kernels.iter().map(|_| Mutex::new(None)).collect();
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..o.jobs.max(1) {
+                    s.spawn(|| {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let Some(k) = kernels.get(i) else { break };
+                            if let Ok(k) = k {
+                                let r = pipeline::compile_kernel(k, &o.run).map_err(|e| e.to_string());
+                                if let Ok(mut slot) = slots[i].lock() {
+                                    *slot = Some(r);
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+            slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
+        };
+
+        // 3. Verify and time, one at a time.
+        for (((key, seen, state, eval_s), kernel), comp) in batch.into_iter().zip(kernels).zip(compiled) {
+            if time_up(&t0) {
+                break 'search;
+            }
+            let rejected: usize = report.rejected.values().sum();
+            let best_key = best.as_ref().map(|(t, k)| (*t, k.clone()));
+            progress(&Progress {
+                phase: &format!("measuring {key}"),
+                done: records.len(),
+                budget: o.budget,
+                rejected,
+                best: best_key.as_ref().map(|(t, k)| (*t, k.as_str())),
+            });
+            let mut r = record(key, seen.clone(), Status::Ok, None);
+            r.eval_s = eval_s;
+            if let Err(e) = kernel {
+                r.status = classify(&e);
+                r.reason = Some(e.to_string());
+            } else if let Some(Err(e)) = comp {
+                r.status = Status::Compile;
+                r.reason = Some(e);
+            } else {
+                if let Some(Ok((cached, secs))) = comp {
+                    r.compile_s = if cached { 0.0 } else { secs };
+                    report.compile_s += r.compile_s;
+                }
+                let start = Instant::now();
+                let pipe = Pipeline::with_state(candidate_program(o, &seen), state, o.run.clone());
+                match pipe.run(&KernelRef::Codegen(0), 0) {
+                    Ok(run) if run.report.verified => {
+                        let t = run.report.time;
+                        r.median_s = t.map(|t| t.median_s);
+                        r.min_s = t.map(|t| t.min_s);
+                        r.spread = t.map(|t| t.spread());
+                        r.reps = t.map_or(0, |t| t.reps);
+                        r.gflops = run.report.gflops;
+                        r.verification = Some(run.report.verification.clone());
+                        if r.median_s.is_none() {
+                            r.status = Status::Error;
+                            r.reason = Some("verified but not timed".into());
+                        }
+                    }
+                    Ok(run) => {
+                        r.status = Status::Mismatch;
+                        r.reason = Some(format!(
+                            "does not match the reference ({}): {}",
+                            run.report.verification,
+                            run.report.worst.unwrap_or_default()
+                        ));
+                    }
+                    Err(e) => {
+                        r.status = classify(&e);
+                        r.reason = Some(e.to_string());
+                    }
+                }
+                r.run_s = start.elapsed().as_secs_f64();
+                report.run_s += r.run_s;
+            }
+            search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
+            finish(&mut r, &mut records, &mut report, &mut best, true)?;
+        }
+        if exhausted {
+            report.exhausted = true;
+            break;
+        }
+    }
+    report.candidates = records.len();
+
+    // 4. The leaders, re-verified, then re-measured in interleaved rounds with the anchors.
+    progress(&Progress {
+        phase: "re-measuring the leaders",
+        done: records.len(),
+        budget: o.budget,
+        rejected: report.rejected.values().sum(),
+        best: best.as_ref().map(|(t, k)| (*t, k.as_str())),
+    });
+    let mut ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
+    ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+    let mut contenders: Vec<(String, Pipeline)> = Vec::new();
+    for r in ok.iter().take(o.leaders.max(1)) {
+        let program = candidate_program(o, &r.params);
+        let verify = RunOptions { timing: None, ..o.run.clone() };
+        match Pipeline::new(program, verify) {
+            Ok(p) => match p.run(&KernelRef::Codegen(0), 0) {
+                Ok(run) if run.report.verified => {
+                    contenders.push((r.key.clone(), Pipeline::new(candidate_program(o, &r.params), o.run.clone())?))
+                }
+                Ok(run) => report.notes.push(format!(
+                    "leader {} failed re-verification: {}",
+                    r.key,
+                    run.report.worst.unwrap_or_default()
+                )),
+                Err(e) => report.notes.push(format!("leader {} failed re-verification: {e}", r.key)),
+            },
+            Err(e) => report.notes.push(format!("leader {} no longer evaluates: {e}", r.key)),
+        }
+    }
+    if !contenders.is_empty() {
+        let verify = RunOptions { timing: None, ..o.run.clone() };
+        match Pipeline::new(untransformed_program(o), verify.clone()).and_then(|p| {
+            p.run(&KernelRef::Codegen(0), 0).map_err(|e| e.to_string()).map(|r| (p, r.report.verified))
+        }) {
+            Ok((_, true)) => contenders.push(("untransformed".into(), Pipeline::new(untransformed_program(o), o.run.clone())?)),
+            Ok((_, false)) => report.notes.push("the untransformed build did not verify".into()),
+            Err(e) => report.notes.push(format!("untransformed: {e}")),
+        }
+        if o.anchors {
+            match crate::bench::polly() {
+                Ok(cc) => {
+                    let popts = RunOptions {
+                        compiler: Some(cc),
+                        flags: crate::runtime::Flags::parse(crate::bench::POLLY_FLAGS, "Polly").unwrap_or_default(),
+                        ..o.run.clone()
+                    };
+                    let p = Pipeline::new(untransformed_program(o), RunOptions { timing: None, ..popts.clone() })?;
+                    match p.run(&KernelRef::Codegen(0), 0) {
+                        Ok(run) if run.report.verified => {
+                            contenders.push(("polly".into(), Pipeline::new(untransformed_program(o), popts)?))
+                        }
+                        Ok(_) => report.notes.push("Polly's build did not verify".into()),
+                        Err(e) => report.notes.push(format!("polly: {e}")),
+                    }
+                }
+                Err(why) => report.notes.push(format!(
+                    "LLVM Polly not available ({why}); install it with `apt-get install clang-16 libpolly-16-dev libomp-16-dev`"
+                )),
+            }
+        }
+    }
+    let round_timing = o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+    for _ in 0..o.rounds.max(1) {
+        for (k, (name, pipe)) in contenders.iter().enumerate() {
+            match pipe.time(&KernelRef::Codegen(0), 0, round_timing) {
+                Ok(t) => rounds[k].push(t.median_s),
+                Err(e) => report.notes.push(format!("{name}: {e}")),
+            }
+        }
+    }
+    for ((name, _), r) in contenders.iter().zip(&rounds) {
+        if r.is_empty() {
+            continue;
+        }
+        let mut s = r.clone();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let median = s[s.len() / 2];
+        let spread = (s[s.len() - 1] - s[0]) / median;
+        report.final_round.push(Contender { name: name.clone(), median_s: median, spread, rounds_s: r.clone() });
+    }
+    let anchor = |n: &str| report.final_round.iter().find(|c| c.name == n).map(|c| c.median_s);
+    let (base, polly) = (anchor("untransformed"), anchor("polly"));
+    let mut cands: Vec<&Contender> =
+        report.final_round.iter().filter(|c| c.name != "untransformed" && c.name != "polly").collect();
+    cands.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+    if let Some(w) = cands.first() {
+        let lead = cands.get(1).map(|r| (r.median_s - w.median_s) / w.median_s);
+        let params = records
+            .iter()
+            .find(|r| r.key == w.name)
+            .map(|r| r.params.iter().map(|s| (s.name.clone(), s.value.clone())).collect())
+            .unwrap_or_default();
+        let mut b = Best {
+            key: w.name.clone(),
+            params,
+            median_s: w.median_s,
+            spread: w.spread,
+            lead,
+            lead_exceeds_spread: lead.map(|l| l > w.spread),
+            speedup: base.map(|t| t / w.median_s),
+            vs_polly: polly.map(|t| t / w.median_s),
+            replay: None,
+            replay_error: None,
+            c: None,
+        };
+        if let Some((_, pipe)) = contenders.iter().find(|(n, _)| *n == w.name) {
+            write_best(o, pipe, &mut b, &report)?;
+        }
+        report.best = Some(b);
+    }
+    report.wall_s = t0.elapsed().as_secs_f64();
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(o.out.join("report.json"), json).map_err(|e| format!("cannot write the report: {e}"))?;
+    if let Err(e) = chart::svg(&report, &o.out.join("tuning.svg")) {
+        report.notes.push(format!("cannot draw the chart: {e}"));
+    }
+    Ok(report)
+}
+
+/// Writes the winner's C and its path as a replayable `.teml` script into `o.out`.
+fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneReport) -> Result<(), String> {
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+    let c = pipe.generate(&KernelRef::Codegen(0), 0).map_err(|e| e.to_string())?;
+    let c_path = o.out.join("best.c");
+    std::fs::write(&c_path, &c.source).map_err(|e| format!("cannot write {}: {e}", c_path.display()))?;
+    b.c = Some(c_path);
+    let header = format!(
+        "# Tuned by `teml tune {}` ({} search, seed {}, {} candidates, {} threads{}): {}.\n\
+         # Median {:.3} ms over {} interleaved rounds (spread {:.0}%){}{}.\n",
+        o.space.display(),
+        o.strategy,
+        o.seed,
+        report.candidates,
+        o.run.threads.map_or("default".into(), |t| t.to_string()),
+        if o.defines.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect::<Vec<_>>().join(" "))
+        },
+        b.key,
+        b.median_s * 1e3,
+        o.rounds.max(1),
+        b.spread * 100.0,
+        b.speedup.map_or(String::new(), |s| format!("; {s:.2}x the untransformed build")),
+        b.vs_polly.map_or(String::new(), |s| format!(", {s:.2}x LLVM Polly")),
+    );
+    match replay(&o.space, pipe.state(), &header) {
+        Ok(text) => {
+            let p = o.out.join("best.teml");
+            std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            b.replay = Some(p);
+        }
+        Err(e) => b.replay_error = Some(e),
+    }
+    Ok(())
+}
+
+/// The replayable script of a candidate: the space's `.teml` program without its `codegen`
+/// statements, then the path that made the kernel's nests (their history), then `codegen`.
+pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, String> {
+    let src = std::fs::read_to_string(space).map_err(|e| format!("cannot read {}: {e}", space.display()))?;
+    let program = match space.extension().and_then(|e| e.to_str()) {
+        Some("rhai") => pipeline::program_of(space, &src)?.ok_or_else(|| {
+            format!(
+                "{} names no `{} PATH` (.teml) for its tensors: replay the best path with `teml run {} --param NAME=VALUE ...`",
+                space.display(),
+                pipeline::PROGRAM_DIRECTIVE,
+                space.display()
+            )
+        })?,
+        _ => space.to_path_buf(),
+    };
+    let text = std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
+    let req = state.kernels.first().ok_or_else(|| no_kernel(space))?;
+    let taken: BTreeSet<Name> = state.vars.keys().chain(state.consts.keys()).cloned().collect();
+    let mut w = Writer::new(&taken);
+    let mut names = Vec::new();
+    for n in &req.nests {
+        names.push(w.name_of(&n.history).ok_or_else(|| {
+            "the best kernel's nests were not all made by builtins from a build: no history to replay".to_string()
+        })?);
+    }
+    let mut out = String::from(header);
+    out.push_str(&format!("# Kernel: {} (its codegen statements left out). Replay: teml run <this file> --time\n\n", program.display()));
+    for line in text.lines() {
+        if line.trim_start().starts_with("codegen(") || line.trim_start().starts_with("# test:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("\n# The tuned path\n");
+    for l in &w.lines {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(&format!("codegen({})\n", names.join(", ")));
+    Ok(out)
+}
+
+/// The report in words: the search's cost, the final round, the winner and where it went.
+pub fn summary(r: &TuneReport) -> String {
+    let mut s = format!(
+        "{}: {} search (seed {}{}): {} candidates ({} measured, {} from the log), {} rejected{} in {:.1} s \
+         (evaluating {:.1} s, compiling {:.1} s, verifying and timing {:.1} s){}\n",
+        r.space,
+        r.strategy,
+        r.seed,
+        r.shard.as_ref().map_or(String::new(), |s| format!(", shard {s}")),
+        r.candidates,
+        r.measured,
+        r.resumed,
+        r.rejected.values().sum::<usize>(),
+        if r.rejected.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.rejected.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "))
+        },
+        r.wall_s,
+        r.eval_s,
+        r.compile_s,
+        r.run_s,
+        if r.exhausted { "; the space is exhausted" } else { "" }
+    );
+    if !r.final_round.is_empty() {
+        s.push_str("final round (interleaved):\n");
+        for c in &r.final_round {
+            s.push_str(&format!("  {:>10.3} ms  spread {:>4.0}%  {}\n", c.median_s * 1e3, c.spread * 100.0, c.name));
+        }
+    }
+    match &r.best {
+        Some(b) => {
+            s.push_str(&format!("best: {} at {:.3} ms", b.key, b.median_s * 1e3));
+            if let Some(x) = b.speedup {
+                s.push_str(&format!(", {x:.2}x the untransformed build"));
+            }
+            if let Some(x) = b.vs_polly {
+                s.push_str(&format!(", {x:.2}x LLVM Polly"));
+            }
+            match (b.lead, b.lead_exceeds_spread) {
+                (Some(l), Some(true)) => s.push_str(&format!("; leads the runner-up by {:.0}%, more than its spread", l * 100.0)),
+                (Some(l), _) => s.push_str(&format!(
+                    "; leads the runner-up by {:.0}%, within its spread of {:.0}% (a tie on this machine)",
+                    l * 100.0,
+                    b.spread * 100.0
+                )),
+                _ => {}
+            }
+            s.push('\n');
+            match (&b.replay, &b.replay_error) {
+                (Some(p), _) => s.push_str(&format!("replay: teml run {} --time\n", p.display())),
+                (None, Some(e)) => s.push_str(&format!("no replay script: {e}\n")),
+                _ => {}
+            }
+            if let Some(c) = &b.c {
+                s.push_str(&format!("C: {}\n", c.display()));
+            }
+        }
+        None => s.push_str("no candidate verified\n"),
+    }
+    for n in &r.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s
+}
