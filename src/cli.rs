@@ -180,6 +180,8 @@ pub fn tune(a: &TuneArgs) -> i32 {
             ..RunOptions::default()
         },
     };
+    let measure_opts = o.run.clone();
+    crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
     let bar = indicatif::ProgressBar::new(o.budget as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -395,6 +397,8 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
+    let measure_opts = RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() };
+    crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
     let program = Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params());
     let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,

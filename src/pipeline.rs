@@ -374,6 +374,42 @@ fn compile_and_run(
     Ok((runtime::run_kernel(&spec, &refs)?, compiled))
 }
 
+/// `time(l)` in scripts: the nests compiled, verified and timed as one kernel, as a JSON
+/// object. A kernel inside a running script cannot be evaluated again at a reduced size, so its
+/// reference must fit `opts.max_reference_instances` (else the object carries the error).
+pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serde_json::Value {
+    let req = KernelRequest {
+        names: nests.iter().map(|(n, _)| n.clone()).collect(),
+        nests: nests.iter().map(|(_, x)| x.clone()).collect(),
+        at: None,
+    };
+    let st = State { kernels: vec![req], ..state.clone() };
+    let program = Program::new("<time(l)>", BTreeMap::new(), |_| {
+        Err("time(l): a kernel measured inside a script is verified at full size only; give smaller -D constants or a larger --max-reference".into())
+    });
+    let opts = RunOptions { timing: Some(opts.timing.unwrap_or_default()), ..opts.clone() };
+    let pipe = Pipeline::with_state(program, st, opts);
+    match pipe.run(&KernelRef::Codegen(0), 0) {
+        Ok(run) => {
+            let r = &run.report;
+            serde_json::json!({
+                "verified": r.verified,
+                "verification": r.verification,
+                "median_s": r.time.map(|t| t.median_s),
+                "min_s": r.time.map(|t| t.min_s),
+                "spread": r.time.map(|t| t.spread()),
+                "reps": r.time.map_or(0, |t| t.reps),
+                "gflops": r.gflops,
+                "error": if r.verified { None } else { r.worst.clone() },
+            })
+        }
+        Err(e) => serde_json::json!({
+            "verified": false, "median_s": null, "min_s": null, "spread": null, "reps": 0,
+            "gflops": null, "verification": null, "error": e.to_string(),
+        }),
+    }
+}
+
 /// Compiles `kernel` into the cache without running it (the compiles of many candidates run
 /// in parallel this way before they run one at a time): whether it was cached, and the seconds
 /// the compile took.

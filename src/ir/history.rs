@@ -89,6 +89,27 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// [`Writer::name_of`], naming the nest itself `preferred` when that name is free.
+    pub fn name_as(&mut self, h: &History, preferred: &str) -> Option<String> {
+        let step = h.0.as_ref()?;
+        if self.names.contains_key(&Arc::as_ptr(step))
+            || self.taken.contains(preferred)
+            || self.names.values().any(|x| x == preferred)
+        {
+            return self.name_of(h);
+        }
+        let mut args = Vec::new();
+        for a in &step.args {
+            args.push(match a {
+                StepArg::Nest(inner) => self.name_of(inner)?,
+                StepArg::Text(t) => t.clone(),
+            });
+        }
+        self.lines.push(format!("{preferred} = {}({})", step.builtin, args.join(", ")));
+        self.names.insert(Arc::as_ptr(step), preferred.to_string());
+        Some(preferred.to_string())
+    }
+
     /// Writes the statements that make `h` (those not written yet) and returns the name of
     /// the nest; `None` when some step is unknown.
     pub fn name_of(&mut self, h: &History) -> Option<String> {

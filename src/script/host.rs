@@ -656,6 +656,27 @@ pub(crate) const HELPERS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// A JSON object as a Rhai map (numbers, booleans, strings, `()` for null).
+fn json_map(v: &serde_json::Value) -> rhai::Map {
+    fn dynamic(v: &serde_json::Value) -> Dynamic {
+        match v {
+            serde_json::Value::Null => Dynamic::UNIT,
+            serde_json::Value::Bool(b) => Dynamic::from(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Dynamic::from(i),
+                None => Dynamic::from(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Dynamic::from(s.clone()),
+            serde_json::Value::Array(xs) => Dynamic::from(xs.iter().map(dynamic).collect::<Array>()),
+            serde_json::Value::Object(_) => Dynamic::from(json_map(v)),
+        }
+    }
+    match v {
+        serde_json::Value::Object(m) => m.iter().map(|(k, x)| (k.as_str().into(), dynamic(x))).collect(),
+        _ => rhai::Map::new(),
+    }
+}
+
 fn tensor_of(d: &Dynamic, helper: &str) -> RhaiResult<TExpr> {
     match to_value(d) {
         Some(Value::Tensor(t)) => Ok(t),
@@ -793,6 +814,35 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
             .pick(name.as_str(), choices.len(), &text)
             .map_err(|e| format!("param: {e}"))?;
         Ok(choices[i].clone())
+    });
+    let sh = shared.clone();
+    engine.register_fn("time", move |l: Dynamic| -> RhaiResult<rhai::Map> {
+        let nests: Vec<Nest> = if l.is_array() {
+            l.clone().into_array().unwrap_or_default().iter().map(|x| nest_of(x, "time")).collect::<Result<_, _>>()?
+        } else {
+            vec![nest_of(&l, "time")?]
+        };
+        if nests.is_empty() {
+            return Err("time: expected a loop nest or a list of loop nests, found []".into());
+        }
+        let Some(measure) = super::measurer() else {
+            return Err("time: measurements run under `teml run`, `teml tune` and the REPL (not `teml check`)".into());
+        };
+        let named: Vec<(Name, Nest)> = sh
+            .arg_names(&nests.iter().cloned().map(Value::Nest).collect::<Vec<_>>())
+            .into_iter()
+            .zip(nests)
+            .enumerate()
+            .map(|(k, (n, x))| (n.unwrap_or_else(|| Name::from(format!("nest{}", k + 1).as_str())), x))
+            .collect();
+        let start = std::time::Instant::now();
+        let state = sh.state.borrow().clone();
+        let v = measure(&state, &named);
+        // Time spent measuring does not count against the script's time limit.
+        if let Some(d) = sh.deadline.get() {
+            sh.deadline.set(d.checked_add(start.elapsed()));
+        }
+        Ok(json_map(&v))
     });
     engine.register_fn("history", |l: Dynamic| -> RhaiResult<Array> {
         Ok(nest_of(&l, "history")?.history.lines().into_iter().map(Dynamic::from).collect())

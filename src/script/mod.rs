@@ -76,6 +76,25 @@ pub use values::{IndexVal, NestVal, TensorVal};
 
 use crate::ir::State;
 use host::{Host, Output};
+
+/// Measures the nests of one kernel for the `time(l)` helper: compiles, verifies and times
+/// them, and answers with a JSON object (`median_s`, `min_s`, `spread`, `reps`, `gflops`,
+/// `verified`, `verification`, `error`). The shells that run kernels install one.
+pub type MeasureFn = dyn Fn(&State, &[(crate::ir::Name, crate::ir::Nest)]) -> serde_json::Value + Send + Sync;
+
+static MEASURER: std::sync::RwLock<Option<std::sync::Arc<MeasureFn>>> = std::sync::RwLock::new(None);
+
+/// Installs the measurer `time(l)` calls (`teml run`, `teml tune`, the REPL).
+pub fn set_measurer(f: std::sync::Arc<MeasureFn>) {
+    if let Ok(mut m) = MEASURER.write() {
+        *m = Some(f);
+    }
+}
+
+/// The measurer installed, if any.
+pub(crate) fn measurer() -> Option<std::sync::Arc<MeasureFn>> {
+    MEASURER.read().ok().and_then(|m| m.clone())
+}
 use rhai::{AST, Dynamic, Scope};
 use std::sync::mpsc;
 use std::time::Duration;

@@ -208,9 +208,31 @@ fn classify(e: &RunError) -> Status {
         RunError::Runtime(RuntimeError::Compile { .. }) => Status::Compile,
         RunError::Runtime(RuntimeError::Crashed { .. }) => Status::Crash,
         RunError::Runtime(RuntimeError::TimedOut { .. }) => Status::Timeout,
-        RunError::Meta(m) if m.to_string().contains("illegal") => Status::Illegal,
+        RunError::Meta(m) if refused(&m.to_string()) => Status::Illegal,
         _ => Status::Error,
     }
+}
+
+/// A refusal by the legality check, or by code generation of a mark it cannot realize.
+fn refused(message: &str) -> bool {
+    message.contains("illegal") || message.contains("cannot parallelize") || message.contains("cannot vectorize")
+}
+
+/// `a/b/../c` as `a/c` (without touching the file system).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir
+                if out.components().next_back().is_some_and(|l| matches!(l, std::path::Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn record(key: String, params: Vec<Seen>, status: Status, reason: Option<String>) -> Record {
@@ -344,7 +366,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             }
             match res {
                 Err(e) => {
-                    let status = if e.contains("illegal") { Status::Illegal } else { Status::Error };
+                    let status = if refused(&e) { Status::Illegal } else { Status::Error };
                     let mut r = record(key, seen.clone(), status, Some(e));
                     r.eval_s = eval_s;
                     search.measured(&seen, None);
@@ -638,16 +660,22 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
     };
     let text = std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
     let req = state.kernels.first().ok_or_else(|| no_kernel(space))?;
-    let taken: BTreeSet<Name> = state.vars.keys().chain(state.consts.keys()).cloned().collect();
+    // The program's own names stay as they are; the path's names avoid them.
+    let consts = State { consts: state.consts.clone(), ..State::new() };
+    let own = pipeline::eval_file(&program, &consts)?;
+    let taken: BTreeSet<Name> = own.vars.keys().chain(own.consts.keys()).cloned().collect();
     let mut w = Writer::new(&taken);
     let mut names = Vec::new();
-    for n in &req.nests {
-        names.push(w.name_of(&n.history).ok_or_else(|| {
+    for (name, n) in req.names.iter().zip(&req.nests) {
+        names.push(w.name_as(&n.history, name).ok_or_else(|| {
             "the best kernel's nests were not all made by builtins from a build: no history to replay".to_string()
         })?);
     }
     let mut out = String::from(header);
-    out.push_str(&format!("# Kernel: {} (its codegen statements left out). Replay: teml run <this file> --time\n\n", program.display()));
+    out.push_str(&format!(
+        "# Kernel: {} (its codegen statements left out). Replay: teml run <this file> --time\n\n",
+        normalize(&program).display()
+    ));
     for line in text.lines() {
         if line.trim_start().starts_with("codegen(") || line.trim_start().starts_with("# test:") {
             continue;
