@@ -127,6 +127,12 @@ pub struct TuneArgs {
     /// Do not time LLVM Polly beside the leaders.
     #[arg(long)]
     pub no_anchors: bool,
+    /// The C compiler for the candidates (default: the system's `cc`).
+    #[arg(long, value_name = "PATH")]
+    pub cc: Option<PathBuf>,
+    /// C compiler flags replacing the defaults `-O3 -march=native -fopenmp`.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub cflags: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -153,6 +159,16 @@ pub fn tune(a: &TuneArgs) -> i32 {
             return 1;
         }
     };
+    let flags = match &a.cflags {
+        Some(f) => match Flags::parse(f, "--cflags") {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+        None => Flags::default(),
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("space").to_string();
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("tune-out").join(&stem));
@@ -171,7 +187,10 @@ pub fn tune(a: &TuneArgs) -> i32 {
         leaders: a.leaders,
         rounds: a.rounds,
         anchors: !a.no_anchors,
+        unchecked: a.program.unchecked,
         run: RunOptions {
+            flags,
+            compiler: a.cc.clone(),
             threads: Some(a.threads.unwrap_or(cores).max(1)),
             timing: Some(Timing { warmup: 1, min_time_s: a.min_time.max(0.0), min_reps: 3, max_reps: 50 }),
             timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
@@ -397,7 +416,8 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
-    let measure_opts = RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() };
+    let measure_opts =
+        RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() };
     crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
     let program = Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params());
     let pipe = match Pipeline::new(program, opts) {

@@ -646,7 +646,6 @@ impl Pipeline {
         out.stats().ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
     }
 
-
     /// The options kernels run with.
     pub fn options(&self) -> &RunOptions {
         &self.opts

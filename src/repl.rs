@@ -205,7 +205,9 @@ impl Repl {
     pub fn new(state: State, mode: Mode) -> Repl {
         let defines = state.consts.clone();
         let measure_opts = RunOptions { timing: Some(Timing::default()), ..RunOptions::default() };
-        crate::script::set_measurer(std::sync::Arc::new(move |s, n| crate::pipeline::measure(s, n, &measure_opts)));
+        crate::script::set_measurer(std::sync::Arc::new(move |s, n| {
+            crate::pipeline::measure(s, n, &measure_opts)
+        }));
         Repl {
             state,
             session: None,

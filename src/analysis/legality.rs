@@ -380,7 +380,50 @@ impl<'n> Model<'n> {
     }
 }
 
-fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Illegal>, String> {
+/// A verdict, remembered per process: a search evaluates its space once per candidate, and
+/// asks the same questions (the legal permutations of the same nest) every time.
+type Answer = Result<Result<Verdict, Illegal>, String>;
+
+/// Verdicts remembered at most (then forgotten all at once).
+const MEMO_SIZE: usize = 8192;
+
+fn memo() -> &'static std::sync::Mutex<std::collections::HashMap<u64, Answer>> {
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, Answer>>> =
+        std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
+}
+
+/// What a verdict depends on: the nest (its loops and statements, not its history), the
+/// named constants, and whether every size is asked.
+fn memo_key(state: &State, nest: &Nest, full: bool) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(nest).ok()?.hash(&mut h);
+    state.consts.hash(&mut h);
+    full.hash(&mut h);
+    Some(h.finish())
+}
+
+fn analyze(state: &State, nest: &Nest, full: bool) -> Answer {
+    let key = memo_key(state, nest, full);
+    if let Some(k) = key
+        && let Some(a) = memo().lock().ok().and_then(|m| m.get(&k).cloned())
+    {
+        return a;
+    }
+    let a = analyze_now(state, nest, full);
+    if let Some(k) = key
+        && let Ok(mut m) = memo().lock()
+    {
+        if m.len() >= MEMO_SIZE {
+            m.clear();
+        }
+        m.insert(k, a.clone());
+    }
+    a
+}
+
+fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     let m = Model::new(state, nest)?;
     let (origins, names, width) = (&m.origins, &m.names, m.width);
     let ctx = Ctx::new()?;
@@ -464,13 +507,37 @@ fn analyze(state: &State, nest: &Nest, full: bool) -> Result<Result<Verdict, Ill
 /// reductions (`codegen/deps.rs`).
 pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
     let m = Model::new(state, nest)?;
-    let Some(d) = m.places.iter().find_map(|p| p.loops.iter().position(|l| std::ptr::eq(*l, target))) else {
+    let Some((at, d)) = m
+        .places
+        .iter()
+        .enumerate()
+        .find_map(|(k, p)| p.loops.iter().position(|l| std::ptr::eq(*l, target)).map(|d| (k, d)))
+    else {
         return Ok(false); // a loop with no statement
     };
+    // Remembered like verdicts: code generation asks again for every candidate of a search.
+    let key = memo_key(state, nest, false).map(|k| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (k, "carries", at, d).hash(&mut h);
+        h.finish()
+    });
+    if let Some(k) = key
+        && let Some(Ok(Ok(v))) = memo().lock().ok().and_then(|m| m.get(&k).cloned())
+    {
+        return Ok(v == Verdict::AllSizes);
+    }
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
     let deps = dependences(&ctx, &m.origins, &m.names, m.depth, true)?.with_params(&m.these)?;
-    Ok(!m.carried(&ctx, &deps, d, target)?.1.is_empty()?)
+    let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
+    if let Some(k) = key
+        && let Ok(mut memo) = memo().lock()
+    {
+        let v = if carried { Verdict::AllSizes } else { Verdict::TheseSizes(String::new()) };
+        memo.insert(k, Ok(Ok(v)));
+    }
+    Ok(carried)
 }
 
 /// Relations between two times of `width` dimensions.

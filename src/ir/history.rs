@@ -142,7 +142,10 @@ mod tests {
     fn shared_steps_are_written_once() {
         let b = History::step("build", vec![StepArg::Text("C".into())]);
         let s = History::step("stripmine", vec![StepArg::Nest(b.clone()), StepArg::Text("1".into())]);
-        let f = History::step("fuse_outer", vec![StepArg::Nest(s.clone()), StepArg::Nest(s), StepArg::Text("1".into())]);
+        let f = History::step(
+            "fuse_outer",
+            vec![StepArg::Nest(s.clone()), StepArg::Nest(s), StepArg::Text("1".into())],
+        );
         let taken: BTreeSet<Name> = [Name::from("l1")].into_iter().collect();
         let mut w = Writer::new(&taken);
         assert_eq!(w.name_of(&f).as_deref(), Some("l4"));

@@ -3,16 +3,16 @@
 
 pub mod expr;
 pub mod history;
-pub mod params;
 pub mod loops;
 pub mod lower;
+pub mod params;
 pub mod state;
 pub mod texpr;
 
-pub use history::{History, StepArg};
-pub use params::{Params, Seen};
 pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
+pub use history::{History, StepArg};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};
+pub use params::{Params, Seen};
 pub use state::{Init, KernelRequest, State, Value, real_leaf};
 pub use texpr::{AssignMode, DType, Dim, Instance, Iters, Op, Shape, TExpr, TNode};

@@ -53,7 +53,12 @@ impl Params {
     /// Which of `choices` choices parameter `name` takes (recorded in `seen`, with `value`
     /// giving each choice's text); a second call with the same name takes the same choice.
     /// An error when the choice pinned by its text is not among the choices.
-    pub fn pick(&mut self, name: &str, choices: usize, value: &dyn Fn(usize) -> String) -> Result<usize, String> {
+    pub fn pick(
+        &mut self,
+        name: &str,
+        choices: usize,
+        value: &dyn Fn(usize) -> String,
+    ) -> Result<usize, String> {
         if let Some(s) = self.seen.iter().find(|s| s.name == name && s.choices == choices) {
             return Ok(s.index);
         }
@@ -114,7 +119,10 @@ mod tests {
         assert_eq!(p.pick("a", 3, &text), Ok(1));
         assert_eq!(p.pick("b", 3, &text), Ok(0));
         assert_eq!(p.pick("a", 3, &text), Ok(1), "asked again: the same choice");
-        let mut v = Params { values: [("a".to_string(), "2".to_string())].into_iter().collect(), ..Params::default() };
+        let mut v = Params {
+            values: [("a".to_string(), "2".to_string())].into_iter().collect(),
+            ..Params::default()
+        };
         assert_eq!(v.pick("a", 3, &text), Ok(2));
         assert!(v.pick("a", 2, &text).unwrap_err().contains("not among"));
         assert_eq!(p.seen.len(), 2);

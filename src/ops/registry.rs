@@ -9,7 +9,7 @@ use super::tensor::Arith;
 use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{
-    DType, Expr, History, StepArg, Init, KernelRequest, Name, Nest, Op, Shape, State, TExpr, TNode, Value,
+    DType, Expr, History, Init, KernelRequest, Name, Nest, Op, Shape, State, StepArg, TExpr, TNode, Value,
     state::describe_tensor,
 };
 

@@ -818,7 +818,12 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
     let sh = shared.clone();
     engine.register_fn("time", move |l: Dynamic| -> RhaiResult<rhai::Map> {
         let nests: Vec<Nest> = if l.is_array() {
-            l.clone().into_array().unwrap_or_default().iter().map(|x| nest_of(x, "time")).collect::<Result<_, _>>()?
+            l.clone()
+                .into_array()
+                .unwrap_or_default()
+                .iter()
+                .map(|x| nest_of(x, "time"))
+                .collect::<Result<_, _>>()?
         } else {
             vec![nest_of(&l, "time")?]
         };
@@ -826,7 +831,9 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
             return Err("time: expected a loop nest or a list of loop nests, found []".into());
         }
         let Some(measure) = super::measurer() else {
-            return Err("time: measurements run under `teml run`, `teml tune` and the REPL (not `teml check`)".into());
+            return Err(
+                "time: measurements run under `teml run`, `teml tune` and the REPL (not `teml check`)".into(),
+            );
         };
         let named: Vec<(Name, Nest)> = sh
             .arg_names(&nests.iter().cloned().map(Value::Nest).collect::<Vec<_>>())

@@ -95,7 +95,11 @@ pub fn read(paths: &[&Path]) -> Result<BTreeMap<String, Record>, String> {
                 continue;
             }
             let r: Record = serde_json::from_str(line).map_err(|e| {
-                format!("{}:{}:1: expected a tuning record (one JSON object a line), found: {e}", p.display(), n + 1)
+                format!(
+                    "{}:{}:1: expected a tuning record (one JSON object a line), found: {e}",
+                    p.display(),
+                    n + 1
+                )
             })?;
             out.entry(r.key.clone()).or_insert(r);
         }
@@ -116,7 +120,9 @@ pub fn append(path: &Path, r: &Record) -> Result<(), String> {
         .open(path)
         .map_err(|e| format!("cannot open the log {}: {e}", path.display()))?;
     let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
-    writeln!(f, "{line}").and_then(|()| f.flush()).map_err(|e| format!("cannot write the log {}: {e}", path.display()))
+    writeln!(f, "{line}")
+        .and_then(|()| f.flush())
+        .map_err(|e| format!("cannot write the log {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -71,6 +71,9 @@ pub struct TuneOptions {
     pub rounds: usize,
     /// Time LLVM Polly on the untransformed C beside the leaders, where installed.
     pub anchors: bool,
+    /// Do not check transformations against the dependences (illegal candidates then reach
+    /// verification, which rejects them as mismatches).
+    pub unchecked: bool,
     /// Threads, flags, timing of candidates, time limit of a run, reference limit.
     pub run: RunOptions,
 }
@@ -156,6 +159,9 @@ pub struct TuneReport {
     pub notes: Vec<String>,
 }
 
+/// A candidate's compile: whether it was cached and its seconds, or the compiler's message.
+type Compiled = Result<(bool, f64), String>;
+
 /// What the progress bar shows.
 pub struct Progress<'a> {
     /// What is happening.
@@ -171,11 +177,15 @@ pub struct Progress<'a> {
 }
 
 /// Evaluates the space with the given choices: the state (or why not), what it asked, seconds.
-fn evaluate(o: &TuneOptions, pinned: BTreeMap<String, usize>, seed: Option<u64>) -> (Result<State, String>, Vec<Seen>, f64) {
+fn evaluate(
+    o: &TuneOptions,
+    pinned: BTreeMap<String, usize>,
+    seed: Option<u64>,
+) -> (Result<State, String>, Vec<Seen>, f64) {
     let report = Arc::new(Mutex::new(Vec::new()));
     let params = Params { pinned, seed, report: Some(report.clone()), ..Params::default() };
     let start = Instant::now();
-    let r = Program::with_params(&o.space, o.defines.clone(), false, params).eval();
+    let r = Program::with_params(&o.space, o.defines.clone(), o.unchecked, params).eval();
     let seen = report.lock().map(|s| s.clone()).unwrap_or_default();
     (r, seen, start.elapsed().as_secs_f64())
 }
@@ -184,14 +194,15 @@ fn evaluate(o: &TuneOptions, pinned: BTreeMap<String, usize>, seed: Option<u64>)
 /// evaluation takes the same choices).
 fn candidate_program(o: &TuneOptions, seen: &[Seen]) -> Program {
     let values = seen.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
-    Program::with_params(&o.space, o.defines.clone(), false, Params { values, ..Params::default() })
+    Program::with_params(&o.space, o.defines.clone(), o.unchecked, Params { values, ..Params::default() })
 }
 
 /// The untransformed build of the space's kernel (at its first choices).
 fn untransformed_program(o: &TuneOptions) -> Program {
-    let space = o.space.clone();
+    let (space, unchecked) = (o.space.clone(), o.unchecked);
     Program::new("untransformed", o.defines.clone(), move |consts| {
-        let s = Program::with_params(&space, consts.clone(), false, Params::default()).eval_with(consts)?;
+        let s =
+            Program::with_params(&space, consts.clone(), unchecked, Params::default()).eval_with(consts)?;
         let req = s.kernels.first().ok_or_else(|| no_kernel(&space))?;
         let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
         let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
@@ -215,7 +226,9 @@ fn classify(e: &RunError) -> Status {
 
 /// A refusal by the legality check, or by code generation of a mark it cannot realize.
 fn refused(message: &str) -> bool {
-    message.contains("illegal") || message.contains("cannot parallelize") || message.contains("cannot vectorize")
+    message.contains("illegal")
+        || message.contains("cannot parallelize")
+        || message.contains("cannot vectorize")
 }
 
 /// `a/b/../c` as `a/c` (without touching the file system).
@@ -224,7 +237,10 @@ fn normalize(p: &Path) -> PathBuf {
     for c in p.components() {
         match c {
             std::path::Component::ParentDir
-                if out.components().next_back().is_some_and(|l| matches!(l, std::path::Component::Normal(_))) =>
+                if out
+                    .components()
+                    .next_back()
+                    .is_some_and(|l| matches!(l, std::path::Component::Normal(_))) =>
             {
                 out.pop();
             }
@@ -306,10 +322,10 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     let mut best: Option<(f64, String)> = None;
     let shard_label = report.shard.clone();
     let finish = |r: &mut Record,
-                      records: &mut Vec<Record>,
-                      report: &mut TuneReport,
-                      best: &mut Option<(f64, String)>,
-                      fresh: bool|
+                  records: &mut Vec<Record>,
+                  report: &mut TuneReport,
+                  best: &mut Option<(f64, String)>,
+                  fresh: bool|
      -> Result<(), String> {
         if fresh {
             r.at_s = t0.elapsed().as_secs_f64();
@@ -336,7 +352,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         let mut batch: Vec<(String, Vec<Seen>, State, f64)> = Vec::new();
         let mut exhausted = false;
         while batch.len() < batch_size && records.len() + batch.len() < o.budget && !time_up(&t0) {
-            let Some(p) = search.next() else {
+            let Some(p) = search.propose() else {
                 exhausted = true;
                 break;
             };
@@ -382,7 +398,13 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         }
         let rejected: usize = report.rejected.values().sum();
         let best_key = best.as_ref().map(|(t, k)| (*t, k.as_str()));
-        progress(&Progress { phase: "compiling", done: records.len(), budget: o.budget, rejected, best: best_key });
+        progress(&Progress {
+            phase: "compiling",
+            done: records.len(),
+            budget: o.budget,
+            rejected,
+            best: best_key,
+        });
 
         // 2. Compile the batch in parallel.
         let kernels: Vec<Result<CKernel, RunError>> = batch
@@ -392,9 +414,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                     .generate(&KernelRef::Codegen(0), 0)
             })
             .collect();
-        let compiled: Vec<Option<Result<(bool, f64), String>>> = {
-            let slots: Vec<Mutex<Option<Result<(bool, f64), String>>>> =
-                kernels.iter().map(|_| Mutex::new(None)).collect();
+        let compiled: Vec<Option<Compiled>> = {
+            let slots: Vec<Mutex<Option<Compiled>>> = kernels.iter().map(|_| Mutex::new(None)).collect();
             let next = std::sync::atomic::AtomicUsize::new(0);
             std::thread::scope(|s| {
                 for _ in 0..o.jobs.max(1) {
@@ -492,7 +513,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         rejected: report.rejected.values().sum(),
         best: best.as_ref().map(|(t, k)| (*t, k.as_str())),
     });
-    let mut ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
+    let mut ok: Vec<&Record> =
+        records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
     ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
     let mut contenders: Vec<(String, Pipeline)> = Vec::new();
     for r in ok.iter().take(o.leaders.max(1)) {
@@ -500,9 +522,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         let verify = RunOptions { timing: None, ..o.run.clone() };
         match Pipeline::new(program, verify) {
             Ok(p) => match p.run(&KernelRef::Codegen(0), 0) {
-                Ok(run) if run.report.verified => {
-                    contenders.push((r.key.clone(), Pipeline::new(candidate_program(o, &r.params), o.run.clone())?))
-                }
+                Ok(run) if run.report.verified => contenders
+                    .push((r.key.clone(), Pipeline::new(candidate_program(o, &r.params), o.run.clone())?)),
                 Ok(run) => report.notes.push(format!(
                     "leader {} failed re-verification: {}",
                     r.key,
@@ -518,7 +539,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         match Pipeline::new(untransformed_program(o), verify.clone()).and_then(|p| {
             p.run(&KernelRef::Codegen(0), 0).map_err(|e| e.to_string()).map(|r| (p, r.report.verified))
         }) {
-            Ok((_, true)) => contenders.push(("untransformed".into(), Pipeline::new(untransformed_program(o), o.run.clone())?)),
+            Ok((_, true)) => contenders
+                .push(("untransformed".into(), Pipeline::new(untransformed_program(o), o.run.clone())?)),
             Ok((_, false)) => report.notes.push("the untransformed build did not verify".into()),
             Err(e) => report.notes.push(format!("untransformed: {e}")),
         }
@@ -545,7 +567,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             }
         }
     }
-    let round_timing = o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
+    let round_timing =
+        o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
     let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
     for _ in 0..o.rounds.max(1) {
         for (k, (name, pipe)) in contenders.iter().enumerate() {
@@ -563,7 +586,12 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         s.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         let median = s[s.len() / 2];
         let spread = (s[s.len() - 1] - s[0]) / median;
-        report.final_round.push(Contender { name: name.clone(), median_s: median, spread, rounds_s: r.clone() });
+        report.final_round.push(Contender {
+            name: name.clone(),
+            median_s: median,
+            spread,
+            rounds_s: r.clone(),
+        });
     }
     let anchor = |n: &str| report.final_round.iter().find(|c| c.name == n).map(|c| c.median_s);
     let (base, polly) = (anchor("untransformed"), anchor("polly"));
@@ -623,7 +651,10 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
         if o.defines.is_empty() {
             String::new()
         } else {
-            format!(", {}", o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect::<Vec<_>>().join(" "))
+            format!(
+                ", {}",
+                o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect::<Vec<_>>().join(" ")
+            )
         },
         b.key,
         b.median_s * 1e3,
@@ -658,7 +689,8 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
         })?,
         _ => space.to_path_buf(),
     };
-    let text = std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
+    let text =
+        std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
     let req = state.kernels.first().ok_or_else(|| no_kernel(space))?;
     // The program's own names stay as they are; the path's names avoid them.
     let consts = State { consts: state.consts.clone(), ..State::new() };
@@ -668,7 +700,8 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
     let mut names = Vec::new();
     for (name, n) in req.names.iter().zip(&req.nests) {
         names.push(w.name_as(&n.history, name).ok_or_else(|| {
-            "the best kernel's nests were not all made by builtins from a build: no history to replay".to_string()
+            "the best kernel's nests were not all made by builtins from a build: no history to replay"
+                .to_string()
         })?);
     }
     let mut out = String::from(header);
@@ -677,7 +710,7 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
         normalize(&program).display()
     ));
     for line in text.lines() {
-        if line.trim_start().starts_with("codegen(") || line.trim_start().starts_with("# test:") {
+        if line.trim_start().starts_with("codegen(") {
             continue;
         }
         out.push_str(line);
@@ -708,7 +741,10 @@ pub fn summary(r: &TuneReport) -> String {
         if r.rejected.is_empty() {
             String::new()
         } else {
-            format!(" ({})", r.rejected.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "))
+            format!(
+                " ({})",
+                r.rejected.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ")
+            )
         },
         r.wall_s,
         r.eval_s,
@@ -719,7 +755,12 @@ pub fn summary(r: &TuneReport) -> String {
     if !r.final_round.is_empty() {
         s.push_str("final round (interleaved):\n");
         for c in &r.final_round {
-            s.push_str(&format!("  {:>10.3} ms  spread {:>4.0}%  {}\n", c.median_s * 1e3, c.spread * 100.0, c.name));
+            s.push_str(&format!(
+                "  {:>10.3} ms  spread {:>4.0}%  {}\n",
+                c.median_s * 1e3,
+                c.spread * 100.0,
+                c.name
+            ));
         }
     }
     match &r.best {
@@ -732,7 +773,9 @@ pub fn summary(r: &TuneReport) -> String {
                 s.push_str(&format!(", {x:.2}x LLVM Polly"));
             }
             match (b.lead, b.lead_exceeds_spread) {
-                (Some(l), Some(true)) => s.push_str(&format!("; leads the runner-up by {:.0}%, more than its spread", l * 100.0)),
+                (Some(l), Some(true)) => {
+                    s.push_str(&format!("; leads the runner-up by {:.0}%, more than its spread", l * 100.0))
+                }
                 (Some(l), _) => s.push_str(&format!(
                     "; leads the runner-up by {:.0}%, within its spread of {:.0}% (a tie on this machine)",
                     l * 100.0,

@@ -2,8 +2,8 @@
 //! its next candidate (which choices to pin, which seed draws the rest) and learns what the
 //! evaluation asked for and what the candidate cost. All are deterministic given their seed.
 
-use crate::ir::params::mix;
 use crate::ir::Seen;
+use crate::ir::params::mix;
 use std::collections::BTreeMap;
 
 /// Which strategy.
@@ -94,7 +94,7 @@ impl Search {
     }
 
     /// The next candidate to evaluate; `None` when the space is exhausted (exhaustive only).
-    pub fn next(&mut self) -> Option<Proposal> {
+    pub fn propose(&mut self) -> Option<Proposal> {
         self.made += 1;
         match self.strategy {
             Strategy::Exhaustive => {
@@ -191,14 +191,23 @@ mod tests {
     fn exhaustive_visits_every_point_of_a_conditional_space_once() {
         let mut s = Search::new(Strategy::Exhaustive, 0);
         let mut keys = Vec::new();
-        while let Some(p) = s.next() {
+        while let Some(p) = s.propose() {
             let seen = eval(&p);
             s.evaluated(&seen);
             keys.push(key(&seen));
         }
         assert_eq!(
             keys,
-            ["a=0 c=0", "a=0 c=1", "a=1 b=0 c=0", "a=1 b=0 c=1", "a=1 b=1 c=0", "a=1 b=1 c=1", "a=2 c=0", "a=2 c=1"]
+            [
+                "a=0 c=0",
+                "a=0 c=1",
+                "a=1 b=0 c=0",
+                "a=1 b=0 c=1",
+                "a=1 b=1 c=0",
+                "a=1 b=1 c=1",
+                "a=2 c=0",
+                "a=2 c=1"
+            ]
         );
     }
 
@@ -209,11 +218,14 @@ mod tests {
                 let mut s = Search::new(strategy, seed);
                 let mut keys = Vec::new();
                 for _ in 0..30 {
-                    let p = s.next().unwrap();
+                    let p = s.propose().unwrap();
                     let seen = eval(&p);
                     s.evaluated(&seen);
                     // Cost: prefer a=2, c=1.
-                    let cost = seen.iter().map(|x| if x.name == "a" { 2 - x.index } else { 1 - x.index.min(1) }).sum::<usize>();
+                    let cost = seen
+                        .iter()
+                        .map(|x| if x.name == "a" { 2 - x.index } else { 1 - x.index.min(1) })
+                        .sum::<usize>();
                     s.measured(&seen, Some(cost as f64));
                     keys.push(key(&seen));
                 }
@@ -234,9 +246,12 @@ mod tests {
         let mut s = Search::new(Strategy::Evolutionary, 3);
         let mut late_best = 0;
         for t in 0..200 {
-            let p = s.next().unwrap();
+            let p = s.propose().unwrap();
             let seen = eval(&p);
-            let cost = seen.iter().map(|x| if x.name == "a" { 2 - x.index } else { 1 - x.index.min(1) }).sum::<usize>();
+            let cost = seen
+                .iter()
+                .map(|x| if x.name == "a" { 2 - x.index } else { 1 - x.index.min(1) })
+                .sum::<usize>();
             s.measured(&seen, Some(cost as f64));
             if t >= 100 && cost == 0 {
                 late_best += 1;
