@@ -12,6 +12,7 @@ const SERIES: &[(&str, RGBColor)] = &[
     ("pluto", RGBColor(70, 130, 180)),
     ("paper", RGBColor(60, 170, 110)),
     ("best", RGBColor(220, 120, 40)),
+    ("tuned", RGBColor(200, 50, 60)),
     ("numpy", RGBColor(140, 90, 170)),
 ];
 

@@ -35,7 +35,12 @@ pub const VARIANTS: &[(&str, &str)] = &[
     ("pluto", "scripts/pluto"),
     ("paper", "scripts/paper"),
     ("best", "scripts/best"),
+    ("tuned", "scripts/tuned"),
 ];
+
+/// Interleaved rounds of timing: every round times every verified variant of a kernel once,
+/// so that a slow phase of a shared machine slows all of them alike.
+pub const ROUNDS: usize = 5;
 
 /// The Polly anchor: the untransformed C through LLVM's polyhedral optimizer, as a user of
 /// Polly would build it (Debian: `apt-get install clang-16 libpolly-16-dev libomp-16-dev`).
@@ -209,14 +214,15 @@ fn written(state: &State) -> Vec<Name> {
     out
 }
 
-/// Runs one variant file: every kernel verified and timed; the outputs it leaves.
+/// Runs one variant file: every kernel verified (not timed); the outputs it leaves, and the
+/// pipeline that times it when every kernel verified.
 fn variant(
     variant: &str,
     file: &Path,
     defines: &BTreeMap<Name, i64>,
     threads: usize,
     opts: &RunOptions,
-) -> (VariantResult, Buffers, Vec<Name>, Option<State>) {
+) -> (VariantResult, Buffers, Vec<Name>, Option<State>, Option<Pipeline>) {
     let mut r = VariantResult {
         variant: variant.to_string(),
         file: file.display().to_string(),
@@ -231,46 +237,81 @@ fn variant(
         roofline: None,
         error: None,
     };
-    let opts = RunOptions { threads: Some(threads), ..opts.clone() };
-    let pipe = match Pipeline::new(Program::file(file, defines.clone(), false), opts) {
+    let verify = RunOptions { threads: Some(threads), timing: None, ..opts.clone() };
+    let pipe = match Pipeline::new(Program::file(file, defines.clone(), false), verify) {
         Ok(p) => p,
         Err(e) => {
             r.error = Some(e);
-            return (r, Buffers::new(), Vec::new(), None);
+            return (r, Buffers::new(), Vec::new(), None, None);
         }
     };
     let writes = written(pipe.state());
     let mut outputs = Buffers::new();
-    let (mut total, mut spread, mut ok) = (0.0, 0.0f64, true);
+    let mut ok = true;
     for k in 0..pipe.state().kernels.len() {
         match pipe.run(&KernelRef::Codegen(k), k) {
             Ok(run) => {
                 ok &= run.report.verified;
                 r.verification.push(run.report.verification.clone());
                 r.flops += run.report.flops;
-                match run.report.time {
-                    Some(t) => {
-                        total += t.median_s;
-                        spread = spread.max(t.spread());
-                    }
-                    None => ok = false,
-                }
                 outputs.extend(run.outputs);
             }
             Err(e) => {
                 r.error = Some(e.to_string());
-                return (r, outputs, writes, Some(pipe.state().clone()));
+                return (r, outputs, writes, Some(pipe.state().clone()), None);
             }
         }
     }
     r.verified = ok;
-    if ok {
-        r.median_s = Some(total);
-        r.spread = Some(spread);
-        r.gflops = Some(r.flops as f64 / total / 1e9);
-    }
     let state = pipe.state().clone();
-    (r, outputs, writes, Some(state))
+    let timer = ok.then(|| {
+        let timed = RunOptions { threads: Some(threads), ..opts.clone() };
+        Pipeline::with_state(Program::file(file, defines.clone(), false), state.clone(), timed)
+    });
+    (r, outputs, writes, Some(state), timer)
+}
+
+/// Times the verified variants in interleaved rounds: each round runs every variant's kernels
+/// once (a warm-up and `timing.min_time_s / rounds` of timed runs each); a variant's time is
+/// the median over the rounds of its kernels' summed medians, its spread the rounds' range
+/// over that median.
+fn time_interleaved(timers: &[(usize, Pipeline)], results: &mut [VariantResult], timing: Timing, rounds: usize) {
+    let per_round = Timing { min_time_s: timing.min_time_s / rounds as f64, min_reps: 1, ..timing };
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); timers.len()];
+    let mut failed: Vec<Option<String>> = vec![None; timers.len()];
+    for _ in 0..rounds {
+        for (t, (_, pipe)) in timers.iter().enumerate() {
+            if failed[t].is_some() {
+                continue;
+            }
+            let mut sum = 0.0;
+            for k in 0..pipe.state().kernels.len() {
+                match pipe.time(&KernelRef::Codegen(k), k, per_round) {
+                    Ok(s) => sum += s.median_s,
+                    Err(e) => failed[t] = Some(e.to_string()),
+                }
+            }
+            if failed[t].is_none() {
+                times[t].push(sum);
+            }
+        }
+    }
+    for (t, (i, _)) in timers.iter().enumerate() {
+        let r = &mut results[*i];
+        if let Some(e) = &failed[t] {
+            r.error = Some(format!("timing failed: {e}"));
+            continue;
+        }
+        let mut s = times[t].clone();
+        s.sort_by(f64::total_cmp);
+        if s.is_empty() {
+            continue;
+        }
+        let median = s[s.len() / 2];
+        r.median_s = Some(median);
+        r.spread = Some((s[s.len() - 1] - s[0]) / median);
+        r.gflops = Some(r.flops as f64 / median / 1e9);
+    }
 }
 
 /// Runs the bench: probes, every kernel, probes again; `progress` hears what is about to run.
@@ -312,10 +353,10 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
     } else {
         KERNELS.iter().copied().filter(|k| o.kernels.iter().any(|x| x == k)).collect()
     };
-    let timing = if o.quick {
-        Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 }
+    let (timing, rounds) = if o.quick {
+        (Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 }, 1)
     } else {
-        Timing { warmup: 1, min_time_s: 0.5, min_reps: 5, max_reps: 200 }
+        (Timing { warmup: 1, min_time_s: 0.5, min_reps: 5, max_reps: 200 }, ROUNDS)
     };
     let opts = RunOptions { timing: Some(timing), time_untransformed: false, ..o.run.clone() };
     let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { polly() };
@@ -338,8 +379,9 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
             bytes: 0,
             bound_s: None,
         };
-        let mut base: Option<(f64, Buffers, Vec<Name>)> = None;
+        let mut base: Option<(Buffers, Vec<Name>)> = None;
         let mut baseline_state: Option<State> = None;
+        let mut timers: Vec<(usize, Pipeline)> = Vec::new();
         for (name, dir) in VARIANTS {
             let file = o.root.join(dir).join(format!("{k}.teml"));
             if !file.exists() {
@@ -364,7 +406,10 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                     }
                 }
             }
-            let (mut r, outputs, writes, vstate) = variant(name, &file, &defines, threads, &vopts);
+            let (mut r, outputs, writes, vstate, timer) = variant(name, &file, &defines, threads, &vopts);
+            if let Some(t) = timer {
+                timers.push((kr.variants.len(), t));
+            }
             if *name == "untransformed"
                 && let Some(st) = &vstate
             {
@@ -380,11 +425,11 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
             }
             match &base {
                 None => {
-                    if let Some(t) = r.median_s {
-                        base = Some((t, outputs, writes));
+                    if r.verified {
+                        base = Some((outputs, writes));
                     }
                 }
-                Some((t, b, bw)) => {
+                Some((b, bw)) => {
                     // The same initial data: the tensors both compute must agree.
                     for n in bw.iter().filter(|n| writes.contains(n)) {
                         if let (Some(x), Some(y)) = (outputs.get(n), b.get(n))
@@ -401,23 +446,28 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                             if let Some(w) = cmp.worst {
                                 r.verified = false;
                                 r.error = Some(format!("differs from the untransformed program: {w}"));
-                                r.median_s = None;
+                                timers.retain(|(i, _)| *i != kr.variants.len());
                             }
                         }
                     }
-                    if let Some(m) = r.median_s {
-                        r.speedup = Some(t / m);
-                    }
                 }
-            }
-            if r.variant == "untransformed" && r.median_s.is_some() {
-                r.speedup = Some(1.0);
             }
             kr.variants.push(r);
         }
+        progress(&format!("{k}: timing {} variants in {} interleaved rounds", timers.len(), rounds));
+        time_interleaved(&timers, &mut kr.variants, timing, rounds);
+        drop(timers);
+        let base_time = kr.variants.first().filter(|v| v.variant == "untransformed").and_then(|v| v.median_s);
+        for v in &mut kr.variants {
+            v.speedup = match (base_time, v.median_s) {
+                (Some(b), Some(m)) => Some(b / m),
+                _ => None,
+            };
+        }
         // numpy (BLAS, einsum) on the baseline's inputs, checked against its outputs.
-        match (&numpy, &baseline_state, &base) {
-            (Ok(py), Some(st), Some((t, b, _))) => {
+        let base_time = kr.variants.first().and_then(|v| v.median_s);
+        match (&numpy, &baseline_state, &base, base_time) {
+            (Ok(py), Some(st), Some((b, _)), Some(t)) => {
                 progress(&format!("{k}: numpy"));
                 let nopts = RunOptions { threads: Some(o.threads), ..opts.clone() };
                 match numpy::run(py, k, st, &nopts, b, o.quick) {
@@ -429,7 +479,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                     Err(e) => kr.notes.push(format!("numpy: {e}")),
                 }
             }
-            (Err(why), _, _) => kr.notes.push(missing("numpy", why, "pip install numpy")),
+            (Err(why), _, _, _) => kr.notes.push(missing("numpy", why, "pip install numpy")),
             _ => {}
         }
         out.push(kr);
