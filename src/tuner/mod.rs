@@ -40,6 +40,11 @@ use strategy::{Search, Strategy};
 /// exhausted (random and evolutionary search of a small space).
 const MAX_REPEATS: usize = 100;
 
+/// A candidate whose first run takes more than this many times the best median so far is not
+/// timed further: its one run is its time (it cannot win; the time saved goes to other
+/// candidates).
+const SCREEN: f64 = 3.0;
+
 /// What to search and how.
 #[derive(Clone, Debug)]
 pub struct TuneOptions {
@@ -464,17 +469,41 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                     report.compile_s += r.compile_s;
                 }
                 let start = Instant::now();
-                let pipe = Pipeline::with_state(candidate_program(o, &seen), state, o.run.clone());
+                // Verified with one timed run: a candidate far slower than the best so far is
+                // not timed further (its one run is its time).
+                let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
+                let screen = RunOptions { timing: Some(once), ..o.run.clone() };
+                let pipe = Pipeline::with_state(candidate_program(o, &seen), state, screen);
                 match pipe.run(&KernelRef::Codegen(0), 0) {
                     Ok(run) if run.report.verified => {
-                        let t = run.report.time;
+                        r.verification = Some(run.report.verification.clone());
+                        let first = run.report.time;
+                        let slow = match (first, &best) {
+                            (Some(t), Some((b, _))) => t.median_s > SCREEN * b,
+                            _ => false,
+                        };
+                        let t = match (slow, o.run.timing) {
+                            (false, Some(timing)) => match pipe.time(&KernelRef::Codegen(0), 0, timing) {
+                                Ok(t) => Some(t),
+                                Err(e) => {
+                                    r.status = classify(&e);
+                                    r.reason = Some(e.to_string());
+                                    None
+                                }
+                            },
+                            _ => first,
+                        };
+                        if slow {
+                            r.verification = r.verification.map(|v| {
+                                format!("{v}; timed once: more than {SCREEN}x the best so far")
+                            });
+                        }
                         r.median_s = t.map(|t| t.median_s);
                         r.min_s = t.map(|t| t.min_s);
                         r.spread = t.map(|t| t.spread());
                         r.reps = t.map_or(0, |t| t.reps);
-                        r.gflops = run.report.gflops;
-                        r.verification = Some(run.report.verification.clone());
-                        if r.median_s.is_none() {
+                        r.gflops = t.map(|t| run.report.flops as f64 / t.median_s / 1e9);
+                        if r.median_s.is_none() && r.status == Status::Ok {
                             r.status = Status::Error;
                             r.reason = Some("verified but not timed".into());
                         }
