@@ -122,7 +122,7 @@ pub struct TuneArgs {
     pub timeout: f64,
     /// Most statement instances the reference interpreter runs per candidate (above it, the
     /// candidate is verified at a reduced size, then sampled at full size).
-    #[arg(long, value_name = "N", default_value_t = 20_000_000)]
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     pub max_reference: u64,
     /// Do not time LLVM Polly beside the leaders.
     #[arg(long)]
@@ -199,6 +199,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             ..RunOptions::default()
         },
     };
+    crate::script::print_to_stderr(a.json);
     let measure_opts = o.run.clone();
     crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
     let bar = indicatif::ProgressBar::new(o.budget as u64);
@@ -416,6 +417,7 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
+    crate::script::print_to_stderr(a.json);
     let measure_opts =
         RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() };
     crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));

@@ -247,10 +247,26 @@ fn leading_block(data: &[f64], shape: &[usize], dims: &[usize]) -> Vec<f64> {
     out
 }
 
-fn to_bytes(t: &Tensor) -> Vec<u8> {
+fn element_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::Double => 8,
+        DType::Float => 4,
+    }
+}
+
+/// Writes `t`'s elements into `dst` in the kernel's layout (its element type, native order).
+fn write_bytes(t: &Tensor, dst: &mut [u8]) {
     match t.dtype {
-        DType::Double => t.data.iter().flat_map(|x| x.to_ne_bytes()).collect(),
-        DType::Float => t.data.iter().flat_map(|x| (*x as f32).to_ne_bytes()).collect(),
+        DType::Double => {
+            for (c, x) in dst.chunks_exact_mut(8).zip(&t.data) {
+                c.copy_from_slice(&x.to_ne_bytes());
+            }
+        }
+        DType::Float => {
+            for (c, x) in dst.chunks_exact_mut(4).zip(&t.data) {
+                c.copy_from_slice(&(*x as f32).to_ne_bytes());
+            }
+        }
     }
 }
 
@@ -345,21 +361,26 @@ fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
     })
 }
 
-/// Compiles `k` and runs it on `store`'s data; returns the outcome and whether it was cached.
+/// Outputs of a kernel run: per parameter, its data after the run when it was asked for.
+type Outputs = Vec<Option<Vec<f64>>>;
+
+/// Compiles `k` and runs it on `store`'s data, written straight into the shared mapping (no
+/// copies); returns the outputs of the parameters `keep` selects, the timing (with
+/// `opts.timing`) and the compile.
 fn compile_and_run(
     k: &CKernel,
     store: &Buffers,
     opts: &RunOptions,
-) -> Result<(runtime::RunOutcome, runtime::Compiled), RunError> {
+    keep: &dyn Fn(&codegen::Param) -> bool,
+) -> Result<(Outputs, Option<TimeStats>, runtime::Compiled), RunError> {
     let compiled = compiler(opts)?.compile(&k.source, &opts.flags)?;
+    let mut tensors = Vec::new();
     let mut buffers = Vec::new();
-    let mut initial: Vec<Vec<u8>> = Vec::new();
     for p in &k.params {
         let t =
             store.get(&p.name).ok_or_else(|| RunError::Data(format!("no data for tensor `{}`", p.name)))?;
-        let bytes = to_bytes(t);
-        buffers.push(BufferSpec { name: p.name.to_string(), bytes: bytes.len() });
-        initial.push(bytes);
+        buffers.push(BufferSpec { name: p.name.to_string(), bytes: t.data.len() * element_bytes(t.dtype) });
+        tensors.push(t);
     }
     let spec = RunSpec {
         so_path: compiled.so_path.clone(),
@@ -370,8 +391,15 @@ fn compile_and_run(
         timing: opts.timing,
         worker: opts.worker.clone(),
     };
-    let refs: Vec<&[u8]> = initial.iter().map(|b| b.as_slice()).collect();
-    Ok((runtime::run_kernel(&spec, &refs)?, compiled))
+    let mut outputs: Outputs = vec![None; k.params.len()];
+    let times =
+        runtime::run_kernel_with(&spec, &mut |i, dst| write_bytes(tensors[i], dst), &mut |i, src| {
+            if keep(&k.params[i]) {
+                outputs[i] = Some(from_bytes(src, tensors[i].dtype));
+            }
+        })?;
+    let stats = (!times.is_empty()).then(|| TimeStats::from(times.as_slice()));
+    Ok((outputs, stats, compiled))
 }
 
 /// `time(l)` in scripts: the nests compiled, verified and timed as one kernel, as a JSON
@@ -642,8 +670,8 @@ impl Pipeline {
         let kernel = self.generate(which, index)?;
         let store = initial_store(&self.state, &req.nests, &self.opts)?;
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
-        let (out, _) = compile_and_run(&kernel, &store, &opts)?;
-        out.stats().ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
+        let (_, stats, _) = compile_and_run(&kernel, &store, &opts, &|_| false)?;
+        stats.ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
     }
 
     /// The options kernels run with.
@@ -790,6 +818,10 @@ fn initial_store_cropped(
 
 /// Generates, compiles, runs and checks the kernel of `req` in `state`, from fresh initial
 /// data; times it and its untransformed build with `opts.timing`.
+///
+/// Memory: the initial data is held once (it becomes the reference in place once the kernel
+/// and its baseline have run from it), the kernel's buffers once in the shared mapping (twice
+/// while timing), and the outputs of the tensors the kernel writes once more.
 fn run_at(
     state: &State,
     req: &KernelRequest,
@@ -802,46 +834,52 @@ fn run_at(
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
-    let store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
+    let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
+    let mag = magnitude(&store);
 
-    // The reference: the untransformed statements on a copy of the same data.
-    let reference = match check {
-        Check::Full | Check::Reduced => {
-            let mut r = store.clone();
-            interp::run(state, &reference_nests, &mut r).map_err(RunError::Data)?;
-            Some(r)
-        }
-        Check::Sampled(_) => None,
+    let (outs, time, compiled) = compile_and_run(&kernel, &store, opts, &|p| p.written)?;
+    // The untransformed build, same flags, same run, same initial data: the speedup's
+    // denominator (run before the reference turns the initial data into its outputs).
+    let baseline = if opts.timing.is_some() && opts.time_untransformed {
+        let base_named: Vec<(Name, Nest)> = reference_nests
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
+            .collect();
+        let base = codegen::generate(state, &format!("{name}_untransformed"), &base_named)?;
+        let (bouts, bstats, _) = compile_and_run(&base, &store, opts, &|p| p.written)?;
+        Some((base, bouts, bstats))
+    } else {
+        None
     };
-
-    let (outcome, compiled) = compile_and_run(&kernel, &store, opts)?;
+    // The reference: the untransformed statements, in place on the initial data.
+    let checked_in_full = matches!(check, Check::Full | Check::Reduced);
+    if checked_in_full {
+        interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
+    }
     // A kernel with any float tensor computes some values in float: every output is compared
     // at float tolerance.
     let least =
         if kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
-    let mag = magnitude(&store);
     let mut cmp = Comparison::default();
-    let mut outputs = Buffers::new();
-    for (p, bytes) in kernel.params.iter().zip(&outcome.outputs) {
-        let got = from_bytes(bytes, p.dtype);
-        if let (true, Some(reference)) = (p.written, &reference) {
-            let want = &reference[&p.name];
-            compare_within(&p.name, &want.dims, &got, &want.data, tolerance(least), mag, &mut cmp);
+    let mut written = Buffers::new();
+    for (p, got) in kernel.params.iter().zip(outs) {
+        let (Some(got), Some(t)) = (got, store.get(&p.name)) else { continue };
+        if checked_in_full {
+            compare_within(&p.name, &t.dims, &got, &t.data, tolerance(least), mag, &mut cmp);
         }
-        if let Some(t) = store.get(&p.name) {
-            outputs.insert(p.name.clone(), Tensor { data: got, ..t.clone() });
-        }
+        written.insert(p.name.clone(), Tensor { dtype: t.dtype, dims: t.dims.clone(), data: got });
     }
     let note = match &check {
         Check::Full => "full size".to_string(),
         Check::Reduced => "reduced size".to_string(),
         Check::Sampled(note) => {
-            let what = spot_check(state, req, &kernel, &store, &outputs, (tolerance(least), mag), &mut cmp)?;
+            // `store` still holds the initial data here.
+            let what = spot_check(state, req, &kernel, &store, &written, (tolerance(least), mag), &mut cmp)?;
             format!("{note}; {what}")
         }
     };
     let verified = cmp.worst.is_none();
-    let time = outcome.stats();
     let flops = flop_count(state, &reference_nests);
     let mut report = KernelReport {
         name: name.clone(),
@@ -863,38 +901,27 @@ fn run_at(
     };
     if !verified {
         report.gflops = None;
-        return Ok(KernelRun { report, outputs });
-    }
-    // The untransformed build, same flags, same run, same inputs: the speedup's denominator.
-    if opts.timing.is_some() && opts.time_untransformed {
-        let base_named: Vec<(Name, Nest)> = reference_nests
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
-            .collect();
-        let base = codegen::generate(state, &format!("{name}_untransformed"), &base_named)?;
-        let (bout, _) = compile_and_run(&base, &store, opts)?;
+    } else if let Some((base, bouts, bstats)) = baseline {
         // The baseline must agree with the kernel.
         let mut bcmp = Comparison::default();
-        for (p, bytes) in base.params.iter().zip(&bout.outputs) {
-            if p.written
-                && let Some(got) = outputs.get(&p.name)
-            {
-                compare(
-                    &p.name,
-                    &got.dims,
-                    &from_bytes(bytes, p.dtype),
-                    &got.data,
-                    tolerance(p.dtype),
-                    &mut bcmp,
-                );
+        for (p, b) in base.params.iter().zip(bouts) {
+            if let (Some(b), Some(got)) = (b, written.get(&p.name)) {
+                compare(&p.name, &got.dims, &b, &got.data, tolerance(p.dtype), &mut bcmp);
             }
         }
         if bcmp.worst.is_none()
-            && let (Some(b), Some(t)) = (bout.stats(), time)
+            && let (Some(b), Some(t)) = (bstats, time)
         {
             report.baseline = Some(b);
             report.speedup = Some(b.median_s / t.median_s);
+        }
+    }
+    // Every tensor the kernel uses, as the kernel left it: the written ones from the run, the
+    // others (never written by kernel or reference) as they started.
+    let mut outputs = Buffers::new();
+    for p in &kernel.params {
+        if let Some(t) = written.remove(&p.name).or_else(|| store.remove(&p.name)) {
+            outputs.insert(p.name.clone(), t);
         }
     }
     Ok(KernelRun { report, outputs })

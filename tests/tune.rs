@@ -81,7 +81,10 @@ fn exhaustive_search_measures_every_point_once_and_resumes_without_measuring() {
     assert!(illegal.iter().all(|x| x["reason"].as_str().unwrap().contains("cannot parallelize loop `k1`")));
     let ok: Vec<&Value> = first.iter().filter(|x| x["status"] == "ok").collect();
     assert_eq!(ok.len(), 10);
-    assert!(ok.iter().all(|x| x["verification"].as_str().unwrap().starts_with("full size") && x["median_s"].as_f64().is_some()));
+    assert!(
+        ok.iter().all(|x| x["verification"].as_str().unwrap().starts_with("full size")
+            && x["median_s"].as_f64().is_some())
+    );
     assert_eq!(r["rejected"]["illegal"], 2);
     // The best was re-measured in rounds, and is one of the candidates.
     let best = &r["best"];

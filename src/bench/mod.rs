@@ -275,7 +275,12 @@ fn variant(
 /// once (a warm-up and `timing.min_time_s / rounds` of timed runs each); a variant's time is
 /// the median over the rounds of its kernels' summed medians, its spread the rounds' range
 /// over that median.
-fn time_interleaved(timers: &[(usize, Pipeline)], results: &mut [VariantResult], timing: Timing, rounds: usize) {
+fn time_interleaved(
+    timers: &[(usize, Pipeline)],
+    results: &mut [VariantResult],
+    timing: Timing,
+    rounds: usize,
+) {
     let per_round = Timing { min_time_s: timing.min_time_s / rounds as f64, min_reps: 1, ..timing };
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); timers.len()];
     let mut failed: Vec<Option<String>> = vec![None; timers.len()];

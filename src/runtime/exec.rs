@@ -164,10 +164,11 @@ pub(crate) struct Job {
 /// One buffer's place in the shared-memory file.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct JobBuffer {
-    /// Offset of the live buffer the kernel works on.
+    /// Offset of the live buffer the kernel works on: the initial data, and the outputs of the
+    /// checked run at the end.
     pub offset: usize,
-    /// Offset of the copy taken after the first run.
-    pub result_offset: usize,
+    /// With timing: offset of the copy of the initial data every timed run starts from.
+    pub snapshot_offset: Option<usize>,
     /// Size in bytes.
     pub bytes: usize,
 }
@@ -179,9 +180,9 @@ pub(crate) struct Report {
     pub times_s: Vec<f64>,
 }
 
-/// Layout of the shared-memory file: the live buffers, then their result copies, every one at
-/// a multiple of [`BUFFER_ALIGN`].
-fn layout(buffers: &[BufferSpec]) -> Result<(Vec<JobBuffer>, usize), RuntimeError> {
+/// Layout of the shared-memory file: the live buffers, then (with `snapshot`, for timing)
+/// the copies of their initial data, every one at a multiple of [`BUFFER_ALIGN`].
+fn layout(buffers: &[BufferSpec], snapshot: bool) -> Result<(Vec<JobBuffer>, usize), RuntimeError> {
     let too_big = || RuntimeError::InvalidRun("the buffers' total size overflows".into());
     let mut end = 0usize;
     let mut place = |bytes: usize| -> Result<usize, RuntimeError> {
@@ -190,18 +191,22 @@ fn layout(buffers: &[BufferSpec]) -> Result<(Vec<JobBuffer>, usize), RuntimeErro
         Ok(at)
     };
     let live = buffers.iter().map(|b| place(b.bytes)).collect::<Result<Vec<_>, _>>()?;
-    let result = buffers.iter().map(|b| place(b.bytes)).collect::<Result<Vec<_>, _>>()?;
+    let snap = if snapshot {
+        buffers.iter().map(|b| place(b.bytes).map(Some)).collect::<Result<Vec<_>, _>>()?
+    } else {
+        vec![None; buffers.len()]
+    };
     let placed = buffers
         .iter()
-        .zip(live.into_iter().zip(result))
-        .map(|(b, (offset, result_offset))| JobBuffer { offset, result_offset, bytes: b.bytes })
+        .zip(live.into_iter().zip(snap))
+        .map(|(b, (offset, snapshot_offset))| JobBuffer { offset, snapshot_offset, bytes: b.bytes })
         .collect();
     // A mapping cannot be empty.
     Ok((placed, end.max(BUFFER_ALIGN)))
 }
 
-/// Checks a run's arguments before anything is started.
-fn validate(spec: &RunSpec, initial: &[&[u8]]) -> Result<(), RuntimeError> {
+/// Checks the initial data of [`run_kernel`].
+fn validate_initial(spec: &RunSpec, initial: &[&[u8]]) -> Result<(), RuntimeError> {
     if initial.len() != spec.buffers.len() {
         return Err(RuntimeError::InvalidRun(format!(
             "expected initial data for {} buffers, found {}",
@@ -219,6 +224,11 @@ fn validate(spec: &RunSpec, initial: &[&[u8]]) -> Result<(), RuntimeError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Checks a run's arguments before anything is started.
+fn validate(spec: &RunSpec) -> Result<(), RuntimeError> {
     if let Some(t) = &spec.timing {
         if t.max_reps == 0 || t.min_reps > t.max_reps {
             return Err(RuntimeError::InvalidRun(format!(
@@ -248,27 +258,49 @@ fn validate(spec: &RunSpec, initial: &[&[u8]]) -> Result<(), RuntimeError> {
 }
 
 /// Runs the kernel of `spec` in a worker process, starting from `initial` (one slice per
-/// buffer, of exactly its size, or empty for zeros): once to produce the outputs, then, with
-/// timing, the warm-up and timed repetitions.
+/// buffer, of exactly its size, or empty for zeros): with timing, the warm-up and timed
+/// repetitions, each from the initial data; then once more from the initial data to produce the
+/// outputs.
 ///
 /// A kernel killed by a signal gives [`RuntimeError::Crashed`], one still running after
 /// `spec.timeout` is killed and gives [`RuntimeError::TimedOut`]; the caller is unaffected.
 pub fn run_kernel(spec: &RunSpec, initial: &[&[u8]]) -> Result<RunOutcome, RuntimeError> {
-    validate(spec, initial)?;
+    validate_initial(spec, initial)?;
+    let mut outputs = vec![Vec::new(); spec.buffers.len()];
+    let times_s = run_kernel_with(
+        spec,
+        &mut |i, dst| {
+            if !initial[i].is_empty() {
+                dst.copy_from_slice(initial[i]);
+            }
+        },
+        &mut |i, src| outputs[i] = src.to_vec(),
+    )?;
+    Ok(RunOutcome { outputs, times_s })
+}
+
+/// [`run_kernel`] without copies of the data: `fill(i, buffer)` writes buffer `i`'s initial
+/// data straight into the shared mapping (it starts as zeros), and `read(i, buffer)` sees its
+/// outputs there after the run. Returns the times of the timed repetitions. The mapping holds
+/// the buffers once, and once more with timing (the initial data every timed run starts from).
+pub fn run_kernel_with(
+    spec: &RunSpec,
+    fill: &mut dyn FnMut(usize, &mut [u8]),
+    read: &mut dyn FnMut(usize, &[u8]),
+) -> Result<Vec<f64>, RuntimeError> {
+    validate(spec)?;
     let worker = match &spec.worker {
         Some(path) => path.clone(),
         None => worker_exe()?,
     };
-    let (placed, shm_len) = layout(&spec.buffers)?;
+    let (placed, shm_len) = layout(&spec.buffers, spec.timing.is_some())?;
     let shm = SharedFile::create(shm_len)?;
     // SAFETY: the file is private to this run (a fresh temporary file); only the worker maps it
     // too, and the parent reads it only after the worker has exited.
     let mut map = unsafe { MmapMut::map_mut(&shm.file) }
         .map_err(|e| RuntimeError::io("cannot map the shared buffers", &shm.path, e))?;
-    for (b, data) in placed.iter().zip(initial) {
-        if !data.is_empty() {
-            map[b.offset..b.offset + b.bytes].copy_from_slice(data);
-        }
+    for (i, b) in placed.iter().enumerate() {
+        fill(i, &mut map[b.offset..b.offset + b.bytes]);
     }
 
     let job = Job {
@@ -306,9 +338,10 @@ pub fn run_kernel(spec: &RunSpec, initial: &[&[u8]]) -> Result<RunOutcome, Runti
     let report = parse_report(&stdout).ok_or_else(|| {
         RuntimeError::Worker(format!("the worker exited without a report{}", stderr_note(&stderr)))
     })?;
-    let outputs =
-        job.buffers.iter().map(|b| map[b.result_offset..b.result_offset + b.bytes].to_vec()).collect();
-    Ok(RunOutcome { outputs, times_s: report.times_s })
+    for (i, b) in job.buffers.iter().enumerate() {
+        read(i, &map[b.offset..b.offset + b.bytes]);
+    }
+    Ok(report.times_s)
 }
 
 /// The shared-memory file of one run, removed when dropped.
@@ -478,12 +511,16 @@ mod tests {
     fn layout_aligns_every_buffer() {
         let bufs: Vec<BufferSpec> =
             [8, 0, 100, 64].iter().map(|&bytes| BufferSpec { name: "x".into(), bytes }).collect();
-        let (placed, len) = layout(&bufs).unwrap();
-        let offsets: Vec<(usize, usize)> = placed.iter().map(|b| (b.offset, b.result_offset)).collect();
-        assert_eq!(offsets, [(0, 256), (64, 320), (64, 320), (192, 448)]);
+        let (placed, len) = layout(&bufs, true).unwrap();
+        let offsets: Vec<(usize, Option<usize>)> =
+            placed.iter().map(|b| (b.offset, b.snapshot_offset)).collect();
+        assert_eq!(offsets, [(0, Some(256)), (64, Some(320)), (64, Some(320)), (192, Some(448))]);
         assert_eq!(len, 512);
-        assert_eq!(layout(&[]).unwrap().1, BUFFER_ALIGN);
-        assert!(layout(&[BufferSpec { name: "x".into(), bytes: usize::MAX }]).is_err());
+        let (placed, len) = layout(&bufs, false).unwrap();
+        assert!(placed.iter().all(|b| b.snapshot_offset.is_none()));
+        assert_eq!(len, 256, "without timing the buffers are in the mapping once");
+        assert_eq!(layout(&[], false).unwrap().1, BUFFER_ALIGN);
+        assert!(layout(&[BufferSpec { name: "x".into(), bytes: usize::MAX }], true).is_err());
     }
 
     #[test]

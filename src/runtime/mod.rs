@@ -44,7 +44,8 @@ mod worker;
 pub use compiler::{Compiled, Compiler, Flags, compiler_invocations};
 pub use error::{RuntimeError, signal_name};
 pub use exec::{
-    BUFFER_ALIGN, BufferSpec, RunOutcome, RunSpec, TimeStats, Timing, WORKER_ARG, run_kernel, worker_exe,
+    BUFFER_ALIGN, BufferSpec, RunOutcome, RunSpec, TimeStats, Timing, WORKER_ARG, run_kernel,
+    run_kernel_with, worker_exe,
 };
 pub use npy::{NpyArray, NpyData, read_npy, write_npy_f32, write_npy_f64};
 pub use worker::worker_main;

@@ -77,32 +77,37 @@ fn run_job(args: &[String]) -> Result<Report, String> {
     }
     for (i, b) in job.buffers.iter().enumerate() {
         let fits = |at: usize| at.checked_add(b.bytes).is_some_and(|end| end <= map.len());
-        if !fits(b.offset) || !fits(b.result_offset) {
+        if !fits(b.offset) || b.snapshot_offset.is_some_and(|o| !fits(o)) {
             return Err(format!("buffer {i} lies outside the shared buffers"));
         }
     }
 
     let entry = load(&job.so_path, &job.symbol)?;
     let mut kernel = Kernel::new(entry, map.as_mut_ptr(), &job.buffers);
-    kernel.run();
-    kernel.save_results();
 
+    // The timed runs first, each from the initial data (kept in the snapshot regions); then the
+    // checked run, whose outputs stay in the live buffers for the parent.
     let mut times_s = Vec::new();
     if let Some(t) = job.timing {
+        if job.buffers.iter().any(|b| b.snapshot_offset.is_none()) {
+            return Err("a timed job needs a snapshot region for every buffer".into());
+        }
+        kernel.save_snapshot();
         for _ in 0..t.warmup {
-            kernel.restore();
             kernel.run();
+            kernel.restore();
         }
         let mut total = 0.0;
         while times_s.len() < t.max_reps as usize
             && (times_s.len() < t.min_reps as usize || total < t.min_time_s)
         {
-            kernel.restore();
             let dt = kernel.timed_run();
             total += dt;
             times_s.push(dt);
+            kernel.restore();
         }
     }
+    kernel.run();
     Ok(Report { times_s })
 }
 
@@ -126,21 +131,15 @@ struct Kernel<'a> {
     entry: Entry,
     base: *mut u8,
     buffers: &'a [JobBuffer],
-    /// The initial contents of the buffers.
-    snapshot: Vec<Vec<u8>>,
     /// The argument array handed to the entry point.
     args: Vec<*mut c_void>,
 }
 
 impl<'a> Kernel<'a> {
-    /// `base` is the start of the mapping, in which every buffer has been checked to fit.
+    /// `base` is the start of the mapping, in which every buffer (and snapshot region) has
+    /// been checked to fit.
     fn new(entry: Entry, base: *mut u8, buffers: &'a [JobBuffer]) -> Kernel<'a> {
-        let snapshot = buffers
-            .iter()
-            // SAFETY: the buffer lies inside the mapping (checked by the caller).
-            .map(|b| unsafe { std::slice::from_raw_parts(base.add(b.offset), b.bytes) }.to_vec())
-            .collect();
-        Kernel { entry, base, buffers, snapshot, args: Vec::with_capacity(buffers.len()) }
+        Kernel { entry, base, buffers, args: Vec::with_capacity(buffers.len()) }
     }
 
     /// Calls the kernel once on the live buffers.
@@ -166,20 +165,24 @@ impl<'a> Kernel<'a> {
         self.args.extend(self.buffers.iter().map(|b| unsafe { self.base.add(b.offset) }.cast::<c_void>()));
     }
 
-    /// Copies the live buffers to their result region.
-    fn save_results(&self) {
+    /// Copies the live buffers (the initial data) to their snapshot regions.
+    fn save_snapshot(&self) {
         for b in self.buffers {
-            // SAFETY: both regions lie inside the mapping (checked); `copy` allows overlap, which
-            // a well-formed job never has.
-            unsafe { std::ptr::copy(self.base.add(b.offset), self.base.add(b.result_offset), b.bytes) }
+            if let Some(s) = b.snapshot_offset {
+                // SAFETY: both regions lie inside the mapping (checked); `copy` allows overlap,
+                // which a well-formed job never has.
+                unsafe { std::ptr::copy(self.base.add(b.offset), self.base.add(s), b.bytes) }
+            }
         }
     }
 
     /// Puts the initial data back into the live buffers.
     fn restore(&self) {
-        for (b, data) in self.buffers.iter().zip(&self.snapshot) {
-            // SAFETY: the live buffer lies inside the mapping and has `data.len()` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(b.offset), data.len()) }
+        for b in self.buffers {
+            if let Some(s) = b.snapshot_offset {
+                // SAFETY: as in `save_snapshot`.
+                unsafe { std::ptr::copy(self.base.add(s), self.base.add(b.offset), b.bytes) }
+            }
         }
     }
 }

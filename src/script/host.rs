@@ -224,7 +224,13 @@ impl Host {
         let (out, err) = (shared.clone(), shared.clone());
         match output {
             Output::Std => {
-                engine.on_print(|s| println!("{s}"));
+                engine.on_print(|s| {
+                    if super::prints_to_stderr() {
+                        eprintln!("{s}");
+                    } else {
+                        println!("{s}");
+                    }
+                });
                 engine.on_debug(|s, _, _| eprintln!("{s}"));
             }
             Output::Capture => {

@@ -91,6 +91,18 @@ pub fn set_measurer(f: std::sync::Arc<MeasureFn>) {
     }
 }
 
+static PRINT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sends a script's `print` to standard error (under `--json`, standard output carries only
+/// the report).
+pub fn print_to_stderr(on: bool) {
+    PRINT_TO_STDERR.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(crate) fn prints_to_stderr() -> bool {
+    PRINT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The measurer installed, if any.
 pub(crate) fn measurer() -> Option<std::sync::Arc<MeasureFn>> {
     MEASURER.read().ok().and_then(|m| m.clone())

@@ -14,7 +14,7 @@ pub fn svg(report: &TuneReport, path: &Path) -> Result<(), String> {
         .iter()
         .filter_map(|c| match c.name.as_str() {
             "untransformed" => Some(("untransformed", c.median_s * 1e3, RGBColor(0, 0, 0))),
-            "polly" => Some(("LLVM Polly", c.median_s * 1e3, RGBColor(150, 150, 150))),
+            "polly" => Some(("LLVM Polly", c.median_s * 1e3, RGBColor(70, 130, 180))),
             _ => None,
         })
         .collect();
@@ -38,6 +38,8 @@ pub fn svg(report: &TuneReport, path: &Path) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
+            .light_line_style(WHITE)
+            .y_labels(12)
             .x_desc(if by_time { "wall time (s)" } else { "candidates" })
             .y_desc("best verified time (ms, log)")
             .draw()
@@ -55,10 +57,10 @@ pub fn svg(report: &TuneReport, path: &Path) -> Result<(), String> {
         for (name, t, colour) in &anchors {
             let c = *colour;
             chart
-                .draw_series(LineSeries::new([(0.0, *t), (x_max * 1.02, *t)], c.stroke_width(1)))
+                .draw_series(LineSeries::new([(0.0, *t), (x_max * 1.02, *t)], c.stroke_width(2)))
                 .map_err(|e| e.to_string())?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], c.stroke_width(1)));
+                .label(format!("{name} ({t:.1} ms)"))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], c.stroke_width(2)));
         }
         chart
             .configure_series_labels()

@@ -472,7 +472,12 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                 // Verified with one timed run: a candidate far slower than the best so far is
                 // not timed further (its one run is its time).
                 let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
-                let screen = RunOptions { timing: Some(once), ..o.run.clone() };
+                // Once there is a best, a candidate gets at most 20 times its time (at least
+                // 5 s) per run: a far slower one is a time-out, not minutes of measuring.
+                let timeout = best.as_ref().map_or(o.run.timeout, |(b, _)| {
+                    o.run.timeout.min(Duration::from_secs_f64((20.0 * b).max(5.0)))
+                });
+                let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
                 let pipe = Pipeline::with_state(candidate_program(o, &seen), state, screen);
                 match pipe.run(&KernelRef::Codegen(0), 0) {
                     Ok(run) if run.report.verified => {
@@ -494,9 +499,9 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                             _ => first,
                         };
                         if slow {
-                            r.verification = r.verification.map(|v| {
-                                format!("{v}; timed once: more than {SCREEN}x the best so far")
-                            });
+                            r.verification = r
+                                .verification
+                                .map(|v| format!("{v}; timed once: more than {SCREEN}x the best so far"));
                         }
                         r.median_s = t.map(|t| t.median_s);
                         r.min_s = t.map(|t| t.min_s);
