@@ -120,6 +120,10 @@ pub struct TuneArgs {
     /// Seconds a candidate's run may take before it is stopped (and logged as a time-out).
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Seconds a candidate's compile may take before the compiler is stopped (and the candidate
+    /// logged as not compiling).
+    #[arg(long, default_value_t = 60.0)]
+    pub compile_timeout: f64,
     /// Most statement instances the reference interpreter runs per candidate (above it, the
     /// candidate is verified at a reduced size, then sampled at full size).
     #[arg(long, value_name = "N", default_value_t = 2_000_000)]
@@ -196,6 +200,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             timeout: Duration::from_secs_f64(a.timeout.max(0.001)),
             max_reference_instances: a.max_reference,
             time_untransformed: false,
+            compile_timeout: Duration::from_secs_f64(a.compile_timeout.max(0.001)),
             ..RunOptions::default()
         },
     };
@@ -364,6 +369,30 @@ pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
     pipeline::eval_file(path, state)
 }
 
+/// The host in a line: cores, CPU model, memory (for the reports whose times depend on it).
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0 / 1024.0);
+    format!(
+        "{} cores, {cpu}{}",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mem_gib.map_or(String::new(), |g| format!(", {g:.0} GiB"))
+    )
+}
+
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
     let state = State { params: a.program.params(), ..initial_state(&a.program.define, a.program.unchecked) };
@@ -510,10 +539,16 @@ pub fn run(a: &RunArgs) -> i32 {
         }
     }
     if a.json {
+        // How the times were taken: the compiler and its exact arguments, the threads, the host.
+        let cc = crate::runtime::Compiler::detect().ok();
         let report = serde_json::json!({
             "file": a.program.file.display().to_string(),
             "ok": failure.is_none(),
             "error": failure,
+            "compiler": cc.as_ref().map(|c| c.identity().to_string()),
+            "flags": cc.as_ref().map(|c| c.arguments(&pipe.options().flags).join(" ")),
+            "threads": a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            "machine": machine(),
             "kernels": reports,
         });
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());

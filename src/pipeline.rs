@@ -61,6 +61,8 @@ pub struct RunOptions {
     /// With `timing`, also time the untransformed build of the same statements (the speedup's
     /// denominator); `teml bench` times its baseline once, on its own.
     pub time_untransformed: bool,
+    /// How long one compile may take (`teml tune` gives candidates less).
+    pub compile_timeout: Duration,
 }
 
 impl Default for RunOptions {
@@ -77,6 +79,7 @@ impl Default for RunOptions {
             cache_dir: None,
             compiler: None,
             time_untransformed: true,
+            compile_timeout: runtime::compiler::COMPILE_TIMEOUT,
         }
     }
 }
@@ -355,6 +358,7 @@ fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
         }
         None => Compiler::detect()?,
     };
+    let c = c.with_timeout(opts.compile_timeout);
     Ok(match &opts.cache_dir {
         Some(d) => c.with_cache_dir(d),
         None => c,

@@ -277,3 +277,24 @@ fn codegen_refusals_are_located_at_the_statement() {
         }
     }
 }
+
+#[test]
+fn json_on_stdout_is_only_the_report_and_says_how_it_timed() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = write(
+        d.path(),
+        "p.rhai",
+        "let A = tensor([N, N]);\nlet B = tensor([N, N]);\nlet C = contract(A, B, [2, 1]);\nlet l = build(C);\n\
+         print(\"a line the script prints\");\ncodegen(l);\n",
+    );
+    let o = teml(&["run", prog.to_str().unwrap(), "-D", "N=8", "--json", "--threads", "2"], d.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(err.contains("a line the script prints"), "{err}");
+    assert_eq!(v["threads"], 2);
+    for f in ["compiler", "flags", "machine"] {
+        assert!(v[f].as_str().is_some_and(|s| !s.is_empty()), "{f} in {v}");
+    }
+    assert!(v["flags"].as_str().unwrap().contains("-O3"), "{v}");
+}

@@ -85,3 +85,8 @@ fn best_paths_run_and_verify() {
 fn tuning_spaces_run_and_verify_at_their_first_choices() {
     assert_eq!(run_all("scripts/tune", false), 10);
 }
+
+#[test]
+fn tuned_paths_replay_verify_and_report_speedups() {
+    assert_eq!(run_all("scripts/tuned", true), 10);
+}

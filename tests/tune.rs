@@ -204,6 +204,7 @@ fn fake_cc(dir: &Path) -> PathBuf {
              if [ -n \"$src\" ] && grep -q MARK_NOCOMPILE \"$src\"; then echo \"$src:1:1: error: refused by the test compiler\" >&2; exit 1; fi\n\
              if [ -n \"$src\" ] && grep -q MARK_CRASH \"$src\"; then exec gcc -include {} \"$@\"; fi\n\
              if [ -n \"$src\" ] && grep -q MARK_WRONG \"$src\"; then exec gcc -Ddouble=float \"$@\"; fi\n\
+             if [ -n \"$src\" ] && grep -q MARK_SLOW \"$src\"; then sleep 60; fi\n\
              exec gcc \"$@\"\n",
             crash.display()
         ),
@@ -218,16 +219,28 @@ fn fake_cc(dir: &Path) -> PathBuf {
 fn illegal_noncompiling_crashing_and_wrong_candidates_are_logged_with_their_reason_and_never_chosen() {
     // The nest's variable names the kernel's C; the fake compiler reacts to the names.
     let space = "// program: mm.teml\n\
-        let kind = param(\"kind\", [\"good\", \"illegal\", \"nocompile\", \"crash\", \"wrong\"]);\n\
+        let kind = param(\"kind\", [\"good\", \"illegal\", \"nocompile\", \"crash\", \"wrong\", \"slow\"]);\n\
         if kind == \"good\" { let good = parallelize(l, 1); codegen(good); }\n\
         if kind == \"illegal\" { let bad = parallelize(permute(l, [3, 1, 2]), 1); codegen(bad); }\n\
         if kind == \"nocompile\" { let MARK_NOCOMPILE = l; codegen(MARK_NOCOMPILE); }\n\
         if kind == \"crash\" { let MARK_CRASH = l; codegen(MARK_CRASH); }\n\
-        if kind == \"wrong\" { let MARK_WRONG = l; codegen(MARK_WRONG); }\n";
+        if kind == \"wrong\" { let MARK_WRONG = l; codegen(MARK_WRONG); }\n\
+        if kind == \"slow\" { let MARK_SLOW = l; codegen(MARK_SLOW); }\n";
     let dir = setup(space);
     let cc = fake_cc(dir.path());
-    let (r, _) =
-        tune(dir.path(), &["--strategy", "exhaustive", "--budget", "10", "--cc", cc.to_str().unwrap()]);
+    let (r, _) = tune(
+        dir.path(),
+        &[
+            "--strategy",
+            "exhaustive",
+            "--budget",
+            "10",
+            "--cc",
+            cc.to_str().unwrap(),
+            "--compile-timeout",
+            "2",
+        ],
+    );
     let recs = log(&dir.path().join("out/log.jsonl"));
     let status = |k: &str| {
         let x =
@@ -247,6 +260,9 @@ fn illegal_noncompiling_crashing_and_wrong_candidates_are_logged_with_their_reas
     let (s, why) = status("wrong");
     assert_eq!(s, "mismatch", "{why}");
     assert!(why.contains("does not match the reference"), "{why}");
+    let (s, why) = status("slow");
+    assert_eq!(s, "compile", "{why}");
+    assert!(why.contains("ran past 2 s"), "{why}");
     assert_eq!(r["best"]["key"], "kind=good", "{r}");
     assert_eq!(r["rejected"]["crash"], 1);
 }

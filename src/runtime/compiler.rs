@@ -78,7 +78,13 @@ pub struct Compiler {
     env_flags: Vec<String>,
     /// Where compiled kernels are kept.
     cache_dir: PathBuf,
+    /// How long one compile may take before the compiler is stopped (a compiler can take
+    /// minutes on a 25-line kernel: gcc 12 on some vectorized stencils).
+    timeout: std::time::Duration,
 }
+
+/// The default limit of one compile.
+pub const COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Compiler {
     /// Finds the C compiler with the `cc` crate's rules (the `CC` variable, else the platform's
@@ -137,10 +143,16 @@ impl Compiler {
         let stdout = String::from_utf8_lossy(&output.stdout);
         let version = stdout.lines().next().unwrap_or("").trim();
         let identity = format!("{} ({version})", path.display());
-        Ok(Compiler { path, env, identity, env_flags, cache_dir })
+        Ok(Compiler { path, env, identity, env_flags, cache_dir, timeout: COMPILE_TIMEOUT })
     }
 
     /// The same compiler, caching into `dir` instead.
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Compiler {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same compiler with another cache directory.
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Compiler {
         self.cache_dir = dir.into();
         self
@@ -224,7 +236,8 @@ impl Compiler {
             .map_err(|e| RuntimeError::io("cannot create a temporary file in", dir, e))?
             .into_temp_path();
         INVOCATIONS.fetch_add(1, Ordering::SeqCst);
-        let output = Command::new(&self.path)
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new(&self.path)
             .args(self.arguments(flags))
             .arg("-o")
             .arg(&*tmp)
@@ -232,8 +245,51 @@ impl Compiler {
             .arg("-lm")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            // Its own process group: a compile that runs too long is stopped with the passes
+            // the driver started.
+            .process_group(0)
+            .spawn()
             .map_err(|e| RuntimeError::NoCompiler(format!("cannot run `{}`: {e}", self.path.display())))?;
+        let stderr = child.stderr.take();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut e) = stderr {
+                let _ = std::io::Read::read_to_end(&mut e, &mut bytes);
+            }
+            bytes
+        });
+        let start = std::time::Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if start.elapsed() >= self.timeout => {
+                    // SAFETY: a plain system call; the group is the compiler's own.
+                    unsafe {
+                        libc::kill(-(child.id() as i32), libc::SIGKILL);
+                    }
+                    let _ = child.wait();
+                    return Err(RuntimeError::Compile {
+                        message: format!(
+                            "`{}` ran past {:.0} s on {} and was stopped (the compiler's own slowness on this kernel)",
+                            self.path.display(),
+                            self.timeout.as_secs_f64(),
+                            c_path.display()
+                        ),
+                    });
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                Err(e) => {
+                    return Err(RuntimeError::NoCompiler(format!(
+                        "cannot wait for `{}`: {e}",
+                        self.path.display()
+                    )));
+                }
+            }
+        };
+        let output =
+            std::process::Output { status, stdout: Vec::new(), stderr: reader.join().unwrap_or_default() };
         if !output.status.success() {
             let diagnostics = String::from_utf8_lossy(&output.stderr);
             let mut message = annotate_diagnostics(&diagnostics, &c_path, source);
