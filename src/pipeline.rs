@@ -672,8 +672,9 @@ impl Pipeline {
     pub fn time(&self, which: &KernelRef, index: usize, timing: Timing) -> Result<TimeStats, RunError> {
         let req = which.request(&self.state)?;
         let kernel = self.generate(which, index)?;
-        let store = initial_store(&self.state, &req.nests, &self.opts)?;
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
+        check_memory(&self.state, &req.nests, &opts)?;
+        let store = initial_store(&self.state, &req.nests, &self.opts)?;
         let (_, stats, _) = compile_and_run(&kernel, &store, &opts, &|_| false)?;
         stats.ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
     }
@@ -838,6 +839,7 @@ fn run_at(
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
+    check_memory(state, &all, opts)?;
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
     let mag = magnitude(&store);
 
@@ -929,6 +931,41 @@ fn run_at(
         }
     }
     Ok(KernelRun { report, outputs })
+}
+
+/// Memory a run takes per byte of its tensors (held as 8-byte elements): the initial data
+/// (which becomes the reference), the shared mapping (twice while timing) and the outputs.
+fn memory_factor(opts: &RunOptions) -> f64 {
+    if opts.timing.is_some() { 4.0 } else { 3.0 }
+}
+
+/// The memory the system can still give, in bytes (Linux: `MemAvailable`).
+fn available_memory() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024.0)
+}
+
+/// Refuses, before anything is allocated, a kernel whose run would not fit in the memory
+/// available: a clear message instead of the out-of-memory killer.
+fn check_memory(state: &State, nests: &[Nest], opts: &RunOptions) -> Result<(), RunError> {
+    // Shapes only: no data is allocated here.
+    let shapes = interp::buffers_for(state, nests, &mut |_, _, _| Vec::new()).map_err(RunError::Data)?;
+    let data: f64 = shapes.values().map(|t| t.dims.iter().map(|&d| d as f64).product::<f64>() * 8.0).sum();
+    let need = data * memory_factor(opts);
+    match available_memory() {
+        Some(avail) if need > avail => Err(RunError::Data(format!(
+            "expected a run that fits in memory, found one that needs about {:.1} GB (its tensors hold {:.1} GB; \
+             verifying{} takes about {:.0}x that) where {:.1} GB are available: give smaller -D constants",
+            need / 1e9,
+            data / 1e9,
+            if opts.timing.is_some() { " and timing" } else { "" },
+            memory_factor(opts),
+            avail / 1e9
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Elements of each written tensor the full-size spot check samples.

@@ -298,3 +298,20 @@ fn json_on_stdout_is_only_the_report_and_says_how_it_timed() {
     }
     assert!(v["flags"].as_str().unwrap().contains("-O3"), "{v}");
 }
+
+#[test]
+fn a_program_too_large_for_memory_is_refused_before_anything_is_allocated() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = write(
+        d.path(),
+        "huge.teml",
+        "N = 3000000\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\ncodegen(l)\n",
+    );
+    let start = std::time::Instant::now();
+    let o = teml(&["run", prog.to_str().unwrap()], d.path());
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(err.contains("expected a run that fits in memory, found one that needs about"), "{err}");
+    assert!(err.contains("GB are available: give smaller -D constants"), "{err}");
+    assert!(start.elapsed().as_secs() < 60, "refused without running anything");
+}
