@@ -155,6 +155,17 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     Ok((k, n))
 }
 
+/// The flags `--cflags` gives (the defaults without it); else the exit status after the error.
+fn cflags(given: &Option<String>) -> Result<Flags, i32> {
+    match given {
+        Some(f) => Flags::parse(f, "--cflags").map_err(|e| {
+            eprintln!("error: {e}");
+            1
+        }),
+        None => Ok(Flags::default()),
+    }
+}
+
 /// `teml tune`.
 pub fn tune(a: &TuneArgs) -> i32 {
     let strategy = match a.strategy.parse::<crate::tuner::strategy::Strategy>() {
@@ -164,15 +175,9 @@ pub fn tune(a: &TuneArgs) -> i32 {
             return 1;
         }
     };
-    let flags = match &a.cflags {
-        Some(f) => match Flags::parse(f, "--cflags") {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        },
-        None => Flags::default(),
+    let flags = match cflags(&a.cflags) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("space").to_string();
@@ -426,15 +431,9 @@ fn emit_path(base: &Path, k: usize, n: usize) -> PathBuf {
 
 /// `teml run`.
 pub fn run(a: &RunArgs) -> i32 {
-    let flags = match &a.cflags {
-        Some(f) => match Flags::parse(f, "--cflags") {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        },
-        None => Flags::default(),
+    let flags = match cflags(&a.cflags) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
     let opts = RunOptions {
         flags,
