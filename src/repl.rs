@@ -25,6 +25,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (":paper ID", "print a value in the paper's ⟨(op, S, I), [...]⟩ notation"),
     (":c ID", "print the C code generated for the loop nest ID"),
     (":legal ID", "is the nest legal? (the dependences it keeps, or a witness of the one it breaks)"),
+    (":history ID", "the builtin calls that made the nest ID, from its build, as .teml statements"),
     (":run ID", "compile the nest ID, run it and verify it against the untransformed program"),
     (":time ID", ":run, then time it and the untransformed build (speedup)"),
     (":state", "list every identifier and what it denotes"),
@@ -342,6 +343,14 @@ impl Repl {
                 pipe.generate(&KernelRef::Nest(Name::from(id)), 0)
                     .map(|k| k.source)
                     .map_err(|e| e.to_string())
+            }
+            ":history" => {
+                let id = need("a loop nest")?;
+                match self.state.get(id) {
+                    Some(Value::Nest(n)) => Ok(n.history.lines().join("\n")),
+                    Some(v) => Err(format!("`{id}` is {}: expected a loop nest", v.kind())),
+                    None => Err(format!("unknown identifier `{id}`")),
+                }
             }
             ":legal" => {
                 let id = need("a loop nest")?;

@@ -37,6 +37,7 @@ fn a_session_survives_its_errors() -> R {
     p.send_line("l3 = parallelize(l2,")?;
     step(&mut p, "  1)", "parallel", t)?;
     step(&mut p, ":c l3", "for (int j = 0; j <= 31; j++)", t)?;
+    step(&mut p, ":history l3", "l3 = parallelize(l2, 1)", t)?;
     p.send_line(":time l3")?;
     p.exp_string("verified")?;
     p.exp_string("speedup")?;

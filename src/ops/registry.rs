@@ -115,7 +115,7 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
                 if TRANSFORMATIONS.contains(&name) && !state.unchecked {
                     legal(state, name, n)?;
                 }
-                n.history = History::step(name, args.iter().map(step_arg).collect());
+                n.history = History::step(name, args.iter().map(|a| step_arg(state, a)).collect());
             }
             Ok(v)
         }
@@ -129,11 +129,16 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
     }
 }
 
-/// An argument as the history of a nest records it: nests by their own history, everything
-/// else as `.teml` source text.
-fn step_arg(a: &ArgVal) -> StepArg {
+/// An argument as the history of a nest records it: nests (given as values, or by their
+/// identifier in the paper's syntax) by their own history, everything else as `.teml` source
+/// text.
+fn step_arg(state: &State, a: &ArgVal) -> StepArg {
     match a {
         ArgVal::Value(Value::Nest(n)) => StepArg::Nest(n.history.clone()),
+        ArgVal::Word(w) => match state.get(w) {
+            Some(Value::Nest(n)) => StepArg::Nest(n.history.clone()),
+            _ => StepArg::Text(w.to_string()),
+        },
         other => StepArg::Text(source_text(other)),
     }
 }
