@@ -211,8 +211,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
         },
     };
     crate::script::print_to_stderr(a.json);
-    let measure_opts = o.run.clone();
-    crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
+    pipeline::install_measurer(o.run.clone());
     let bar = indicatif::ProgressBar::new(o.budget as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -447,9 +446,10 @@ pub fn run(a: &RunArgs) -> i32 {
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
     crate::script::print_to_stderr(a.json);
-    let measure_opts =
-        RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() };
-    crate::script::set_measurer(std::sync::Arc::new(move |s, n| pipeline::measure(s, n, &measure_opts)));
+    pipeline::install_measurer(RunOptions {
+        timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }),
+        ..opts.clone()
+    });
     let program = Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params());
     let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,
@@ -540,13 +540,13 @@ pub fn run(a: &RunArgs) -> i32 {
     }
     if a.json {
         // How the times were taken: the compiler and its exact arguments, the threads, the host.
-        let cc = crate::runtime::Compiler::detect().ok();
+        let tools = pipeline::toolchain(pipe.options());
         let report = serde_json::json!({
             "file": a.program.file.display().to_string(),
             "ok": failure.is_none(),
             "error": failure,
-            "compiler": cc.as_ref().map(|c| c.identity().to_string()),
-            "flags": cc.as_ref().map(|c| c.arguments(&pipe.options().flags).join(" ")),
+            "compiler": tools.as_ref().map(|t| t.0.clone()),
+            "flags": tools.as_ref().map(|t| t.1.clone()),
             "threads": a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             "machine": machine(),
             "kernels": reports,

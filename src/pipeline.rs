@@ -442,6 +442,18 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
     }
 }
 
+/// Makes `time(l)` in scripts measure with `opts` (`teml run`, `teml tune`, the REPL).
+pub fn install_measurer(opts: RunOptions) {
+    crate::script::set_measurer(std::sync::Arc::new(move |s, n| measure(s, n, &opts)));
+}
+
+/// The compiler that runs kernels with `opts`, and its exact arguments: how a timing was
+/// taken, for reports.
+pub fn toolchain(opts: &RunOptions) -> Option<(String, String)> {
+    let c = compiler(opts).ok()?;
+    Some((c.identity().to_string(), c.arguments(&opts.flags).join(" ")))
+}
+
 /// Compiles `kernel` into the cache without running it (the compiles of many candidates run
 /// in parallel this way before they run one at a time): whether it was cached, and the seconds
 /// the compile took.

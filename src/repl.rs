@@ -205,10 +205,10 @@ impl Repl {
     /// A session starting from `state`, in `mode`.
     pub fn new(state: State, mode: Mode) -> Repl {
         let defines = state.consts.clone();
-        let measure_opts = RunOptions { timing: Some(Timing::default()), ..RunOptions::default() };
-        crate::script::set_measurer(std::sync::Arc::new(move |s, n| {
-            crate::pipeline::measure(s, n, &measure_opts)
-        }));
+        crate::pipeline::install_measurer(RunOptions {
+            timing: Some(Timing::default()),
+            ..RunOptions::default()
+        });
         Repl {
             state,
             session: None,

@@ -393,6 +393,13 @@ fn memo() -> &'static std::sync::Mutex<std::collections::HashMap<u64, Answer>> {
     MEMO.get_or_init(Default::default)
 }
 
+/// [`carries`] answers, remembered like verdicts.
+fn carried_memo() -> &'static std::sync::Mutex<std::collections::HashMap<u64, bool>> {
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, bool>>> =
+        std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
+}
+
 /// What a verdict depends on: the nest (its loops and statements, not its history), the
 /// named constants, and whether every size is asked.
 fn memo_key(state: &State, nest: &Nest, full: bool) -> Option<u64> {
@@ -523,19 +530,21 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
         h.finish()
     });
     if let Some(k) = key
-        && let Some(Ok(Ok(v))) = memo().lock().ok().and_then(|m| m.get(&k).cloned())
+        && let Some(c) = carried_memo().lock().ok().and_then(|m| m.get(&k).copied())
     {
-        return Ok(v == Verdict::AllSizes);
+        return Ok(c);
     }
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
     let deps = dependences(&ctx, &m.origins, &m.names, m.depth, true)?.with_params(&m.these)?;
     let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
     if let Some(k) = key
-        && let Ok(mut memo) = memo().lock()
+        && let Ok(mut memo) = carried_memo().lock()
     {
-        let v = if carried { Verdict::AllSizes } else { Verdict::TheseSizes(String::new()) };
-        memo.insert(k, Ok(Ok(v)));
+        if memo.len() >= MEMO_SIZE {
+            memo.clear();
+        }
+        memo.insert(k, carried);
     }
     Ok(carried)
 }

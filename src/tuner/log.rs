@@ -75,6 +75,29 @@ pub struct Record {
     pub shard: Option<String>,
 }
 
+impl Record {
+    /// A candidate with its choices and fate, nothing measured yet.
+    pub fn new(key: String, params: Vec<Seen>, status: Status, reason: Option<String>) -> Record {
+        Record {
+            key,
+            params,
+            status,
+            reason,
+            median_s: None,
+            min_s: None,
+            spread: None,
+            reps: 0,
+            gflops: None,
+            verification: None,
+            eval_s: 0.0,
+            compile_s: 0.0,
+            run_s: 0.0,
+            at_s: 0.0,
+            shard: None,
+        }
+    }
+}
+
 /// The identity of a candidate: its choices.
 pub fn key(seen: &[Seen]) -> String {
     seen.iter().map(|s| format!("{}={}", s.name, s.value)).collect::<Vec<_>>().join("; ")
@@ -134,23 +157,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a/log.jsonl");
         let seen = vec![Seen { name: "v".into(), index: 1, choices: 2, value: "32".into() }];
-        let mut r = Record {
-            key: key(&seen),
-            params: seen,
-            status: Status::Ok,
-            reason: None,
-            median_s: Some(0.5),
-            min_s: Some(0.4),
-            spread: Some(0.1),
-            reps: 3,
-            gflops: None,
-            verification: None,
-            eval_s: 0.0,
-            compile_s: 0.0,
-            run_s: 0.0,
-            at_s: 0.0,
-            shard: None,
-        };
+        let mut r = Record::new(key(&seen), seen, Status::Ok, None);
+        r.median_s = Some(0.5);
+        r.min_s = Some(0.4);
+        r.spread = Some(0.1);
+        r.reps = 3;
         append(&p, &r).unwrap();
         r.median_s = Some(9.0);
         append(&p, &r).unwrap();

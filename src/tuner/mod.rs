@@ -256,26 +256,6 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-fn record(key: String, params: Vec<Seen>, status: Status, reason: Option<String>) -> Record {
-    Record {
-        key,
-        params,
-        status,
-        reason,
-        median_s: None,
-        min_s: None,
-        spread: None,
-        reps: 0,
-        gflops: None,
-        verification: None,
-        eval_s: 0.0,
-        compile_s: 0.0,
-        run_s: 0.0,
-        at_s: 0.0,
-        shard: None,
-    }
-}
-
 fn status_name(s: Status) -> String {
     serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
@@ -388,13 +368,13 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             match res {
                 Err(e) => {
                     let status = if refused(&e) { Status::Illegal } else { Status::Error };
-                    let mut r = record(key, seen.clone(), status, Some(e));
+                    let mut r = Record::new(key, seen.clone(), status, Some(e));
                     r.eval_s = eval_s;
                     search.measured(&seen, None);
                     finish(&mut r, &mut records, &mut report, &mut best, true)?;
                 }
                 Ok(state) if state.kernels.is_empty() => {
-                    let mut r = record(key, seen.clone(), Status::Error, Some(no_kernel(&o.space)));
+                    let mut r = Record::new(key, seen.clone(), Status::Error, Some(no_kernel(&o.space)));
                     search.measured(&seen, None);
                     finish(&mut r, &mut records, &mut report, &mut best, true)?;
                 }
@@ -455,7 +435,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                 rejected,
                 best: best_key.as_ref().map(|(t, k)| (*t, k.as_str())),
             });
-            let mut r = record(key, seen.clone(), Status::Ok, None);
+            let mut r = Record::new(key, seen.clone(), Status::Ok, None);
             r.eval_s = eval_s;
             if let Err(e) = kernel {
                 r.status = classify(&e);
@@ -550,32 +530,26 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     let mut ok: Vec<&Record> =
         records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
     ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+    // Each contender evaluated once and verified once; its pipeline then times it (with an
+    // explicit timing) in the rounds.
+    let verified = |program: Program, opts: RunOptions| -> Result<Pipeline, String> {
+        let p = Pipeline::new(program, RunOptions { timing: None, ..opts })?;
+        match p.run(&KernelRef::Codegen(0), 0) {
+            Ok(run) if run.report.verified => Ok(p),
+            Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
+            Err(e) => Err(format!("failed re-verification: {e}")),
+        }
+    };
     let mut contenders: Vec<(String, Pipeline)> = Vec::new();
     for r in ok.iter().take(o.leaders.max(1)) {
-        let program = candidate_program(o, &r.params);
-        let verify = RunOptions { timing: None, ..o.run.clone() };
-        match Pipeline::new(program, verify) {
-            Ok(p) => match p.run(&KernelRef::Codegen(0), 0) {
-                Ok(run) if run.report.verified => contenders
-                    .push((r.key.clone(), Pipeline::new(candidate_program(o, &r.params), o.run.clone())?)),
-                Ok(run) => report.notes.push(format!(
-                    "leader {} failed re-verification: {}",
-                    r.key,
-                    run.report.worst.unwrap_or_default()
-                )),
-                Err(e) => report.notes.push(format!("leader {} failed re-verification: {e}", r.key)),
-            },
-            Err(e) => report.notes.push(format!("leader {} no longer evaluates: {e}", r.key)),
+        match verified(candidate_program(o, &r.params), o.run.clone()) {
+            Ok(p) => contenders.push((r.key.clone(), p)),
+            Err(e) => report.notes.push(format!("leader {}: {e}", r.key)),
         }
     }
     if !contenders.is_empty() {
-        let verify = RunOptions { timing: None, ..o.run.clone() };
-        match Pipeline::new(untransformed_program(o), verify.clone()).and_then(|p| {
-            p.run(&KernelRef::Codegen(0), 0).map_err(|e| e.to_string()).map(|r| (p, r.report.verified))
-        }) {
-            Ok((_, true)) => contenders
-                .push(("untransformed".into(), Pipeline::new(untransformed_program(o), o.run.clone())?)),
-            Ok((_, false)) => report.notes.push("the untransformed build did not verify".into()),
+        match verified(untransformed_program(o), o.run.clone()) {
+            Ok(p) => contenders.push(("untransformed".into(), p)),
             Err(e) => report.notes.push(format!("untransformed: {e}")),
         }
         if o.anchors {
@@ -586,12 +560,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                         flags: crate::runtime::Flags::parse(crate::bench::POLLY_FLAGS, "Polly").unwrap_or_default(),
                         ..o.run.clone()
                     };
-                    let p = Pipeline::new(untransformed_program(o), RunOptions { timing: None, ..popts.clone() })?;
-                    match p.run(&KernelRef::Codegen(0), 0) {
-                        Ok(run) if run.report.verified => {
-                            contenders.push(("polly".into(), Pipeline::new(untransformed_program(o), popts)?))
-                        }
-                        Ok(_) => report.notes.push("Polly's build did not verify".into()),
+                    match verified(untransformed_program(o), popts) {
+                        Ok(p) => contenders.push(("polly".into(), p)),
                         Err(e) => report.notes.push(format!("polly: {e}")),
                     }
                 }
