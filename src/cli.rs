@@ -466,7 +466,7 @@ pub fn run(a: &RunArgs) -> i32 {
     let n = state.kernels.len();
     if a.no_run {
         for k in 0..n {
-            match pipe.generate(&KernelRef::Codegen(k), k) {
+            match pipe.generate(&KernelRef::Codegen(k)) {
                 Ok(c) => match &a.emit_c {
                     Some(p) => {
                         if let Err(e) = std::fs::write(emit_path(p, k, n), &c.source) {
@@ -498,7 +498,7 @@ pub fn run(a: &RunArgs) -> i32 {
                 println!("{name} =\n{}", nest.tree().trim_end());
             }
         }
-        match pipe.run(&KernelRef::Codegen(k), k) {
+        match pipe.run(&KernelRef::Codegen(k)) {
             Ok(run) => {
                 let r = run.report;
                 if let Some(p) = &a.emit_c

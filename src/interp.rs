@@ -252,6 +252,9 @@ impl Machine<'_> {
                     *slot = *slot as f32 as f64;
                 }
                 self.count += 1;
+                if self.count.is_multiple_of(1 << 20) && crate::runtime::interrupt::requested() {
+                    return Err("interrupted (Ctrl-C) while the reference ran".into());
+                }
                 Ok(())
             }
             Node::Loop { slot, lb, ub, step, body } => {

@@ -87,7 +87,8 @@ impl Default for RunOptions {
 /// What one kernel did.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelReport {
-    /// Kernel name (the C function).
+    /// The kernel's stable name: the one its `codegen` gives, else its nests' joined by `_`
+    /// (the C function is `teml_<name>`).
     pub name: String,
     /// The nests it runs, in order.
     pub nests: Vec<String>,
@@ -414,6 +415,7 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
         names: nests.iter().map(|(n, _)| n.clone()).collect(),
         nests: nests.iter().map(|(_, x)| x.clone()).collect(),
         at: None,
+        label: None,
     };
     let st = State { kernels: vec![req], ..state.clone() };
     let program = Program::new("<time(l)>", BTreeMap::new(), |_| {
@@ -421,7 +423,7 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
     });
     let opts = RunOptions { timing: Some(opts.timing.unwrap_or_default()), ..opts.clone() };
     let pipe = Pipeline::with_state(program, st, opts);
-    match pipe.run(&KernelRef::Codegen(0), 0) {
+    match pipe.run(&KernelRef::Codegen(0)) {
         Ok(run) => {
             let r = &run.report;
             serde_json::json!({
@@ -630,8 +632,12 @@ impl KernelRef {
         }
     }
 
-    fn kernel_name(&self, index: usize) -> String {
-        if index == 0 { "teml_kernel".to_string() } else { format!("teml_kernel{index}") }
+    /// The kernel's stable name: [`State::kernel_label`], or the nest's identifier.
+    pub fn label(&self, state: &State) -> String {
+        match self {
+            KernelRef::Codegen(k) => state.kernel_label(*k),
+            KernelRef::Nest(n) => n.to_string(),
+        }
     }
 }
 
@@ -672,18 +678,18 @@ impl Pipeline {
     }
 
     /// The C source of one kernel, numbered `index`, without compiling it.
-    pub fn generate(&self, which: &KernelRef, index: usize) -> Result<CKernel, RunError> {
+    pub fn generate(&self, which: &KernelRef) -> Result<CKernel, RunError> {
         let req = which.request(&self.state)?;
         let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-        Ok(codegen::generate(&self.state, &which.kernel_name(index), &named)?)
+        Ok(codegen::generate(&self.state, &symbol(&which.label(&self.state)), &named)?)
     }
 
-    /// Times one kernel, numbered `index`, without checking it again (run it through
+    /// Times one kernel without checking it again (run it through
     /// [`Pipeline::run`] first): the interleaved rounds of `teml bench` and `teml tune` call
     /// this once per round and variant.
-    pub fn time(&self, which: &KernelRef, index: usize, timing: Timing) -> Result<TimeStats, RunError> {
+    pub fn time(&self, which: &KernelRef, timing: Timing) -> Result<TimeStats, RunError> {
         let req = which.request(&self.state)?;
-        let kernel = self.generate(which, index)?;
+        let kernel = self.generate(which)?;
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
         check_memory(&self.state, &req.nests, &opts)?;
         let store = initial_store(&self.state, &req.nests, &self.opts)?;
@@ -724,28 +730,27 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel, numbered
-    /// `index`. When the reference interpreter would run more than
+    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel. When the reference interpreter would run more than
     /// `opts.max_reference_instances` statement instances, the same program is evaluated with
     /// smaller named constants and that kernel is verified there; the full-size kernel is then
     /// checked at sampled elements by the expression oracle. A verification failure is a
     /// report with `verified: false`, not an error.
-    pub fn run(&self, which: &KernelRef, index: usize) -> Result<KernelRun, RunError> {
+    pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
         let req = which.request(&self.state)?;
         let cost = reference_cost(&self.state, &req)?;
         if cost <= self.opts.max_reference_instances {
-            return run_at(&self.state, &req, index, &self.opts, Check::Full);
+            return run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Full);
         }
         let (small, what) = self.reduced(which)?;
         let small_req = which.request(&small)?;
         let small_opts = RunOptions { timing: None, ..self.opts.clone() };
         let verification = format!("reduced size ({what})");
-        let s = run_at(&small, &small_req, index, &small_opts, Check::Reduced)?;
+        let s = run_at(&small, &small_req, &which.label(&self.state), &small_opts, Check::Reduced)?;
         if !s.report.verified {
             return Ok(KernelRun { report: KernelReport { verification, ..s.report }, outputs: s.outputs });
         }
         let note = format!("{verification}: the full size needs {cost} interpreted statement instances");
-        run_at(&self.state, &req, index, &self.opts, Check::Sampled(note))
+        run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Sampled(note))
     }
 
     /// The program at the largest size (every named constant capped at 64, 32, ..., 2) whose
@@ -786,6 +791,11 @@ impl Pipeline {
             if last.is_empty() { String::new() } else { format!(" (at a smaller size: {last})") }
         )))
     }
+}
+
+/// The C function of the kernel named `label`.
+pub fn symbol(label: &str) -> String {
+    format!("teml_{label}")
 }
 
 fn index_label(which: &KernelRef) -> String {
@@ -842,11 +852,11 @@ fn initial_store_cropped(
 fn run_at(
     state: &State,
     req: &KernelRequest,
-    index: usize,
+    label: &str,
     opts: &RunOptions,
     check: Check,
 ) -> Result<KernelRun, RunError> {
-    let name = KernelRef::Codegen(index).kernel_name(index);
+    let name = symbol(label);
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
@@ -900,7 +910,7 @@ fn run_at(
     let verified = cmp.worst.is_none();
     let flops = flop_count(state, &reference_nests);
     let mut report = KernelReport {
-        name: name.clone(),
+        name: label.to_string(),
         nests: req.names.iter().map(|n| n.to_string()).collect(),
         at: req.at.clone(),
         verified,
@@ -1095,7 +1105,9 @@ pub fn run_request(
             opts.max_reference_instances
         )));
     }
-    Ok(run_at(state, req, index, opts, Check::Full)?.report)
+    let label =
+        if state.kernels.get(index) == Some(req) { state.kernel_label(index) } else { req.base_label() };
+    Ok(run_at(state, req, &label, opts, Check::Full)?.report)
 }
 
 /// Writes tensor `name` of `store` as `.npy` (in its element type).
@@ -1117,10 +1129,14 @@ pub fn save_npy(store: &Buffers, name: &str, path: &std::path::Path) -> Result<(
 impl KernelReport {
     /// A short human-readable summary.
     pub fn summary(&self) -> String {
+        let nests = if self.name == self.nests.join("_") {
+            String::new()
+        } else {
+            format!(" ({})", self.nests.join(", "))
+        };
         let mut s = format!(
-            "{} ({}){}: {} (max rel error {:.2e}, {})",
+            "kernel {}{nests}{}: {} (max rel error {:.2e}, {})",
             self.name,
-            self.nests.join(", "),
             self.at.as_ref().map_or(String::new(), |a| format!(" at {a}")),
             if self.verified { "verified" } else { "MISMATCH" },
             self.max_rel_error,

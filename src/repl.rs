@@ -32,8 +32,18 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (":def NAME=INT", "bind a named constant (like -D NAME=INT)"),
     (":threads N", "OpenMP threads for :run/:time"),
     (":cflags FLAGS", "C compiler flags for :run/:time (default -O3 -march=native -fopenmp)"),
-    (":load FILE", "evaluate a .teml or .rhai file, or load a state saved as .json"),
+    (":diff ID1 ID2", "what changed from one nest to the other: their trees and their C, as unified diffs"),
+    (":undo", "take back the last change (a line, :load or :def); the session before it returns"),
+    (":redo", "make again what :undo took back"),
+    (
+        ":load FILE -D N=V",
+        "evaluate a .teml or .rhai file (with named constants), or load a state saved as .json",
+    ),
     (":save FILE", "save the whole state as JSON"),
+    (
+        ":export FILE.teml",
+        "write the session as a program in the paper's syntax (`teml run FILE.teml` replays it)",
+    ),
     (":quit", "leave (also Ctrl-D)"),
 ];
 
@@ -145,6 +155,49 @@ enum Entry {
     Saved(State),
 }
 
+/// Evaluates one input on `state` (and the Rhai `session`, made when first needed).
+fn apply(
+    e: &Entry,
+    state: &mut State,
+    session: &mut Option<Session>,
+    consts: &BTreeMap<Name, i64>,
+) -> Result<(), String> {
+    match e {
+        Entry::Teml(src) => {
+            *state =
+                crate::lang::eval_stmt(src, "<repl>", state, &Stdlib::get()).map_err(|e| e.to_string())?
+        }
+        Entry::Rhai(src) => {
+            if session.is_none() {
+                *session = Some(Session::new(state.clone()).map_err(|e| e.to_string())?);
+            }
+            let s = session.as_mut().ok_or("no session")?;
+            s.set_state(state.clone());
+            s.eval_line(src).map_err(|e| e.to_string())?;
+            *state = s.state().clone();
+        }
+        Entry::Load(path) => *state = crate::pipeline::eval_file(path, state)?,
+        Entry::Saved(saved) => {
+            if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v)) {
+                return Err(format!(
+                    "the session was loaded from a saved state with {n}={}; it cannot be evaluated with {n}={v}",
+                    saved.constant(n).unwrap_or_default()
+                ));
+            }
+            let mut s = saved.clone();
+            s.consts.extend(consts.iter().map(|(n, v)| (n.clone(), *v)));
+            *state = s;
+        }
+    }
+    Ok(())
+}
+
+/// The state the session starts from, with the named constants `consts`.
+fn initial(consts: &BTreeMap<Name, i64>, unchecked: bool) -> State {
+    let base = State { unchecked, ..State::new() };
+    consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v))
+}
+
 /// Evaluates the session's inputs again from the named constants `consts`; returns the state
 /// and the Rhai session the inputs made.
 fn replay(
@@ -152,40 +205,22 @@ fn replay(
     consts: &BTreeMap<Name, i64>,
     unchecked: bool,
 ) -> Result<(State, Option<Session>), String> {
-    let base = State { unchecked, ..State::new() };
-    let mut state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
+    let mut state = initial(consts, unchecked);
     let mut session: Option<Session> = None;
     for e in log {
-        match e {
-            Entry::Teml(src) => {
-                state = crate::lang::eval_stmt(src, "<repl>", &state, &Stdlib::get())
-                    .map_err(|e| e.to_string())?
-            }
-            Entry::Rhai(src) => {
-                if session.is_none() {
-                    session = Some(Session::new(state.clone()).map_err(|e| e.to_string())?);
-                }
-                let s = session.as_mut().ok_or("no session")?;
-                s.set_state(state.clone());
-                s.eval_line(src).map_err(|e| e.to_string())?;
-                state = s.state().clone();
-            }
-            Entry::Load(path) => state = crate::pipeline::eval_file(path, &state)?,
-            Entry::Saved(saved) => {
-                if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v))
-                {
-                    return Err(format!(
-                        "the session was loaded from a saved state with {n}={}; it cannot be evaluated with {n}={v}",
-                        saved.constant(n).unwrap_or_default()
-                    ));
-                }
-                let mut s = saved.clone();
-                s.consts.extend(consts.iter().map(|(n, v)| (n.clone(), *v)));
-                state = s;
-            }
-        }
+        apply(e, &mut state, &mut session, consts)?;
     }
     Ok((state, session))
+}
+
+/// What `:undo` goes back to: the session before one change, and the change.
+#[derive(Clone)]
+struct Snapshot {
+    state: State,
+    log: Vec<Entry>,
+    defines: BTreeMap<Name, i64>,
+    /// The input that changed it (`l2 = interchange(l, 1, 2)`, `:def N=64`).
+    change: String,
 }
 
 /// The REPL.
@@ -199,6 +234,10 @@ pub struct Repl {
     log: Vec<Entry>,
     /// Named constants from `-D` and `:def`.
     defines: BTreeMap<Name, i64>,
+    /// The session before each change, the latest last.
+    undo: Vec<Snapshot>,
+    /// What `:undo` took back, the latest last (emptied by any new change).
+    redo: Vec<Snapshot>,
 }
 
 impl Repl {
@@ -217,7 +256,40 @@ impl Repl {
             names: Rc::new(RefCell::new(Vec::new())),
             log: Vec::new(),
             defines,
+            undo: Vec::new(),
+            redo: Vec::new(),
         }
+    }
+
+    fn snapshot(&self, change: &str) -> Snapshot {
+        Snapshot {
+            state: self.state.clone(),
+            log: self.log.clone(),
+            defines: self.defines.clone(),
+            change: change.to_string(),
+        }
+    }
+
+    /// Remembers the session as it was before the change `change`, for `:undo`.
+    fn changed(&mut self, before: Snapshot) {
+        self.undo.push(before);
+        self.redo.clear();
+    }
+
+    /// Goes back to `to`; returns what went back to it (for `:redo`). The Rhai session (its
+    /// `let` variables) is made again by evaluating the inputs again.
+    fn restore(&mut self, to: Snapshot) -> Snapshot {
+        let now = Snapshot { change: to.change.clone(), ..self.snapshot("") };
+        self.session = None;
+        if to.log.iter().any(|e| matches!(e, Entry::Rhai(_)))
+            && let Ok((_, session)) = replay(&to.log, &to.defines, to.state.unchecked)
+        {
+            self.session = session;
+        }
+        self.state = to.state;
+        self.log = to.log;
+        self.defines = to.defines;
+        now
     }
 
     /// The session as a program the pipeline can evaluate again at other sizes.
@@ -262,20 +334,24 @@ impl Repl {
         }
         match self.mode {
             Mode::Teml => {
+                let snap = self.snapshot(line);
                 let before = self.state.clone();
                 let s = crate::lang::eval_stmt(input, "<repl>", &self.state, &Stdlib::get())
                     .map_err(|e| e.to_string())?;
                 self.state = s;
                 self.log.push(Entry::Teml(input.to_string()));
+                self.changed(snap);
                 Ok(self.echo(&before))
             }
             Mode::Rhai => {
+                let snap = self.snapshot(line);
                 let before = self.state.clone();
                 let session = self.session()?;
                 let out = session.eval_line(input).map_err(|e| e.to_string())?;
                 let new_state = session.state().clone();
                 self.state = new_state;
                 self.log.push(Entry::Rhai(input.to_string()));
+                self.changed(snap);
                 let mut msg = self.echo(&before);
                 if let Some(o) = out {
                     if !msg.is_empty() {
@@ -340,9 +416,7 @@ impl Repl {
                 let id = need("a loop nest")?;
                 self.request(id)?;
                 let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts.clone());
-                pipe.generate(&KernelRef::Nest(Name::from(id)), 0)
-                    .map(|k| k.source)
-                    .map_err(|e| e.to_string())
+                pipe.generate(&KernelRef::Nest(Name::from(id))).map(|k| k.source).map_err(|e| e.to_string())
             }
             ":history" => {
                 let id = need("a loop nest")?;
@@ -375,7 +449,7 @@ impl Repl {
                     opts.timing = Some(Timing::default());
                 }
                 let pipe = Pipeline::with_state(self.program(), self.state.clone(), opts);
-                let r = pipe.run(&KernelRef::Nest(Name::from(id)), 0).map_err(|e| e.to_string())?.report;
+                let r = pipe.run(&KernelRef::Nest(Name::from(id))).map_err(|e| e.to_string())?.report;
                 if r.verified { Ok(r.summary()) } else { Err(r.summary()) }
             }
             ":state" => Ok(self.state_listing()),
@@ -383,25 +457,33 @@ impl Repl {
                 let (n, v) = need("NAME=INT")?.split_once('=').ok_or(":def: expected NAME=INT")?;
                 let v: i64 =
                     v.trim().parse().map_err(|_| format!(":def: expected an integer, found `{v}`"))?;
-                let n = n.trim();
-                // Everything built from the constant is evaluated again with the new value.
-                let mut defines = self.defines.clone();
-                defines.insert(Name::from(n), v);
-                let (state, session) = replay(&self.log, &defines, self.state.unchecked).map_err(|e| {
-                    let old = self.state.constant(n).map_or("unbound".to_string(), |x| x.to_string());
-                    format!(
-                        ":def {n}={v}: the session cannot be evaluated again with it ({n} stays {old}):\n{e}"
-                    )
-                })?;
-                let changed = self.state.vars.iter().filter(|(k, x)| state.vars.get(*k) != Some(x)).count();
-                self.state = state;
-                self.session = session;
-                self.defines = defines;
-                Ok(format!(
-                    "{n} = {v} ({changed} value{} evaluated again)",
-                    if changed == 1 { "" } else { "s" }
-                ))
+                let snap = self.snapshot(line);
+                let msg = self.define(&[(n.trim().to_string(), v)], ":def")?;
+                self.changed(snap);
+                Ok(msg)
             }
+            ":undo" => {
+                let to = self.undo.pop().ok_or(":undo: nothing to undo")?;
+                let change = to.change.clone();
+                let now = self.restore(to);
+                self.redo.push(now);
+                Ok(format!("undid `{change}`{}", self.listing_note()))
+            }
+            ":redo" => {
+                let to = self.redo.pop().ok_or(":redo: nothing to redo")?;
+                let change = to.change.clone();
+                let now = self.restore(to);
+                self.undo.push(now);
+                Ok(format!("redid `{change}`{}", self.listing_note()))
+            }
+            ":diff" => {
+                let ids: Vec<&str> = need("two loop nests")?.split_whitespace().collect();
+                let [a, b] = ids[..] else {
+                    return Err(format!(":diff: expected two loop nests, found `{arg}`"));
+                };
+                self.diff(a, b)
+            }
+            ":export" => self.export(Path::new(need("a file")?)),
             ":threads" => {
                 let n: usize = need("a number")?
                     .parse()
@@ -414,12 +496,26 @@ impl Repl {
                 Ok(format!("flags: {}", self.opts.flags.opt.join(" ")))
             }
             ":load" => {
-                let path = PathBuf::from(need("a file")?);
-                let s = self.load(&path)?;
+                let (file, defines) = load_args(need("a file")?)?;
+                let path = PathBuf::from(file);
+                let snap = self.snapshot(line);
+                let mut note = String::new();
+                if !defines.is_empty() {
+                    note = format!("; {}", self.define(&defines, ":load")?);
+                }
+                let s = match self.load(&path) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // Nothing changes when the file does not load, the -D constants included.
+                        self.restore(snap);
+                        return Err(e);
+                    }
+                };
                 let saved = path.extension().and_then(|e| e.to_str()) == Some("json");
                 self.log.push(if saved { Entry::Saved(s.clone()) } else { Entry::Load(path.clone()) });
                 self.state = s;
-                Ok(format!("loaded {} ({} identifiers)", path.display(), self.state.vars.len()))
+                self.changed(snap);
+                Ok(format!("loaded {} ({} identifiers){note}", path.display(), self.state.vars.len()))
             }
             ":save" => {
                 let path = need("a file")?;
@@ -432,6 +528,125 @@ impl Repl {
                 COMMANDS.iter().map(|(c, _)| c.split(' ').next().unwrap_or(c)).collect::<Vec<_>>().join(" ")
             )),
         }
+    }
+
+    /// Binds the named constants `pairs` and evaluates again everything built from them.
+    fn define(&mut self, pairs: &[(String, i64)], cmd: &str) -> Result<String, String> {
+        let mut defines = self.defines.clone();
+        for (n, v) in pairs {
+            defines.insert(Name::from(n.as_str()), *v);
+        }
+        let what = pairs.iter().map(|(n, v)| format!("{n} = {v}")).collect::<Vec<_>>().join(", ");
+        let (state, session) = replay(&self.log, &defines, self.state.unchecked).map_err(|e| {
+            let old: Vec<String> = pairs
+                .iter()
+                .map(|(n, _)| {
+                    format!(
+                        "{n} stays {}",
+                        self.state.constant(n).map_or("unbound".into(), |x| x.to_string())
+                    )
+                })
+                .collect();
+            format!("{cmd} {what}: the session cannot be evaluated again with it ({}):\n{e}", old.join(", "))
+        })?;
+        let changed = self.state.vars.iter().filter(|(k, x)| state.vars.get(*k) != Some(x)).count();
+        self.state = state;
+        self.session = session;
+        self.defines = defines;
+        Ok(format!("{what} ({changed} value{} evaluated again)", if changed == 1 { "" } else { "s" }))
+    }
+
+    /// After `:undo`/`:redo`: what is bound now.
+    fn listing_note(&self) -> String {
+        let names: Vec<String> = self.state.vars.keys().map(|k| k.to_string()).collect();
+        if names.is_empty() { "; nothing is bound".into() } else { format!("; bound: {}", names.join(" ")) }
+    }
+
+    /// `:diff a b`: the two nests as trees and as generated C, each as a unified diff.
+    fn diff(&self, a: &str, b: &str) -> Result<String, String> {
+        for id in [a, b] {
+            self.request(id)?;
+        }
+        let (Some(Value::Nest(na)), Some(Value::Nest(nb))) = (self.state.get(a), self.state.get(b)) else {
+            return Err(format!(":diff: `{a}` and `{b}` must be loop nests"));
+        };
+        let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts.clone());
+        let c = |id: &str| {
+            pipe.generate(&KernelRef::Nest(Name::from(id))).map(|k| k.source).map_err(|e| e.to_string())
+        };
+        let (ca, cb) = (c(a)?, c(b)?);
+        let trees = unified(&na.tree(), &nb.tree(), &format!("{a} (tree)"), &format!("{b} (tree)"));
+        let code = unified(&ca, &cb, &format!("{a}.c"), &format!("{b}.c"));
+        if trees.is_empty() && code.is_empty() {
+            return Ok(format!("`{a}` and `{b}` are the same nest"));
+        }
+        let mut out = if trees.is_empty() { "same tree\n".to_string() } else { trees };
+        out.push_str(if code.is_empty() { "same C" } else { &code });
+        Ok(out.trim_end().to_string())
+    }
+
+    /// `:export FILE.teml`: the session as a program in the paper's syntax, with the named
+    /// constants it used, that `teml run FILE` evaluates to the same state. Lines typed in the
+    /// paper's syntax and loaded `.teml` files are written as they are; what Rhai inputs (or a
+    /// loaded `.rhai` or saved state) bound is written from the values: declarations, the
+    /// histories of nests, `init` and `codegen` statements. A tensor expression made in Rhai
+    /// has no statement to write it with: the export then says which and suggests `:save`.
+    fn export(&self, path: &Path) -> Result<String, String> {
+        if path.extension().and_then(|e| e.to_str()) != Some("teml") {
+            return Err(format!(":export: expected a FILE.teml, found `{}`", path.display()));
+        }
+        let mut out =
+            vec![format!("# A teml REPL session, exported by :export. Replay: teml run {}", path.display())];
+        for (n, v) in &self.defines {
+            out.push(format!("{n} = {v}"));
+        }
+        let taken: std::collections::BTreeSet<Name> = self.state.vars.keys().cloned().collect();
+        let mut state = initial(&self.defines, self.state.unchecked);
+        let mut session = None;
+        for e in &self.log {
+            let before = state.clone();
+            apply(e, &mut state, &mut session, &self.defines).map_err(|e| format!(":export: {e}"))?;
+            match e {
+                Entry::Teml(src) => out.push(src.trim().to_string()),
+                Entry::Load(p) if p.extension().and_then(|e| e.to_str()) == Some("teml") => {
+                    let text = std::fs::read_to_string(p)
+                        .map_err(|e| format!(":export: cannot read {}: {e}", p.display()))?;
+                    out.push(format!("# :load {}", p.display()));
+                    // Its constants' defaults give way to the session's values written above.
+                    out.extend(text.lines().map(|l| match const_default(l) {
+                        Some(n) if self.defines.contains_key(n) => {
+                            format!("# {l}  (the session's value is above)")
+                        }
+                        _ => l.to_string(),
+                    }));
+                }
+                Entry::Rhai(_) | Entry::Load(_) | Entry::Saved(_) => {
+                    out.extend(statements_for(&before, &state, &taken)?);
+                }
+            }
+        }
+        let mut text = out.join("\n");
+        text.push('\n');
+        // The file must evaluate to what the session holds.
+        let check = crate::lang::eval_with(
+            &text,
+            &path.display().to_string(),
+            &initial(&BTreeMap::new(), self.state.unchecked),
+            &Stdlib::get(),
+        )
+        .map_err(|e| format!(":export: the written program does not evaluate (please report): {e}"))?;
+        if let Some((n, _)) = self.state.vars.iter().find(|(n, v)| check.vars.get(*n) != Some(*v)) {
+            return Err(format!(
+                ":export: `{n}` could not be written in the paper's syntax; :save FILE.json keeps the whole state"
+            ));
+        }
+        std::fs::write(path, &text).map_err(|e| format!(":export: cannot write {}: {e}", path.display()))?;
+        Ok(format!(
+            "exported {} ({} lines); run it with `teml run {}`",
+            path.display(),
+            out.len(),
+            path.display()
+        ))
     }
 
     fn load(&self, path: &Path) -> Result<State, String> {
@@ -474,6 +689,10 @@ impl Repl {
         if let Some(h) = &history {
             let _ = rl.load_history(h);
         }
+        // Ctrl-C while a command runs stops its compile or kernel, never the session.
+        if let Err(e) = crate::runtime::interrupt::catch() {
+            eprintln!("warning: Ctrl-C will end the session (cannot catch SIGINT: {e})");
+        }
         println!("teml {} — :help for commands, Ctrl-D to leave", env!("CARGO_PKG_VERSION"));
         loop {
             *self.names.borrow_mut() = self.state.vars.keys().map(|k| k.to_string()).collect();
@@ -483,6 +702,7 @@ impl Repl {
                     if matches!(line.trim(), ":quit" | ":q" | ":exit") {
                         break;
                     }
+                    crate::runtime::interrupt::clear();
                     match self.handle(&line) {
                         Ok(out) if out.is_empty() => {}
                         Ok(out) => println!("{out}"),
@@ -509,6 +729,120 @@ impl Repl {
     }
 }
 
+/// `:load FILE -D N=64 -D M=8` (also `-DN=64`): the file and the named constants.
+fn load_args(arg: &str) -> Result<(String, Vec<(String, i64)>), String> {
+    let mut words = arg.split_whitespace();
+    let file = words.next().ok_or(":load: expected a file")?.to_string();
+    let mut defines = Vec::new();
+    while let Some(w) = words.next() {
+        let def = match w.strip_prefix("-D") {
+            Some("") => words.next().ok_or(":load: expected NAME=INT after -D")?,
+            Some(d) => d,
+            None => return Err(format!(":load: expected -D NAME=INT after the file, found `{w}`")),
+        };
+        let (n, v) =
+            def.split_once('=').ok_or_else(|| format!(":load: expected -D NAME=INT, found `{def}`"))?;
+        let v: i64 = v.trim().parse().map_err(|_| format!(":load: expected an integer in `-D {def}`"))?;
+        if !is_identifier(n) {
+            return Err(format!(":load: expected a name before `=` in `-D {def}`"));
+        }
+        defines.push((n.to_string(), v));
+    }
+    Ok((file, defines))
+}
+
+/// The constant a line like `N = 512  # comment` gives a default to.
+fn const_default(line: &str) -> Option<&str> {
+    let code = line.split('#').next()?.trim();
+    let (n, v) = code.split_once('=')?;
+    let (n, v) = (n.trim(), v.trim());
+    (is_identifier(n) && v.parse::<f64>().is_ok()).then_some(n)
+}
+
+fn is_identifier(n: &str) -> bool {
+    n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The paper-syntax declaration of a real tensor: `tensor(double, [N, 250])`, `scalar(float)`.
+fn declaration(t: &crate::ir::TExpr) -> String {
+    match (&t.iters, &t.shape) {
+        (crate::ir::Iters::Bullet, _) | (_, crate::ir::Shape::Bullet) => format!("scalar({})", t.dtype),
+        (_, shape) => format!("tensor({}, {shape})", t.dtype),
+    }
+}
+
+/// A unified diff of `a` and `b` (empty when they are equal).
+fn unified(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
+    if a == b {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(a, b).unified_diff().context_radius(3).header(name_a, name_b).to_string()
+}
+
+/// The paper-syntax statements that take `before` to `after` (for what Rhai inputs bound):
+/// tensor declarations, the histories of nests, `init` and `codegen` statements. Fails on a
+/// value that has no such statement.
+fn statements_for(
+    before: &State,
+    after: &State,
+    taken: &std::collections::BTreeSet<Name>,
+) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for (name, v) in &after.vars {
+        if before.vars.get(name) == Some(v) {
+            continue;
+        }
+        match v {
+            Value::Nest(n) => {
+                if !n.history.is_complete() {
+                    return Err(format!(
+                        ":export: how `{name}` was made is not known; :save FILE.json keeps the whole state"
+                    ));
+                }
+                // Its steps refer to the nests already bound by name; fresh names avoid every
+                // identifier of the session but this one.
+                let others: std::collections::BTreeSet<Name> =
+                    taken.iter().filter(|t| t.to_string() != name.to_string()).cloned().collect();
+                let mut w = crate::ir::Writer::new(&others);
+                for (bound, x) in &before.vars {
+                    // (a nest bound under another name too is written again under this one)
+                    if let Value::Nest(b) = x
+                        && !matches!((&b.history.0, &n.history.0), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(x, y))
+                    {
+                        w.bind(&b.history, bound.as_ref());
+                    }
+                }
+                let made =
+                    w.name_as(&n.history, name).ok_or_else(|| format!(":export: cannot write `{name}`"))?;
+                if made != name.to_string() {
+                    return Err(format!(":export: cannot write `{name}` under its own name"));
+                }
+                out.append(&mut w.lines);
+            }
+            Value::Tensor(t) if t.is_tensor_leaf() => out.push(format!("{name} = {}", declaration(t))),
+            Value::Tensor(_) => {
+                return Err(format!(
+                    ":export: the tensor expression `{name}` was made in Rhai and has no statement in the paper's syntax; \
+                     write it in the paper's syntax, or :save FILE.json to keep the whole state"
+                ));
+            }
+        }
+    }
+    for (name, init) in &after.inits {
+        if before.inits.get(name) != Some(init) {
+            out.push(format!("init({name}, {})", init.teml()));
+        }
+    }
+    for k in &after.kernels[before.kernels.len().min(after.kernels.len())..] {
+        out.push(format!(
+            "codegen({})",
+            k.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(out)
+}
+
 /// One value, briefly: an assignment or expression infix, a declaration by its shape, a nest
 /// as its tree (`:tree` shows a tensor expression's whole node tree).
 fn echo_value(name: &str, v: &Value) -> String {
@@ -531,7 +865,7 @@ fn indent(s: &str) -> String {
 pub fn help() -> String {
     let mut out = String::from("commands:\n");
     for (c, h) in COMMANDS {
-        out.push_str(&format!("  {c:<15} {h}\n"));
+        out.push_str(&format!("  {c:<18} {h}\n"));
     }
     out.push_str("builtins: ");
     out.push_str(&crate::ops::builtins().iter().map(|b| b.name).collect::<Vec<_>>().join(" "));

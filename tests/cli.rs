@@ -29,7 +29,7 @@ fn run_verifies_the_paper_example() {
     let o = teml(&["run", "examples/paper/fig6.teml", "-D", "N=48", "--threads", "2"], d.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
-    assert!(out.contains("teml_kernel (l2) at examples/paper/fig6.teml:16:1: verified"), "{out}");
+    assert!(out.contains("kernel l2 at examples/paper/fig6.teml:16:1: verified"), "{out}");
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn json_report_has_the_kernel_fields() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     let k = &v["kernels"][0];
     assert_eq!(v["ok"], true);
-    assert_eq!(k["name"], "teml_kernel");
+    assert_eq!(k["name"], "l3");
     assert_eq!(k["verified"], true);
     for f in ["max_rel_error", "median_s", "gflops", "speedup"] {
         assert!(k[f].as_f64().is_some(), "{f} in {k}");

@@ -90,3 +90,44 @@ fn tuning_spaces_run_and_verify_at_their_first_choices() {
 fn tuned_paths_replay_verify_and_report_speedups() {
     assert_eq!(run_all("scripts/tuned", true), 10);
 }
+
+/// The `teml run ...` commands an example's header gives (in backticks, or alone on a comment
+/// line before a parenthesized note).
+fn header_commands(path: &Path) -> Vec<Vec<String>> {
+    let src = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    for line in src.lines().take_while(|l| l.starts_with('#') || l.starts_with("//")) {
+        let mut rest = line;
+        while let Some(at) = rest.find("teml run ") {
+            let cmd = &rest[at..];
+            let end = if rest[..at].ends_with('`') {
+                cmd.find('`').unwrap_or(cmd.len())
+            } else {
+                cmd.find('(').unwrap_or(cmd.len())
+            };
+            out.push(cmd[..end].split_whitespace().skip(1).map(String::from).collect());
+            rest = &cmd[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn header_commands_of_the_examples_work_as_written() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut ran = 0;
+    for f in files("examples").iter().chain(&files("examples/paper")) {
+        for args in header_commands(f) {
+            let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+                .args(&args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .env("TEML_CACHE_DIR", cache.path())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{}: `teml {}` failed:\n{err}", f.display(), args.join(" "));
+            ran += 1;
+        }
+    }
+    assert!(ran >= 3, "only {ran} header commands found");
+}

@@ -66,3 +66,121 @@ fn a_session_survives_its_errors() -> R {
     );
     Ok(())
 }
+
+fn repl(d: &tempfile::TempDir) -> Result<PtySession, rexpect::error::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_teml"));
+    cmd.arg("repl")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("TEML_HISTORY", d.path().join("history.txt"))
+        .env("TEML_CACHE_DIR", d.path().join("cache"))
+        .env("OMP_NUM_THREADS", "2");
+    let mut p = spawn_command(cmd, Some(60_000))?;
+    p.exp_string("teml> ")?;
+    Ok(p)
+}
+
+/// Ctrl-C during a long `:time` stops the kernel (its worker), not the session: the bindings
+/// survive and the next command runs.
+#[test]
+fn ctrl_c_stops_the_kernel_and_the_session_goes_on() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = repl(&d)?;
+    let t = "teml> ";
+    step(&mut p, "N = 2000", "", t)?;
+    step(&mut p, "A = tensor([N, N])", "A: tensor", t)?;
+    step(&mut p, "B = tensor([N, N])", "B: tensor", t)?;
+    step(&mut p, "C = contract(A, B, [2, 1])", "C:", t)?;
+    step(&mut p, "l = build(C)", "for", t)?;
+    p.send_line(":time l")?;
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    p.send_control('c')?;
+    p.exp_string("interrupted (Ctrl-C)")?;
+    p.exp_string(t)?;
+    step(&mut p, ":state", "l: a loop nest of depth 3", t)?;
+    // the session still compiles and runs kernels
+    step(&mut p, "D = tensor([64])", "D: tensor", t)?;
+    step(&mut p, "E = eq(D, [i] -> [i])", "E:", t)?;
+    step(&mut p, "m = build(E)", "for", t)?;
+    step(&mut p, ":run m", "verified", t)?;
+    p.send_line(":quit")?;
+    p.exp_eof()?;
+    Ok(())
+}
+
+/// Lines typed while a kernel runs are kept and run after it.
+#[test]
+fn lines_typed_while_a_kernel_runs_are_kept() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = repl(&d)?;
+    let t = "teml> ";
+    step(&mut p, "A = tensor([256, 256])", "A: tensor", t)?;
+    step(&mut p, "B = eq(A, [i, j] -> [j, i])", "B:", t)?;
+    step(&mut p, "l = build(B)", "for", t)?;
+    p.send_line(":time l")?;
+    p.send_line("X = tensor([7])")?;
+    p.send_line("Y = tensor([9])")?;
+    p.exp_string("speedup")?;
+    p.exp_string("X: tensor [7] of double")?;
+    p.exp_string("Y: tensor [9] of double")?;
+    p.exp_string(t)?;
+    step(&mut p, ":state", "Y: the tensor `Y` [9]", t)?;
+    p.send_line(":quit")?;
+    p.exp_eof()?;
+    Ok(())
+}
+
+/// `:load FILE -D`, `:diff`, `:undo`/`:redo`, and `:export` whose file `teml run` replays to
+/// the same C.
+#[test]
+fn load_with_constants_diff_undo_redo_and_export() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = repl(&d)?;
+    let t = "teml> ";
+    step(&mut p, ":load examples/mm.teml -D N=16", "loaded examples/mm.teml", t)?;
+    step(&mut p, ":state", "N = 16", t)?;
+    step(&mut p, "l2 = interchange(l, 2, 3)", "for", t)?;
+    p.send_line(":diff l l2")?;
+    p.exp_string("--- l (tree)")?;
+    p.exp_string("+++ l2 (tree)")?;
+    p.exp_string("--- l.c")?;
+    p.exp_string("+++ l2.c")?;
+    p.exp_string("@@")?;
+    p.exp_string(t)?;
+    step(&mut p, "l3 = parallelize(l2, 1)", "parallel", t)?;
+    step(&mut p, ":undo", "undid `l3 = parallelize(l2, 1)`", t)?;
+    step(&mut p, ":tree l3", "unknown identifier `l3`", t)?;
+    step(&mut p, ":undo", "undid `l2 = interchange(l, 2, 3)`", t)?;
+    step(&mut p, ":redo", "redid `l2 = interchange(l, 2, 3)`", t)?;
+    step(&mut p, ":redo", "redid `l3 = parallelize(l2, 1)`", t)?;
+    step(&mut p, ":redo", "nothing to redo", t)?;
+    step(&mut p, ":tree l3", "parallel", t)?;
+    // a Rhai line is exported from its value (the nest's history)
+    step(&mut p, ":rhai", "Rhai syntax", "rhai> ")?;
+    step(&mut p, "let l4 = stripmine(l3, 3, 4);", "", "rhai> ")?;
+    step(&mut p, ":teml", "paper syntax", t)?;
+    step(&mut p, "codegen(l4)", "kernel", t)?;
+    let out = d.path().join("session.teml");
+    step(&mut p, &format!(":export {}", out.display()), "exported", t)?;
+    p.send_line(":c l4")?;
+    let shown = p.exp_string(t)?.replace('\r', "");
+    p.send_line(":quit")?;
+    p.exp_eof()?;
+
+    let run = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["run", "--no-run"])
+        .arg(&out)
+        .env("TEML_CACHE_DIR", d.path().join("cache"))
+        .output()
+        .unwrap();
+    let exported = std::fs::read_to_string(&out).unwrap();
+    assert!(run.status.success(), "{exported}\n{}", String::from_utf8_lossy(&run.stderr));
+    let c = String::from_utf8_lossy(&run.stdout).to_string();
+    assert!(exported.contains("N = 16") && exported.contains("l4 = stripmine(l3, 3, 4)"), "{exported}");
+    let body = |s: &str| {
+        s.lines().filter(|l| !l.trim().is_empty()).map(str::trim_end).collect::<Vec<_>>().join("\n")
+    };
+    // the C alone: from its first line to its last brace (the terminal's escapes around it cut)
+    let shown = &shown[shown.find("/* Generated").expect("C from :c l4")..=shown.rfind('}').unwrap()];
+    assert!(body(&c).contains(&body(shown)), "REPL :c l4\n{shown}\n--- teml run --no-run\n{c}");
+    Ok(())
+}

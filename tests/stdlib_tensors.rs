@@ -277,7 +277,7 @@ fn einsum_lowers_to_vmul_and_an_accumulator() {
 
 #[test]
 fn the_mttkrp_of_sec_5_3_in_teml_syntax() {
-    // The listing, with the forms that type-check (docs/reading-the-paper.md): D transposed first, then the
+    // The listing, with the forms that type-check (docs/semantics.md): D transposed first, then the
     // kernel through einsum (or through vmul/add).
     let src = "B = tensor(double, [I, K, L])\nC = tensor(double, [K, J])\nD = tensor(double, [J, L])\n\
                Dt = transpose(D, [[1, 2]])\nA = einsum(\"ikl,lj,kj->ij\", [B, Dt, C])\nld = build(Dt)\nl = build(A)\n\

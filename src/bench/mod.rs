@@ -251,7 +251,7 @@ fn variant(
     let mut outputs = Buffers::new();
     let mut ok = true;
     for k in 0..pipe.state().kernels.len() {
-        match pipe.run(&KernelRef::Codegen(k), k) {
+        match pipe.run(&KernelRef::Codegen(k)) {
             Ok(run) => {
                 ok &= run.report.verified;
                 r.verification.push(run.report.verification.clone());
@@ -293,7 +293,7 @@ fn time_interleaved(
             }
             let mut sum = 0.0;
             for k in 0..pipe.state().kernels.len() {
-                match pipe.time(&KernelRef::Codegen(k), k, per_round) {
+                match pipe.time(&KernelRef::Codegen(k), per_round) {
                     Ok(s) => sum += s.median_s,
                     Err(e) => failed[t] = Some(e.to_string()),
                 }

@@ -89,6 +89,14 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Knows the nest `h` as `name` already (bound by statements written elsewhere): later
+    /// statements refer to it by that name instead of writing its steps again.
+    pub fn bind(&mut self, h: &History, name: &str) {
+        if let Some(step) = &h.0 {
+            self.names.insert(Arc::as_ptr(step), name.to_string());
+        }
+    }
+
     /// [`Writer::name_of`], naming the nest itself `preferred` when that name is free.
     pub fn name_as(&mut self, h: &History, preferred: &str) -> Option<String> {
         let step = h.0.as_ref()?;

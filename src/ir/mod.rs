@@ -10,7 +10,7 @@ pub mod state;
 pub mod texpr;
 
 pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
-pub use history::{History, StepArg};
+pub use history::{History, StepArg, Writer};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};

@@ -95,6 +95,17 @@ pub enum Init {
     Npy(String),
 }
 
+impl Init {
+    /// The second argument of the `init` statement that sets it: `random`, `0.5`, `"a.npy"`.
+    pub fn teml(&self) -> String {
+        match self {
+            Init::Random => "random".into(),
+            Init::Value(v) => format!("{v:?}"),
+            Init::Npy(p) => format!("{p:?}"),
+        }
+    }
+}
+
 /// One `codegen(l1, l2, ...)` statement: the nests (as they were when it ran) that become one
 /// kernel, in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -106,9 +117,31 @@ pub struct KernelRequest {
     /// Where the `codegen` statement is, `file:line:col` (`None` for requests made otherwise).
     #[serde(default)]
     pub at: Option<String>,
+    /// The name the program gave the kernel (`codegen(l1, l2, "mm_tiled")`).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+impl KernelRequest {
+    /// The kernel's name before de-duplication: the program's, else its nests' joined by `_`.
+    pub fn base_label(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| self.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("_"))
+    }
 }
 
 impl State {
+    /// The stable name of kernel `k` (`codegen` number k+1): [`KernelRequest::base_label`],
+    /// with `_2`, `_3`, ... when earlier kernels of the program have the same one. It names
+    /// the kernel in reports, in JSON and in C (`teml_<name>`).
+    pub fn kernel_label(&self, k: usize) -> String {
+        let Some(req) = self.kernels.get(k) else { return format!("kernel{}", k + 1) };
+        let base = req.base_label();
+        let same = self.kernels[..k].iter().filter(|r| r.base_label() == base).count();
+        if same == 0 { base } else { format!("{base}_{}", same + 1) }
+    }
+
     /// The empty state.
     pub fn new() -> State {
         State::default()

@@ -601,9 +601,23 @@ fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
 }
 
 fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
-    let a = Args::new("codegen", s, a, 1, usize::MAX, "codegen(l1, l2, ...)")?;
+    let a = Args::new("codegen", s, a, 1, usize::MAX, "codegen(l1, l2, ..., \"name\")")?;
     let mut req = KernelRequest::default();
-    for pos in 1..=a.args.len() {
+    let mut nests = a.args.len();
+    if let Some(ArgVal::Str(label)) = a.args.last() {
+        let ok = label.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok || nests == 1 {
+            return Err(a.wrong(
+                nests,
+                "name",
+                "nests, then the kernel's name as a C identifier (\"mm_tiled\")",
+            ));
+        }
+        req.label = Some(label.clone());
+        nests -= 1;
+    }
+    for pos in 1..=nests {
         req.nests.push(a.nest(pos, "nest")?);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
     }
@@ -637,10 +651,10 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "codegen",
-        signature: "codegen(l1, l2, ...)",
+        signature: "codegen(l1, l2, ..., \"name\")",
         equation: "Sec. 2",
-        summary: "asks for one C kernel running the nests in order; `teml run` compiles, runs, verifies and times it",
-        example: "codegen(ld, l2)",
+        summary: "asks for one C kernel running the nests in order, named by the optional last string (else by its nests); `teml run` compiles, runs, verifies and times it",
+        example: "codegen(ld, l2, \"transpose_then_scale\")",
         returns: Returns::Stmt,
         call: Call::Stmt(b_codegen),
     },

@@ -109,7 +109,7 @@ pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Resu
 ///
 /// A declared tensor (`I' = ε`) must be given an iterator list of its rank; an operand that
 /// already carries iterators (an operation, a scalar) must be given none. An identifier bound
-/// to an assignment stands for the real tensor it assigns (docs/reading-the-paper.md).
+/// to an assignment stands for the real tensor it assigns (docs/semantics.md).
 /// Generalization, so that the compositions of Sec. 4 can index virtual operands: a list given to an operation
 /// renames its free iterators, position by position.
 pub fn operand(state: &State, builtin: &str, arg: &Arg, t: &TExpr, list: Option<&[Expr]>) -> Result<TExpr> {

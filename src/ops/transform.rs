@@ -116,7 +116,7 @@ fn level_arg(pos: usize) -> Arg {
     Arg::new(pos, "level")
 }
 
-/// `stripmine(l, r, v)`, eq. 20 (corrected: docs/reading-the-paper.md): splits the loop at level `r`
+/// `stripmine(l, r, v)`, eq. 20 (corrected: docs/semantics.md): splits the loop at level `r`
 /// into blocks of `v` iterations. The new outer loop `<i>o` counts blocks; the inner loop
 /// keeps the iterator `i` (so the body is unchanged) and its marks. A factor that does not
 /// divide the trip count gives a last, shorter block through `min`.

@@ -29,6 +29,10 @@ pub enum RuntimeError {
         secs: f64,
     },
 
+    /// Ctrl-C stopped the compile or the kernel (see [`super::interrupt`]).
+    #[error("interrupted (Ctrl-C): {0} was stopped")]
+    Interrupted(String),
+
     /// The worker process failed for another reason (the library or the symbol could not be
     /// loaded, the worker exited with an error status, its report was unreadable, ...). The
     /// message includes what the worker wrote on its standard error.

@@ -330,6 +330,9 @@ pub fn run_kernel_with(
     let status = wait_for(&mut child, spec.timeout);
     let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
     let status = match status {
+        Ok(Some(_)) | Ok(None) if super::interrupt::requested() => {
+            return Err(RuntimeError::Interrupted("the kernel".into()));
+        }
         Ok(Some(status)) => status,
         Ok(None) => return Err(RuntimeError::TimedOut { secs: spec.timeout.as_secs_f64() }),
         Err(e) => return Err(RuntimeError::Worker(format!("cannot wait for the worker: {e}"))),
@@ -426,7 +429,8 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> JoinHandle<Vec<u8>> {
     })
 }
 
-/// Waits for `child` at most `timeout`; kills it and returns `None` when it runs longer.
+/// Waits for `child` at most `timeout`; kills it and returns `None` when it runs longer or
+/// Ctrl-C is pressed ([`super::interrupt`]).
 fn wait_for(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
@@ -435,7 +439,7 @@ fn wait_for(child: &mut Child, timeout: Duration) -> std::io::Result<Option<Exit
             return Ok(Some(status));
         }
         let elapsed = start.elapsed();
-        if elapsed >= timeout {
+        if elapsed >= timeout || super::interrupt::requested() {
             child.kill()?;
             child.wait()?;
             return Ok(None);

@@ -38,6 +38,7 @@
 pub mod compiler;
 mod error;
 pub mod exec;
+pub mod interrupt;
 pub mod npy;
 mod worker;
 

@@ -188,6 +188,9 @@ fn message_of(e: &EvalAltResult, cx: &Context<'_>) -> (String, Option<Error>) {
             format!("the script ran past its limit of {} operations (an endless loop?)", cx.max_operations),
             None,
         ),
+        EvalAltResult::ErrorTerminated(why, _) if why.to_string().starts_with("interrupted") => {
+            ("interrupted (Ctrl-C)".to_string(), None)
+        }
         EvalAltResult::ErrorTerminated(_, _) => {
             (format!("the script ran past its time limit of {} s", cx.max_time.as_secs_f64()), None)
         }

@@ -218,7 +218,13 @@ impl Host {
         resolve_variables(&mut engine, &shared);
         let sh = shared.clone();
         engine.on_progress(move |ops| {
-            let late = ops % 256 == 0 && sh.deadline.get().is_some_and(|d| std::time::Instant::now() > d);
+            if ops % 256 != 0 {
+                return None;
+            }
+            if crate::runtime::interrupt::requested() {
+                return Some(Dynamic::from("interrupted (Ctrl-C)"));
+            }
+            let late = sh.deadline.get().is_some_and(|d| std::time::Instant::now() > d);
             late.then(|| Dynamic::from("time limit"))
         });
         let (out, err) = (shared.clone(), shared.clone());

@@ -211,7 +211,7 @@ fn untransformed_program(o: &TuneOptions) -> Program {
         let req = s.kernels.first().ok_or_else(|| no_kernel(&space))?;
         let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
         let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
-        Ok(State { kernels: vec![KernelRequest { names, nests, at: None }], ..s })
+        Ok(State { kernels: vec![KernelRequest { names, nests, at: None, label: None }], ..s })
     })
 }
 
@@ -396,7 +396,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             .iter()
             .map(|(_, seen, state, _)| {
                 Pipeline::with_state(candidate_program(o, seen), state.clone(), o.run.clone())
-                    .generate(&KernelRef::Codegen(0), 0)
+                    .generate(&KernelRef::Codegen(0))
             })
             .collect();
         let compiled: Vec<Option<Compiled>> = {
@@ -459,7 +459,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                 });
                 let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
                 let pipe = Pipeline::with_state(candidate_program(o, &seen), state, screen);
-                match pipe.run(&KernelRef::Codegen(0), 0) {
+                match pipe.run(&KernelRef::Codegen(0)) {
                     Ok(run) if run.report.verified => {
                         r.verification = Some(run.report.verification.clone());
                         let first = run.report.time;
@@ -468,7 +468,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                             _ => false,
                         };
                         let t = match (slow, o.run.timing) {
-                            (false, Some(timing)) => match pipe.time(&KernelRef::Codegen(0), 0, timing) {
+                            (false, Some(timing)) => match pipe.time(&KernelRef::Codegen(0), timing) {
                                 Ok(t) => Some(t),
                                 Err(e) => {
                                     r.status = classify(&e);
@@ -534,7 +534,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     // explicit timing) in the rounds.
     let verified = |program: Program, opts: RunOptions| -> Result<Pipeline, String> {
         let p = Pipeline::new(program, RunOptions { timing: None, ..opts })?;
-        match p.run(&KernelRef::Codegen(0), 0) {
+        match p.run(&KernelRef::Codegen(0)) {
             Ok(run) if run.report.verified => Ok(p),
             Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
             Err(e) => Err(format!("failed re-verification: {e}")),
@@ -576,7 +576,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
     for _ in 0..o.rounds.max(1) {
         for (k, (name, pipe)) in contenders.iter().enumerate() {
-            match pipe.time(&KernelRef::Codegen(0), 0, round_timing) {
+            match pipe.time(&KernelRef::Codegen(0), round_timing) {
                 Ok(t) => rounds[k].push(t.median_s),
                 Err(e) => report.notes.push(format!("{name}: {e}")),
             }
@@ -640,7 +640,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
 /// Writes the winner's C and its path as a replayable `.teml` script into `o.out`.
 fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneReport) -> Result<(), String> {
     std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
-    let c = pipe.generate(&KernelRef::Codegen(0), 0).map_err(|e| e.to_string())?;
+    let c = pipe.generate(&KernelRef::Codegen(0)).map_err(|e| e.to_string())?;
     let c_path = o.out.join("best.c");
     std::fs::write(&c_path, &c.source).map_err(|e| format!("cannot write {}: {e}", c_path.display()))?;
     b.c = Some(c_path);
