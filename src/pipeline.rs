@@ -737,6 +737,9 @@ impl Pipeline {
     /// report with `verified: false`, not an error.
     pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
         let req = which.request(&self.state)?;
+        // Refused before anything runs, a reduced-size verification included.
+        let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(&self.state, &req)?).collect();
+        check_memory(&self.state, &all, &self.opts)?;
         let cost = reference_cost(&self.state, &req)?;
         if cost <= self.opts.max_reference_instances {
             return run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Full);

@@ -304,12 +304,30 @@ impl Compiler {
             if message.trim().is_empty() {
                 message = format!("`{}` {} without a diagnostic", self.path.display(), output.status);
             }
+            if let Some(hint) = openmp_hint(&diagnostics, &self.arguments(flags)) {
+                message.push_str(&hint);
+            }
             return Err(RuntimeError::Compile { message });
         }
         tmp.persist(&so_path)
             .map_err(|e| RuntimeError::io("cannot move the compiled kernel to", &so_path, e.error))?;
         Ok(Compiled { so_path, c_path, cached: false })
     }
+}
+
+/// When a compile asked for OpenMP and the compiler's complaint is about it (Apple's clang
+/// refuses `-fopenmp`; a clang without libomp cannot find `omp.h` or `-lomp`), how to go on.
+fn openmp_hint(diagnostics: &str, args: &[String]) -> Option<String> {
+    let asked = args.iter().any(|a| a.starts_with("-fopenmp") || a.starts_with("-qopenmp"));
+    let d = diagnostics.to_lowercase();
+    let about_omp = ["openmp", "omp.h", "-lomp", "-lgomp", "libomp", "libgomp"].iter().any(|k| d.contains(k));
+    (asked && about_omp).then(|| {
+        "\nhint: this C compiler has no usable OpenMP. Install it (Debian/Ubuntu: `apt install libomp-dev` \
+         for clang, or use gcc: `CC=gcc`; macOS: `brew install libomp` and \
+         `--cflags \"-O3 -Xpreprocessor -fopenmp -lomp\"`), or compile without it: \
+         `--cflags \"-O3 -march=native\"` (parallel loops then run on one thread)."
+            .to_string()
+    })
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
