@@ -410,6 +410,15 @@ pub fn check(a: &CheckArgs) -> i32 {
                 s.vars.len(),
                 if kernels == 1 { "" } else { "s" }
             );
+            let mut unbound = std::collections::BTreeSet::new();
+            for req in &s.kernels {
+                let named: Vec<_> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+                unbound.extend(crate::codegen::unbound_constants(&s, &named));
+            }
+            if !unbound.is_empty() {
+                let list: Vec<String> = unbound.iter().map(|c| format!("-D {c}=INT")).collect();
+                println!("note: to run, give the named constants the program leaves unbound: {}", list.join(" "));
+            }
             0
         }
         Err(e) => {

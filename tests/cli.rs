@@ -380,6 +380,10 @@ fn kernels_have_stable_names() {
     let o = teml(&["run", prog.to_str().unwrap(), "-D", "N=8", "-q"], d.path());
     let (out, _) = text(&o);
     assert!(out.contains("kernel swapped (l2) at ") && out.contains("kernel l_2 (l) at "), "{out}");
+    // `teml check` says which constants a run needs
+    let o = teml(&["check", prog.to_str().unwrap()], d.path());
+    let (out, _) = text(&o);
+    assert!(o.status.success() && out.contains("leaves unbound: -D N=INT"), "{out}");
     // a name that is not a C identifier is refused at the statement
     let bad = write(d.path(), "bad.teml", "A = tensor([4])\nB = eq(A, [i] -> [i])\nl = build(B)\ncodegen(l, \"two words\")\n");
     let o = teml(&["check", bad.to_str().unwrap()], d.path());

@@ -83,24 +83,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         return Err(illegal(format!("expected a C identifier as kernel name, found `{name}`")));
     }
     let mut params = params(nests).map_err(illegal)?;
-    let mut iters = BTreeSet::new();
-    for (_, n) in nests {
-        for x in n.items() {
-            let mut v = Vec::new();
-            x.loop_iters(&mut v);
-            iters.extend(v);
-        }
-    }
-    let mut consts: BTreeSet<Name> = BTreeSet::new();
-    for p in &params {
-        p.dims.iter().for_each(|d| consts.extend(d.vars()));
-    }
-    for (_, n) in nests {
-        for x in n.items() {
-            collect_vars(x, &mut consts);
-        }
-    }
-    let consts: Vec<Name> = consts.into_iter().filter(|v| !iters.contains(v)).collect();
+    let (iters, consts) = iters_and_constants(nests, &params);
     check_ranges(state, &params, nests, &consts).map_err(illegal)?;
     let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
     for p in params.iter_mut() {
@@ -271,6 +254,38 @@ fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
 }
 
 /// The real tensors the nests use, in order of first appearance.
+
+/// The loop iterators of `nests`, and the named constants their bounds, accesses and tensor
+/// shapes use.
+fn iters_and_constants(nests: &[(Name, Nest)], params: &[Param]) -> (BTreeSet<Name>, Vec<Name>) {
+    let mut iters = BTreeSet::new();
+    for (_, n) in nests {
+        for x in n.items() {
+            let mut v = Vec::new();
+            x.loop_iters(&mut v);
+            iters.extend(v);
+        }
+    }
+    let mut consts: BTreeSet<Name> = BTreeSet::new();
+    for p in params {
+        p.dims.iter().for_each(|d| consts.extend(d.vars()));
+    }
+    for (_, n) in nests {
+        for x in n.items() {
+            collect_vars(x, &mut consts);
+        }
+    }
+    let consts = consts.into_iter().filter(|v| !iters.contains(v)).collect();
+    (iters, consts)
+}
+
+/// The named constants the kernel of `nests` needs that `state` does not bind (`-D` must
+/// give them before it can run).
+pub fn unbound_constants(state: &State, nests: &[(Name, Nest)]) -> Vec<Name> {
+    let Ok(params) = params(nests) else { return Vec::new() };
+    iters_and_constants(nests, &params).1.into_iter().filter(|c| state.constant(c).is_none()).collect()
+}
+
 fn params(nests: &[(Name, Nest)]) -> std::result::Result<Vec<Param>, String> {
     let mut out: Vec<Param> = Vec::new();
     for (_, n) in nests {
