@@ -417,7 +417,10 @@ pub fn check(a: &CheckArgs) -> i32 {
             }
             if !unbound.is_empty() {
                 let list: Vec<String> = unbound.iter().map(|c| format!("-D {c}=INT")).collect();
-                println!("note: to run, give the named constants the program leaves unbound: {}", list.join(" "));
+                println!(
+                    "note: to run, give the named constants the program leaves unbound: {}",
+                    list.join(" ")
+                );
             }
             0
         }

@@ -547,7 +547,8 @@ impl Repl {
                     )
                 })
                 .collect();
-            format!("{cmd} {what}: the session cannot be evaluated again with it ({}):\n{e}", old.join(", "))
+            let given = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ");
+            format!("{cmd} {given}: the session cannot be evaluated again with it ({}):\n{e}", old.join(", "))
         })?;
         let changed = self.state.vars.iter().filter(|(k, x)| state.vars.get(*k) != Some(x)).count();
         self.state = state;
@@ -607,7 +608,12 @@ impl Repl {
             let before = state.clone();
             apply(e, &mut state, &mut session, &self.defines).map_err(|e| format!(":export: {e}"))?;
             match e {
-                Entry::Teml(src) => out.push(src.trim().to_string()),
+                Entry::Teml(src) => match const_default(src) {
+                    Some(n) if self.defines.contains_key(n) => {
+                        out.push(format!("# {}  (the session's value is above)", src.trim()))
+                    }
+                    _ => out.push(src.trim().to_string()),
+                },
                 Entry::Load(p) if p.extension().and_then(|e| e.to_str()) == Some("teml") => {
                     let text = std::fs::read_to_string(p)
                         .map_err(|e| format!(":export: cannot read {}: {e}", p.display()))?;

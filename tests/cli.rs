@@ -313,16 +313,14 @@ fn a_program_too_large_for_memory_is_refused_before_anything_is_allocated() {
     assert!(err.contains("expected a run that fits in memory, found one that needs about"), "{err}");
     assert!(err.contains("GB are available: give smaller -D constants"), "{err}");
     // refused before anything ran: nothing was compiled
-    let compiled = walk(&d.path().join("cache")).into_iter().filter(|p| p.extension().is_some_and(|e| e == "so"));
+    let compiled =
+        walk(&d.path().join("cache")).into_iter().filter(|p| p.extension().is_some_and(|e| e == "so"));
     assert_eq!(compiled.count(), 0);
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .flatten()
-        .flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] })
-        .collect()
+    entries.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }
 
 /// A compiler without OpenMP gets a hint: how to install it, or how to compile without it.
@@ -349,7 +347,11 @@ fn a_compiler_without_openmp_gets_a_hint() {
     let o = run(&[]);
     let (out, err) = text(&o);
     assert!(!o.status.success(), "{out}");
-    assert!(err.contains("unsupported option '-fopenmp'") && err.contains("hint: this C compiler has no usable OpenMP"), "{err}");
+    assert!(
+        err.contains("unsupported option '-fopenmp'")
+            && err.contains("hint: this C compiler has no usable OpenMP"),
+        "{err}"
+    );
     assert!(err.contains("--cflags \"-O3 -march=native\""), "{err}");
     // ... and the hint works
     let o = run(&["--cflags", "-O3 -march=native"]);
@@ -372,7 +374,8 @@ fn kernels_have_stable_names() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let names: Vec<&str> = v["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        v["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["l", "swapped", "l_2"]);
     let o = teml(&["run", prog.to_str().unwrap(), "-D", "N=8", "--no-run"], d.path());
     let (c, _) = text(&o);
@@ -385,7 +388,11 @@ fn kernels_have_stable_names() {
     let (out, _) = text(&o);
     assert!(o.status.success() && out.contains("leaves unbound: -D N=INT"), "{out}");
     // a name that is not a C identifier is refused at the statement
-    let bad = write(d.path(), "bad.teml", "A = tensor([4])\nB = eq(A, [i] -> [i])\nl = build(B)\ncodegen(l, \"two words\")\n");
+    let bad = write(
+        d.path(),
+        "bad.teml",
+        "A = tensor([4])\nB = eq(A, [i] -> [i])\nl = build(B)\ncodegen(l, \"two words\")\n",
+    );
     let o = teml(&["check", bad.to_str().unwrap()], d.path());
     let (_, err) = text(&o);
     assert!(!o.status.success(), "{err}");

@@ -22,7 +22,7 @@ fn compile(source: &str) -> (tempfile::TempDir, Compiled) {
 /// A run of `teml_entry` over buffers of the given sizes, with the `teml` binary as worker.
 fn spec(compiled: &Compiled, sizes: &[usize]) -> RunSpec {
     let buffers =
-        sizes.iter().enumerate().map(|(i, &bytes)| BufferSpec { name: format!("b{i}"), bytes }).collect();
+        sizes.iter().enumerate().map(|(i, &bytes)| BufferSpec::new(format!("b{i}"), bytes)).collect();
     let mut spec = RunSpec::new(&compiled.so_path, "teml_entry", buffers);
     spec.worker = Some(PathBuf::from(env!("CARGO_BIN_EXE_teml")));
     spec.timeout = Duration::from_secs(20);
@@ -111,6 +111,28 @@ void teml_entry(void **args) {
     assert!(stats.reps >= 3);
     assert!(outcome.times_s.iter().sum::<f64>() >= 0.02 || stats.reps == 1_000_000);
     assert!(stats.min_s <= stats.median_s && stats.median_s <= stats.max_s);
+}
+
+#[test]
+fn read_only_inputs_are_shared_by_the_timed_runs() {
+    // b is read-only (no snapshot): every run reads it as it started; a is restored each time.
+    let source = "\
+#include <stdlib.h>
+void teml_entry(void **args) {
+    double *a = args[0], *b = args[1];
+    if (a[0] != 1.0 || b[0] != 2.0) abort();
+    a[0] = a[0] + b[0];
+}
+";
+    let (_dir, compiled) = compile(source);
+    let mut spec = spec(&compiled, &[8, 8]);
+    spec.buffers[1].read_only = true;
+    spec.timing = Some(Timing { warmup: 1, min_time_s: 0.0, min_reps: 4, max_reps: 4 });
+    let outcome =
+        run_kernel(&spec, &[&f64_bytes(&[1.0]), &f64_bytes(&[2.0])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&outcome.outputs[0]), [3.0]);
+    assert_eq!(f64s(&outcome.outputs[1]), [2.0]);
+    assert_eq!(outcome.times_s.len(), 4);
 }
 
 #[test]

@@ -35,6 +35,18 @@ pub struct BufferSpec {
     pub name: String,
     /// Its size in bytes.
     pub bytes: usize,
+    /// The kernel only reads it: timed runs need no copy of its initial data to start from.
+    /// (Should the kernel write it all the same, the checked run starts from what the timed
+    /// runs left, and verification reports the difference.)
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl BufferSpec {
+    /// A buffer of `bytes` bytes the kernel may write.
+    pub fn new(name: impl Into<String>, bytes: usize) -> BufferSpec {
+        BufferSpec { name: name.into(), bytes, read_only: false }
+    }
 }
 
 /// How to time a kernel: `warmup` untimed runs, then timed runs until at least `min_reps` runs
@@ -192,7 +204,10 @@ fn layout(buffers: &[BufferSpec], snapshot: bool) -> Result<(Vec<JobBuffer>, usi
     };
     let live = buffers.iter().map(|b| place(b.bytes)).collect::<Result<Vec<_>, _>>()?;
     let snap = if snapshot {
-        buffers.iter().map(|b| place(b.bytes).map(Some)).collect::<Result<Vec<_>, _>>()?
+        buffers
+            .iter()
+            .map(|b| if b.read_only { Ok(None) } else { place(b.bytes).map(Some) })
+            .collect::<Result<Vec<_>, _>>()?
     } else {
         vec![None; buffers.len()]
     };
@@ -514,7 +529,7 @@ mod tests {
     #[test]
     fn layout_aligns_every_buffer() {
         let bufs: Vec<BufferSpec> =
-            [8, 0, 100, 64].iter().map(|&bytes| BufferSpec { name: "x".into(), bytes }).collect();
+            [8, 0, 100, 64].iter().map(|&bytes| BufferSpec::new("x", bytes)).collect();
         let (placed, len) = layout(&bufs, true).unwrap();
         let offsets: Vec<(usize, Option<usize>)> =
             placed.iter().map(|b| (b.offset, b.snapshot_offset)).collect();
@@ -524,7 +539,16 @@ mod tests {
         assert!(placed.iter().all(|b| b.snapshot_offset.is_none()));
         assert_eq!(len, 256, "without timing the buffers are in the mapping once");
         assert_eq!(layout(&[], false).unwrap().1, BUFFER_ALIGN);
-        assert!(layout(&[BufferSpec { name: "x".into(), bytes: usize::MAX }], true).is_err());
+        assert!(layout(&[BufferSpec::new("x", usize::MAX)], true).is_err());
+    }
+
+    #[test]
+    fn read_only_buffers_have_no_snapshot() {
+        let bufs = [BufferSpec { read_only: true, ..BufferSpec::new("a", 100) }, BufferSpec::new("c", 8)];
+        let (placed, len) = layout(&bufs, true).unwrap();
+        assert_eq!(placed[0].snapshot_offset, None);
+        assert_eq!(placed[1].snapshot_offset, Some(192));
+        assert_eq!(len, 200, "the input once, the output twice");
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! # fn main() -> Result<(), teml::runtime::RuntimeError> {
 //! let source = "void teml_entry(void **a) { double *x = a[0]; x[0] *= 2; }";
 //! let compiled = Compiler::detect()?.compile(source, &Flags::default())?;
-//! let mut spec = RunSpec::new(&compiled.so_path, "teml_entry", vec![BufferSpec { name: "x".into(), bytes: 8 }]);
+//! let mut spec = RunSpec::new(&compiled.so_path, "teml_entry", vec![BufferSpec::new("x", 8)]);
 //! spec.timing = Some(Timing::default());
 //! let outcome = run_kernel(&spec, &[&1.5f64.to_ne_bytes()])?;
 //! assert_eq!(outcome.outputs[0], 3.0f64.to_ne_bytes());
