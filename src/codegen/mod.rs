@@ -253,8 +253,6 @@ fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
     }
 }
 
-/// The real tensors the nests use, in order of first appearance.
-
 /// The loop iterators of `nests`, and the named constants their bounds, accesses and tensor
 /// shapes use.
 fn iters_and_constants(nests: &[(Name, Nest)], params: &[Param]) -> (BTreeSet<Name>, Vec<Name>) {
@@ -286,6 +284,7 @@ pub fn unbound_constants(state: &State, nests: &[(Name, Nest)]) -> Vec<Name> {
     iters_and_constants(nests, &params).1.into_iter().filter(|c| state.constant(c).is_none()).collect()
 }
 
+/// The real tensors the nests use, in order of first appearance.
 fn params(nests: &[(Name, Nest)]) -> std::result::Result<Vec<Param>, String> {
     let mut out: Vec<Param> = Vec::new();
     for (_, n) in nests {
