@@ -462,20 +462,8 @@ impl Repl {
                 self.changed(snap);
                 Ok(msg)
             }
-            ":undo" => {
-                let to = self.undo.pop().ok_or(":undo: nothing to undo")?;
-                let change = to.change.clone();
-                let now = self.restore(to);
-                self.redo.push(now);
-                Ok(format!("undid `{change}`{}", self.listing_note()))
-            }
-            ":redo" => {
-                let to = self.redo.pop().ok_or(":redo: nothing to redo")?;
-                let change = to.change.clone();
-                let now = self.restore(to);
-                self.undo.push(now);
-                Ok(format!("redid `{change}`{}", self.listing_note()))
-            }
+            ":undo" => self.travel(false),
+            ":redo" => self.travel(true),
             ":diff" => {
                 let ids: Vec<&str> = need("two loop nests")?.split_whitespace().collect();
                 let [a, b] = ids[..] else {
@@ -557,6 +545,20 @@ impl Repl {
         Ok(format!("{what} ({changed} value{} evaluated again)", if changed == 1 { "" } else { "s" }))
     }
 
+    /// `:undo` (back one change) or `:redo` (forward one).
+    fn travel(&mut self, forward: bool) -> Result<String, String> {
+        let (from, verb) = if forward { (&mut self.redo, "redo") } else { (&mut self.undo, "undo") };
+        let to = from.pop().ok_or_else(|| format!(":{verb}: nothing to {verb}"))?;
+        let change = to.change.clone();
+        let now = self.restore(to);
+        if forward {
+            self.undo.push(now)
+        } else {
+            self.redo.push(now)
+        }
+        Ok(format!("{} `{change}`{}", if forward { "redid" } else { "undid" }, self.listing_note()))
+    }
+
     /// After `:undo`/`:redo`: what is bound now.
     fn listing_note(&self) -> String {
         let names: Vec<String> = self.state.vars.keys().map(|k| k.to_string()).collect();
@@ -571,11 +573,13 @@ impl Repl {
         let (Some(Value::Nest(na)), Some(Value::Nest(nb))) = (self.state.get(a), self.state.get(b)) else {
             return Err(format!(":diff: `{a}` and `{b}` must be loop nests"));
         };
-        let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts.clone());
-        let c = |id: &str| {
-            pipe.generate(&KernelRef::Nest(Name::from(id))).map(|k| k.source).map_err(|e| e.to_string())
+        // Both under one neutral name, so that the diff shows the loops, not the names.
+        let c = |n: &crate::ir::Nest| {
+            crate::codegen::generate(&self.state, "teml_kernel", &[(Name::from("nest"), n.clone())])
+                .map(|k| k.source)
+                .map_err(|e| e.to_string())
         };
-        let (ca, cb) = (c(a)?, c(b)?);
+        let (ca, cb) = (c(na)?, c(nb)?);
         let trees = unified(&na.tree(), &nb.tree(), &format!("{a} (tree)"), &format!("{b} (tree)"));
         let code = unified(&ca, &cb, &format!("{a}.c"), &format!("{b}.c"));
         if trees.is_empty() && code.is_empty() {
@@ -778,6 +782,18 @@ fn declaration(t: &crate::ir::TExpr) -> String {
     }
 }
 
+/// How many steps made the nest, along its longest chain from a `build`.
+fn depth(h: &crate::ir::History) -> usize {
+    h.0.as_ref().map_or(0, |s| {
+        1 + s
+            .args
+            .iter()
+            .map(|a| if let crate::ir::StepArg::Nest(x) = a { depth(x) } else { 0 })
+            .max()
+            .unwrap_or(0)
+    })
+}
+
 /// A unified diff of `a` and `b` (empty when they are equal).
 fn unified(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
     if a == b {
@@ -795,37 +811,16 @@ fn statements_for(
     taken: &std::collections::BTreeSet<Name>,
 ) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for (name, v) in &after.vars {
-        if before.vars.get(name) == Some(v) {
-            continue;
-        }
+    let changed: Vec<(&Name, &Value)> =
+        after.vars.iter().filter(|(n, v)| before.vars.get(*n) != Some(*v)).collect();
+    // Nests in the order they were made (a nest after those its history uses).
+    let mut nests: Vec<(&Name, &crate::ir::Nest)> = changed
+        .iter()
+        .filter_map(|(n, v)| if let Value::Nest(x) = v { Some((*n, x)) } else { None })
+        .collect();
+    nests.sort_by_key(|(_, n)| depth(&n.history));
+    for (name, v) in &changed {
         match v {
-            Value::Nest(n) => {
-                if !n.history.is_complete() {
-                    return Err(format!(
-                        ":export: how `{name}` was made is not known; :save FILE.json keeps the whole state"
-                    ));
-                }
-                // Its steps refer to the nests already bound by name; fresh names avoid every
-                // identifier of the session but this one.
-                let others: std::collections::BTreeSet<Name> =
-                    taken.iter().filter(|t| t.to_string() != name.to_string()).cloned().collect();
-                let mut w = crate::ir::Writer::new(&others);
-                for (bound, x) in &before.vars {
-                    // (a nest bound under another name too is written again under this one)
-                    if let Value::Nest(b) = x
-                        && !matches!((&b.history.0, &n.history.0), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(x, y))
-                    {
-                        w.bind(&b.history, bound.as_ref());
-                    }
-                }
-                let made =
-                    w.name_as(&n.history, name).ok_or_else(|| format!(":export: cannot write `{name}`"))?;
-                if made != name.to_string() {
-                    return Err(format!(":export: cannot write `{name}` under its own name"));
-                }
-                out.append(&mut w.lines);
-            }
             Value::Tensor(t) if t.is_tensor_leaf() => out.push(format!("{name} = {}", declaration(t))),
             Value::Tensor(_) => {
                 return Err(format!(
@@ -833,7 +828,34 @@ fn statements_for(
                      write it in the paper's syntax, or :save FILE.json to keep the whole state"
                 ));
             }
+            Value::Nest(_) => {}
         }
+    }
+    let same = |a: &crate::ir::History, b: &crate::ir::History| matches!((&a.0, &b.0), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(x, y));
+    for (name, n) in &nests {
+        if !n.history.is_complete() {
+            return Err(format!(
+                ":export: how `{name}` was made is not known; :save FILE.json keeps the whole state"
+            ));
+        }
+        // Its steps refer by name to the nests bound before it and beside it; fresh names
+        // avoid every identifier of the session but this one.
+        let others: std::collections::BTreeSet<Name> =
+            taken.iter().filter(|t| t.to_string() != name.to_string()).cloned().collect();
+        let mut w = crate::ir::Writer::new(&others);
+        let bound =
+            before.vars.iter().filter_map(|(b, x)| if let Value::Nest(x) = x { Some((b, x)) } else { None });
+        for (b, x) in bound.chain(nests.iter().map(|(b, x)| (*b, *x))) {
+            // (a nest bound under another name too is written again under this one)
+            if b != *name && !same(&x.history, &n.history) {
+                w.bind(&x.history, b.as_ref());
+            }
+        }
+        let made = w.name_as(&n.history, name).ok_or_else(|| format!(":export: cannot write `{name}`"))?;
+        if made != name.to_string() {
+            return Err(format!(":export: cannot write `{name}` under its own name"));
+        }
+        out.append(&mut w.lines);
     }
     for (name, init) in &after.inits {
         if before.inits.get(name) != Some(init) {
@@ -841,10 +863,9 @@ fn statements_for(
         }
     }
     for k in &after.kernels[before.kernels.len().min(after.kernels.len())..] {
-        out.push(format!(
-            "codegen({})",
-            k.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
-        ));
+        let mut args: Vec<String> = k.names.iter().map(|n| n.to_string()).collect();
+        args.extend(k.label.iter().map(|l| format!("{l:?}")));
+        out.push(format!("codegen({})", args.join(", ")));
     }
     Ok(out)
 }
@@ -887,4 +908,89 @@ fn history_path() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     dirs::data_local_dir().map(|d| d.join("teml").join("history.txt"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repl(lines: &[&str]) -> Repl {
+        let mut r = Repl::new(State::new(), Mode::Teml);
+        for l in lines {
+            r.handle(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+        }
+        r
+    }
+
+    #[test]
+    fn load_takes_constants() {
+        let (f, d) = load_args("f.teml -D N=4 -DM=2").unwrap();
+        assert_eq!(f, "f.teml");
+        assert_eq!(d, [("N".to_string(), 4), ("M".to_string(), 2)]);
+        assert!(load_args("f.teml N=4").unwrap_err().contains("expected -D NAME=INT"));
+        assert!(load_args("f.teml -D N=x").unwrap_err().contains("expected an integer"));
+        assert!(load_args("f.teml -D 3=4").unwrap_err().contains("expected a name"));
+        assert!(load_args("f.teml -D").unwrap_err().contains("after -D"));
+    }
+
+    #[test]
+    fn undo_and_redo_cover_lines_and_constants() {
+        let mut r = repl(&["A = tensor([N])", "B = eq(A, [i] -> [i])", "l = build(B)"]);
+        r.handle(":def N=8").unwrap();
+        r.handle("l2 = stripmine(l, 1, 4)").unwrap();
+        assert!(r.handle(":undo").unwrap().starts_with("undid `l2 = stripmine(l, 1, 4)`"));
+        assert!(r.state().get("l2").is_none());
+        assert!(r.handle(":undo").unwrap().starts_with("undid `:def N=8`"));
+        assert_eq!(r.state().constant("N"), None);
+        assert!(r.handle(":redo").unwrap().starts_with("redid `:def N=8`"));
+        assert_eq!(r.state().constant("N"), Some(8));
+        // a new change forgets what could be redone
+        r.handle("l3 = stripmine(l, 1, 2)").unwrap();
+        assert_eq!(r.handle(":redo").unwrap_err(), ":redo: nothing to redo");
+        // a failing line is not a change
+        assert!(r.handle("l4 = stripmine(l, 9, 2)").is_err());
+        assert!(r.handle(":undo").unwrap().starts_with("undid `l3 = stripmine(l, 1, 2)`"));
+    }
+
+    #[test]
+    fn diff_shows_trees_and_c() {
+        let mut r = repl(&["A = tensor([8, 8])", "B = eq(A, [i, j] -> [j, i])", "l = build(B)"]);
+        r.handle("l2 = interchange(l, 1, 2)").unwrap();
+        let d = r.handle(":diff l l2").unwrap();
+        assert!(d.contains("--- l (tree)") && d.contains("+++ l2.c"), "{d}");
+        assert!(d.contains("-for j in [0, 7]") && d.contains("+for i in [0, 7]"), "{d}");
+        assert!(d.contains("-  for (int j = 0; j <= 7; j++)") && !d.contains("teml_l2"), "{d}");
+        assert!(r.handle(":diff l l").unwrap().contains("are the same nest"));
+        assert!(r.handle(":diff l").unwrap_err().contains("expected two loop nests"));
+        assert!(r.handle(":diff l B").is_err());
+    }
+
+    #[test]
+    fn export_writes_rhai_values_or_says_why_not() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = repl(&[":def N=6", "A = tensor([N, N])", ":rhai"]);
+        r.handle("let B = tensor(float, [N]);").unwrap();
+        r.handle("let C = eq(A, [i, j], [j, i]);").unwrap();
+        r.handle("let l = build(C); codegen(l, \"t\");").unwrap();
+        let f = d.path().join("s.teml");
+        let e = r.handle(&format!(":export {}", f.display())).unwrap_err();
+        assert!(e.contains("the tensor expression `C` was made in Rhai"), "{e}");
+        assert!(!f.exists());
+        // in the paper's syntax it exports
+        let mut r = repl(&[":def N=6", "A = tensor([N, N])", "C = eq(A, [i, j] -> [j, i])", ":rhai"]);
+        r.handle("let B = tensor(float, [N]);").unwrap();
+        r.handle("let l = build(C); let l2 = stripmine(l, 1, 2); codegen(l2, \"t\");").unwrap();
+        r.handle(&format!(":export {}", f.display())).unwrap();
+        let text = std::fs::read_to_string(&f).unwrap();
+        for line in [
+            "N = 6",
+            "B = tensor(float, [N])",
+            "l = build(C)",
+            "l2 = stripmine(l, 1, 2)",
+            "codegen(l2, \"t\")",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        assert!(r.handle(":export s.txt").unwrap_err().contains("expected a FILE.teml"));
+    }
 }
