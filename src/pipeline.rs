@@ -369,31 +369,13 @@ fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
 /// Outputs of a kernel run: per parameter, its data after the run when it was asked for.
 type Outputs = Vec<Option<Vec<f64>>>;
 
-/// Compiles `k` and runs it on `store`'s data, written straight into the shared mapping (no
-/// copies); returns the outputs of the parameters `keep` selects, the timing (with
-/// `opts.timing`) and the compile.
 /// From this many bytes of buffers on, a timed kernel's timed runs and its checked run are
 /// separate worker jobs (see [`run_at`]), so that outputs are never held while the timing
 /// snapshots are: the peak stays near 3x the data.
 const SPLIT_TIMING_BYTES: usize = 256 << 20;
 
-fn compile_and_run(
-    k: &CKernel,
-    store: &Buffers,
-    opts: &RunOptions,
-    keep: &dyn Fn(&codegen::Param) -> bool,
-) -> Result<(Outputs, Option<TimeStats>, runtime::Compiled), RunError> {
-    let compiled = compiler(opts)?.compile(&k.source, &opts.flags)?;
-    let mut outputs: Outputs = vec![None; k.params.len()];
-    let stats = run_compiled(k, &compiled, store, opts, opts.timing, &mut |i, src| {
-        if keep(&k.params[i]) {
-            outputs[i] = Some(from_bytes(src, k.params[i].dtype));
-        }
-    })?;
-    Ok((outputs, stats, compiled))
-}
-
-/// Runs the compiled kernel `k` in a worker, its buffers filled from `store`: with `timing`,
+/// Runs the compiled kernel `k` in a worker, its buffers filled from `store` straight into
+/// the shared mapping (no copies): with `timing`,
 /// its timed runs (the returned statistics); `read(i, bytes)` sees buffer `i` after the
 /// checked run.
 fn run_compiled(
@@ -694,15 +676,15 @@ impl Pipeline {
         &self.state
     }
 
-    /// The C source of one kernel, numbered `index`, without compiling it.
+    /// The C source of one kernel, without compiling it.
     pub fn generate(&self, which: &KernelRef) -> Result<CKernel, RunError> {
         let req = which.request(&self.state)?;
         let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
         Ok(codegen::generate(&self.state, &symbol(&which.label(&self.state)), &named)?)
     }
 
-    /// Times one kernel without checking it again (run it through
-    /// [`Pipeline::run`] first): the interleaved rounds of `teml bench` and `teml tune` call
+    /// Times one kernel without checking it again (run it through [`Pipeline::run`] first):
+    /// the interleaved rounds of `teml bench` and `teml tune` call
     /// this once per round and variant.
     pub fn time(&self, which: &KernelRef, timing: Timing) -> Result<TimeStats, RunError> {
         let req = which.request(&self.state)?;
@@ -710,7 +692,8 @@ impl Pipeline {
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
         check_memory(&self.state, &req.nests, &opts)?;
         let store = initial_store(&self.state, &req.nests, &self.opts)?;
-        let (_, stats, _) = compile_and_run(&kernel, &store, &opts, &|_| false)?;
+        let compiled = compiler(&opts)?.compile(&kernel.source, &opts.flags)?;
+        let stats = run_compiled(&kernel, &compiled, &store, &opts, opts.timing, &mut |_, _| {})?;
         stats.ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
     }
 
@@ -747,8 +730,9 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel. When the reference interpreter would run more than
-    /// `opts.max_reference_instances` statement instances, the same program is evaluated with
+    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel. When the
+    /// reference interpreter would run more than `opts.max_reference_instances` statement
+    /// instances, the same program is evaluated with
     /// smaller named constants and that kernel is verified there; the full-size kernel is then
     /// checked at sampled elements by the expression oracle. A verification failure is a
     /// report with `verified: false`, not an error.
@@ -867,8 +851,9 @@ fn initial_store_cropped(
 /// data; times it and its untransformed build with `opts.timing`.
 ///
 /// Memory: the initial data is held once (it becomes the reference in place once the kernel
-/// and its baseline have run from it), the kernel's buffers once in the shared mapping (twice
-/// while timing), and the outputs of the tensors the kernel writes once more.
+/// and its baseline have run from it), the kernel's buffers once in the shared mapping (the
+/// written ones twice while timing), and the outputs of the tensors the kernel writes once
+/// more. The caller checks that this fits ([`check_memory`]).
 fn run_at(
     state: &State,
     req: &KernelRequest,
@@ -881,7 +866,6 @@ fn run_at(
     let kernel = codegen::generate(state, &name, &named)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
-    check_memory(state, &all, opts)?;
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
     let mag = magnitude(&store);
 
@@ -1158,6 +1142,8 @@ pub fn run_request(
             opts.max_reference_instances
         )));
     }
+    let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(state, req)?).collect();
+    check_memory(state, &all, opts)?;
     let label =
         if state.kernels.get(index) == Some(req) { state.kernel_label(index) } else { req.base_label() };
     Ok(run_at(state, req, &label, opts, Check::Full)?.report)

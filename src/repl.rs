@@ -335,24 +335,23 @@ impl Repl {
         match self.mode {
             Mode::Teml => {
                 let snap = self.snapshot(line);
-                let before = self.state.clone();
                 let s = crate::lang::eval_stmt(input, "<repl>", &self.state, &Stdlib::get())
                     .map_err(|e| e.to_string())?;
                 self.state = s;
                 self.log.push(Entry::Teml(input.to_string()));
+                let msg = self.echo(&snap.state);
                 self.changed(snap);
-                Ok(self.echo(&before))
+                Ok(msg)
             }
             Mode::Rhai => {
                 let snap = self.snapshot(line);
-                let before = self.state.clone();
                 let session = self.session()?;
                 let out = session.eval_line(input).map_err(|e| e.to_string())?;
                 let new_state = session.state().clone();
                 self.state = new_state;
                 self.log.push(Entry::Rhai(input.to_string()));
+                let mut msg = self.echo(&snap.state);
                 self.changed(snap);
-                let mut msg = self.echo(&before);
                 if let Some(o) = out {
                     if !msg.is_empty() {
                         msg.push('\n');
@@ -631,7 +630,7 @@ impl Repl {
                     }));
                 }
                 Entry::Rhai(_) | Entry::Load(_) | Entry::Saved(_) => {
-                    out.extend(statements_for(&before, &state, &taken)?);
+                    out.extend(crate::lang::statements_for(&before, &state, &taken)?);
                 }
             }
         }
@@ -753,7 +752,7 @@ fn load_args(arg: &str) -> Result<(String, Vec<(String, i64)>), String> {
         let (n, v) =
             def.split_once('=').ok_or_else(|| format!(":load: expected -D NAME=INT, found `{def}`"))?;
         let v: i64 = v.trim().parse().map_err(|_| format!(":load: expected an integer in `-D {def}`"))?;
-        if !is_identifier(n) {
+        if !crate::codegen::is_c_ident(n) {
             return Err(format!(":load: expected a name before `=` in `-D {def}`"));
         }
         defines.push((n.to_string(), v));
@@ -766,32 +765,7 @@ fn const_default(line: &str) -> Option<&str> {
     let code = line.split('#').next()?.trim();
     let (n, v) = code.split_once('=')?;
     let (n, v) = (n.trim(), v.trim());
-    (is_identifier(n) && v.parse::<f64>().is_ok()).then_some(n)
-}
-
-fn is_identifier(n: &str) -> bool {
-    n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// The paper-syntax declaration of a real tensor: `tensor(double, [N, 250])`, `scalar(float)`.
-fn declaration(t: &crate::ir::TExpr) -> String {
-    match (&t.iters, &t.shape) {
-        (crate::ir::Iters::Bullet, _) | (_, crate::ir::Shape::Bullet) => format!("scalar({})", t.dtype),
-        (_, shape) => format!("tensor({}, {shape})", t.dtype),
-    }
-}
-
-/// How many steps made the nest, along its longest chain from a `build`.
-fn depth(h: &crate::ir::History) -> usize {
-    h.0.as_ref().map_or(0, |s| {
-        1 + s
-            .args
-            .iter()
-            .map(|a| if let crate::ir::StepArg::Nest(x) = a { depth(x) } else { 0 })
-            .max()
-            .unwrap_or(0)
-    })
+    (crate::codegen::is_c_ident(n) && v.parse::<f64>().is_ok()).then_some(n)
 }
 
 /// A unified diff of `a` and `b` (empty when they are equal).
@@ -800,74 +774,6 @@ fn unified(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
         return String::new();
     }
     similar::TextDiff::from_lines(a, b).unified_diff().context_radius(3).header(name_a, name_b).to_string()
-}
-
-/// The paper-syntax statements that take `before` to `after` (for what Rhai inputs bound):
-/// tensor declarations, the histories of nests, `init` and `codegen` statements. Fails on a
-/// value that has no such statement.
-fn statements_for(
-    before: &State,
-    after: &State,
-    taken: &std::collections::BTreeSet<Name>,
-) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let changed: Vec<(&Name, &Value)> =
-        after.vars.iter().filter(|(n, v)| before.vars.get(*n) != Some(*v)).collect();
-    // Nests in the order they were made (a nest after those its history uses).
-    let mut nests: Vec<(&Name, &crate::ir::Nest)> = changed
-        .iter()
-        .filter_map(|(n, v)| if let Value::Nest(x) = v { Some((*n, x)) } else { None })
-        .collect();
-    nests.sort_by_key(|(_, n)| depth(&n.history));
-    for (name, v) in &changed {
-        match v {
-            Value::Tensor(t) if t.is_tensor_leaf() => out.push(format!("{name} = {}", declaration(t))),
-            Value::Tensor(_) => {
-                return Err(format!(
-                    ":export: the tensor expression `{name}` was made in Rhai and has no statement in the paper's syntax; \
-                     write it in the paper's syntax, or :save FILE.json to keep the whole state"
-                ));
-            }
-            Value::Nest(_) => {}
-        }
-    }
-    let same = |a: &crate::ir::History, b: &crate::ir::History| matches!((&a.0, &b.0), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(x, y));
-    for (name, n) in &nests {
-        if !n.history.is_complete() {
-            return Err(format!(
-                ":export: how `{name}` was made is not known; :save FILE.json keeps the whole state"
-            ));
-        }
-        // Its steps refer by name to the nests bound before it and beside it; fresh names
-        // avoid every identifier of the session but this one.
-        let others: std::collections::BTreeSet<Name> =
-            taken.iter().filter(|t| t.to_string() != name.to_string()).cloned().collect();
-        let mut w = crate::ir::Writer::new(&others);
-        let bound =
-            before.vars.iter().filter_map(|(b, x)| if let Value::Nest(x) = x { Some((b, x)) } else { None });
-        for (b, x) in bound.chain(nests.iter().map(|(b, x)| (*b, *x))) {
-            // (a nest bound under another name too is written again under this one)
-            if b != *name && !same(&x.history, &n.history) {
-                w.bind(&x.history, b.as_ref());
-            }
-        }
-        let made = w.name_as(&n.history, name).ok_or_else(|| format!(":export: cannot write `{name}`"))?;
-        if made != name.to_string() {
-            return Err(format!(":export: cannot write `{name}` under its own name"));
-        }
-        out.append(&mut w.lines);
-    }
-    for (name, init) in &after.inits {
-        if before.inits.get(name) != Some(init) {
-            out.push(format!("init({name}, {})", init.teml()));
-        }
-    }
-    for k in &after.kernels[before.kernels.len().min(after.kernels.len())..] {
-        let mut args: Vec<String> = k.names.iter().map(|n| n.to_string()).collect();
-        args.extend(k.label.iter().map(|l| format!("{l:?}")));
-        out.push(format!("codegen({})", args.join(", ")));
-    }
-    Ok(out)
 }
 
 /// One value, briefly: an assignment or expression infix, a declaration by its shape, a nest

@@ -236,7 +236,8 @@ fn check_ranges(
     Ok(())
 }
 
-fn is_c_ident(s: &str) -> bool {
+/// True for a C identifier (and so a TeML one): a letter or `_`, then letters, digits, `_`.
+pub fn is_c_ident(s: &str) -> bool {
     let mut cs = s.chars();
     cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')

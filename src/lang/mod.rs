@@ -28,11 +28,13 @@ mod ast;
 mod diag;
 mod eval;
 mod parse;
+mod write;
 
 pub use ast::{Arg, CallExpr, Ident, Program, Span, Stmt, StmtKind};
 pub use diag::Located;
 pub use eval::{Extensions, NoExtensions, close_names, eval_one, eval_program};
 pub use parse::MAX_DEPTH;
+pub use write::statements_for;
 
 use crate::ir::State;
 

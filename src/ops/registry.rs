@@ -605,9 +605,7 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     let mut req = KernelRequest::default();
     let mut nests = a.args.len();
     if let Some(ArgVal::Str(label)) = a.args.last() {
-        let ok = label.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok || nests == 1 {
+        if !crate::codegen::is_c_ident(label) || nests == 1 {
             return Err(a.wrong(
                 nests,
                 "name",

@@ -264,20 +264,18 @@ impl Compiler {
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if super::interrupt::requested() => {
+                Ok(None) if super::interrupt::requested() || start.elapsed() >= self.timeout => {
                     // SAFETY: a plain system call; the group is the compiler's own.
                     unsafe {
                         libc::kill(-(child.id() as i32), libc::SIGKILL);
                     }
                     let _ = child.wait();
-                    return Err(RuntimeError::Interrupted(format!("the compile of {}", c_path.display())));
-                }
-                Ok(None) if start.elapsed() >= self.timeout => {
-                    // SAFETY: a plain system call; the group is the compiler's own.
-                    unsafe {
-                        libc::kill(-(child.id() as i32), libc::SIGKILL);
+                    if super::interrupt::requested() {
+                        return Err(RuntimeError::Interrupted(format!(
+                            "the compile of {}",
+                            c_path.display()
+                        )));
                     }
-                    let _ = child.wait();
                     return Err(RuntimeError::Compile {
                         message: format!(
                             "`{}` ran past {:.0} s on {} and was stopped (the compiler's own slowness on this kernel)",
