@@ -17,17 +17,23 @@ fn step(p: &mut PtySession, line: &str, expect: &str, prompt: &str) -> R {
     Ok(())
 }
 
-#[test]
-fn a_session_survives_its_errors() -> R {
-    let d = tempfile::tempdir().unwrap();
+fn repl(d: &tempfile::TempDir) -> Result<PtySession, rexpect::error::Error> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_teml"));
     cmd.arg("repl")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("TEML_HISTORY", d.path().join("history.txt"))
         .env("TEML_CACHE_DIR", d.path().join("cache"))
         .env("OMP_NUM_THREADS", "2");
-    let mut p = spawn_command(cmd, Some(30_000))?;
+    let mut p = spawn_command(cmd, Some(60_000))?;
+    p.exp_string("teml> ")?;
+    Ok(p)
+}
+
+#[test]
+fn a_session_survives_its_errors() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = repl(&d)?;
     let t = "teml> ";
-    p.exp_string(t)?;
     step(&mut p, "A = tensor([32, 32])", "A: tensor [32, 32] of double", t)?;
     step(&mut p, "B = tensor([32, 32])", "B: tensor [32, 32] of double", t)?;
     step(&mut p, "C = add(A, B, [[i, j], [i, j]] -> [i, j])", "C: C[i][j] = A[i][j] + B[i][j]", t)?;
@@ -65,18 +71,6 @@ fn a_session_survives_its_errors() -> R {
         std::fs::read_to_string(d.path().join("history.txt")).unwrap().contains("l2 = interchange(l, 1, 2)")
     );
     Ok(())
-}
-
-fn repl(d: &tempfile::TempDir) -> Result<PtySession, rexpect::error::Error> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_teml"));
-    cmd.arg("repl")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("TEML_HISTORY", d.path().join("history.txt"))
-        .env("TEML_CACHE_DIR", d.path().join("cache"))
-        .env("OMP_NUM_THREADS", "2");
-    let mut p = spawn_command(cmd, Some(60_000))?;
-    p.exp_string("teml> ")?;
-    Ok(p)
 }
 
 /// Ctrl-C during a long `:time` stops the kernel (its worker), not the session: the bindings
