@@ -198,6 +198,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
         rounds: a.rounds,
         anchors: !a.no_anchors,
         unchecked: a.program.unchecked,
+        json: a.json,
         run: RunOptions {
             flags,
             compiler: a.cc.clone(),
@@ -210,8 +211,6 @@ pub fn tune(a: &TuneArgs) -> i32 {
             ..RunOptions::default()
         },
     };
-    crate::script::print_to_stderr(a.json);
-    pipeline::install_measurer(o.run.clone());
     let bar = indicatif::ProgressBar::new(o.budget as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -457,12 +456,12 @@ pub fn run(a: &RunArgs) -> i32 {
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
-    crate::script::print_to_stderr(a.json);
-    pipeline::install_measurer(RunOptions {
-        timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }),
-        ..opts.clone()
-    });
-    let program = Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params());
+    let env = pipeline::script_env_with(
+        RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() },
+        a.json,
+    );
+    let program =
+        Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params(), env);
     let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,
         Err(e) => {

@@ -15,6 +15,7 @@ use crate::codegen::{self, CKernel, ENTRY};
 use crate::interp::{self, Tensor};
 use crate::ir::{DType, Init, KernelRequest, LNode, Name, Nest, State, lower};
 use crate::runtime::{self, BufferSpec, Compiler, RunSpec, RuntimeError, TimeStats};
+use crate::script::Env;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -425,7 +426,10 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
         Err("time(l): a kernel measured inside a script is verified at full size only; give smaller -D constants or a larger --max-reference".into())
     });
     let opts = RunOptions { timing: Some(opts.timing.unwrap_or_default()), ..opts.clone() };
+    // How it was measured, whatever the outcome.
+    let (threads, cflags) = (opts.threads, opts.flags.opt.join(" "));
     let pipe = Pipeline::with_state(program, st, opts);
+    // A kernel that failed verification has no time (`run_at` drops it): `()` in the script.
     match pipe.run(&KernelRef::Codegen(0)) {
         Ok(run) => {
             let r = &run.report;
@@ -438,18 +442,32 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
                 "reps": r.time.map_or(0, |t| t.reps),
                 "gflops": r.gflops,
                 "error": if r.verified { None } else { r.worst.clone() },
+                "threads": threads,
+                "cflags": cflags,
             })
         }
         Err(e) => serde_json::json!({
             "verified": false, "median_s": null, "min_s": null, "spread": null, "reps": 0,
             "gflops": null, "verification": null, "error": e.to_string(),
+            "threads": threads, "cflags": cflags,
         }),
     }
 }
 
-/// Makes `time(l)` in scripts measure with `opts` (`teml run`, `teml tune`, the REPL).
-pub fn install_measurer(opts: RunOptions) {
-    crate::script::set_measurer(std::sync::Arc::new(move |s, n| measure(s, n, &opts)));
+/// The environment scripts run in: `time(l)` measures with the options `opts` holds when it
+/// is called (so the REPL's `:threads` and `:cflags` apply to it), timing with their timing or
+/// the default one; `print` goes to standard error with `print_to_stderr`.
+pub fn script_env(opts: std::sync::Arc<std::sync::RwLock<RunOptions>>, print_to_stderr: bool) -> Env {
+    let measure = move |s: &State, n: &[(Name, Nest)]| {
+        let o = opts.read().map(|o| o.clone()).unwrap_or_else(|p| p.into_inner().clone());
+        measure(s, n, &o)
+    };
+    Env { measure: Some(std::sync::Arc::new(measure)), print_to_stderr }
+}
+
+/// [`script_env`] with fixed options (`teml run`, `teml tune`).
+pub fn script_env_with(opts: RunOptions, print_to_stderr: bool) -> Env {
+    script_env(std::sync::Arc::new(std::sync::RwLock::new(opts)), print_to_stderr)
 }
 
 /// The compiler that runs kernels with `opts`, and its exact arguments: how a timing was
@@ -519,22 +537,23 @@ impl Program {
 
     /// A `.teml` or `.rhai` file; `unchecked` skips the legality check of transformations.
     pub fn file(path: &std::path::Path, defines: BTreeMap<Name, i64>, unchecked: bool) -> Program {
-        Program::with_params(path, defines, unchecked, crate::ir::Params::default())
+        Program::with_params(path, defines, unchecked, crate::ir::Params::default(), Env::default())
     }
 
     /// A file whose tuning parameters (`param(name, choices)`) take the choices `params` fixes
-    /// (a candidate of `teml tune`).
+    /// (a candidate of `teml tune`), its scripts run in `env`.
     pub fn with_params(
         path: &std::path::Path,
         defines: BTreeMap<Name, i64>,
         unchecked: bool,
         params: crate::ir::Params,
+        env: Env,
     ) -> Program {
         let p = path.to_path_buf();
         Program::new(&path.display().to_string(), defines, move |consts| {
             let base = State { unchecked, params: params.clone(), ..State::new() };
             let state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
-            eval_file(&p, &state)
+            eval_file_in(&p, &state, &env)
         })
     }
 
@@ -550,8 +569,35 @@ impl Program {
 }
 
 /// Evaluates a program file from `state`: `.rhai` as a Rhai script, anything else in the
-/// paper's syntax.
+/// paper's syntax. Scripts run with no measurer ([`eval_file_in`] gives one).
 pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String> {
+    eval_file_in(path, state, &Env::default())
+}
+
+/// [`eval_file`] with scripts run in `env`.
+pub fn eval_file_in(path: &std::path::Path, state: &State, env: &Env) -> Result<State, String> {
+    eval_chain(path, state, env, &mut Vec::new())
+}
+
+/// [`eval_file_in`] of a file reached through the `// program:` lines of the files in `chain`:
+/// a file met twice is a cycle, refused (only `.teml` files can be named, and they name none,
+/// so this is a second line of defence against unbounded recursion).
+fn eval_chain(
+    path: &std::path::Path,
+    state: &State,
+    env: &Env,
+    chain: &mut Vec<PathBuf>,
+) -> Result<State, String> {
+    let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if chain.contains(&key) {
+        let names: Vec<String> = chain.iter().chain([&key]).map(|p| p.display().to_string()).collect();
+        return Err(format!(
+            "error: {}: expected `{PROGRAM_DIRECTIVE}` lines that end in a .teml program, found a cycle: {}",
+            path.display(),
+            names.join(" -> ")
+        ));
+    }
+    chain.push(key);
     let src =
         std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
     let file = path.display().to_string();
@@ -559,12 +605,13 @@ pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String>
         Some("rhai") => {
             let start = match program_of(path, &src)? {
                 Some(teml) => {
-                    let s = eval_file(&teml, state)?;
+                    let s = eval_chain(&teml, state, env, chain)?;
                     State { kernels: Vec::new(), ..s }
                 }
                 None => state.clone(),
             };
-            crate::script::eval(&src, &file, &start).map_err(|e| e.to_string())
+            crate::script::eval_in(&src, &file, &start, &crate::script::Limits::default(), env)
+                .map_err(|e| e.to_string())
         }
         _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
             .map_err(|e| e.to_string()),
@@ -574,25 +621,36 @@ pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String>
 /// The directive of a `.rhai` script that runs on top of a `.teml` program: a line
 /// `// program: PATH` among its leading comments (PATH relative to the script's folder). The
 /// program is evaluated first, its `codegen` requests dropped, and the script starts from its σ
-/// (a search space over the kernel of `examples/mm.teml`, say).
+/// (a search space over the kernel of `examples/mm.teml`, say). Only a `.teml` file can be
+/// named, so a chain of programs always ends: a script cannot lead back to itself.
 pub const PROGRAM_DIRECTIVE: &str = "// program:";
 
-/// The `.teml` program a script names with [`PROGRAM_DIRECTIVE`], if any.
+/// The `.teml` program a script names with [`PROGRAM_DIRECTIVE`], if any; an error, located
+/// at the directive (`file:line:col`), when it names something else or no file.
 pub fn program_of(script: &std::path::Path, src: &str) -> Result<Option<PathBuf>, String> {
-    for line in src.lines().take_while(|l| l.trim().is_empty() || l.trim_start().starts_with("//")) {
-        if let Some(p) = line.trim().strip_prefix(PROGRAM_DIRECTIVE) {
-            let dir = script.parent().unwrap_or(std::path::Path::new("."));
-            let path = dir.join(p.trim());
-            if !path.is_file() {
-                return Err(format!(
-                    "error: {}: `{PROGRAM_DIRECTIVE} {}`: expected a .teml file, found no file {}",
-                    script.display(),
-                    p.trim(),
-                    path.display()
-                ));
-            }
-            return Ok(Some(path));
+    let leading =
+        src.lines().enumerate().take_while(|(_, l)| l.trim().is_empty() || l.trim_start().starts_with("//"));
+    for (k, line) in leading {
+        let Some(p) = line.trim().strip_prefix(PROGRAM_DIRECTIVE) else { continue };
+        let col = line.len() - line.trim_start().len() + 1;
+        let at = format!("{}:{}:{col}", script.display(), k + 1);
+        let dir = script.parent().unwrap_or(std::path::Path::new("."));
+        let path = dir.join(p.trim());
+        if path.extension().and_then(|e| e.to_str()) != Some("teml") {
+            return Err(format!(
+                "error: {at}: `{PROGRAM_DIRECTIVE} {}`: expected a .teml file (the tensors a script works on), found `{}`",
+                p.trim(),
+                p.trim()
+            ));
         }
+        if !path.is_file() {
+            return Err(format!(
+                "error: {at}: `{PROGRAM_DIRECTIVE} {}`: expected a .teml file, found no file {}",
+                p.trim(),
+                path.display()
+            ));
+        }
+        return Ok(Some(path));
     }
     Ok(None)
 }
@@ -647,6 +705,61 @@ pub struct KernelRun {
     pub report: KernelReport,
     /// Every tensor the kernel uses, after the (verified or not) full-size run.
     pub outputs: Buffers,
+    /// The evidence [`Pipeline::time`] asks for, when the kernel verified.
+    pub verified: Option<Verified>,
+}
+
+/// Evidence that one kernel of a program verified: only [`Pipeline::run`] gives one, from a
+/// verified run, and [`Pipeline::time`] and [`time_interleaved`] take one, so that nothing is
+/// timed that was not verified first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verified(KernelRef);
+
+impl Verified {
+    /// The kernel that verified.
+    pub fn kernel(&self) -> &KernelRef {
+        &self.0
+    }
+}
+
+/// A variant timed in interleaved rounds: each round's time (the sum of its kernels' medians
+/// in that round) and their statistics (median and spread over the rounds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rounds {
+    /// Each round's time, seconds, in order.
+    pub rounds_s: Vec<f64>,
+    /// Their statistics.
+    pub stats: TimeStats,
+}
+
+/// Times verified variants in `rounds` interleaved rounds (the one way `teml bench` and `teml
+/// tune` compare variants on a shared, noisy machine): each round times every variant once, all
+/// its kernels in order, each with `per_round`. A variant is its pipeline and the evidence that
+/// each of its kernels verified. A variant whose timing fails is dropped at its first failure,
+/// with the error; the others go on.
+pub fn time_interleaved(
+    variants: &[(&Pipeline, &[Verified])],
+    per_round: Timing,
+    rounds: usize,
+) -> Vec<Result<Rounds, RunError>> {
+    let mut times: Vec<Result<Vec<f64>, RunError>> = variants.iter().map(|_| Ok(Vec::new())).collect();
+    for _ in 0..rounds.max(1) {
+        for ((pipe, kernels), slot) in variants.iter().zip(times.iter_mut()) {
+            if slot.is_err() {
+                continue;
+            }
+            let sum = kernels.iter().try_fold(0.0, |acc, v| Ok(acc + pipe.time(v, per_round)?.median_s));
+            match (sum, slot.as_mut()) {
+                (Ok(x), Ok(ts)) => ts.push(x),
+                (Err(e), _) => *slot = Err(e),
+                _ => {}
+            }
+        }
+    }
+    times
+        .into_iter()
+        .map(|t| t.map(|rounds_s| Rounds { stats: TimeStats::from(rounds_s.as_slice()), rounds_s }))
+        .collect()
 }
 
 /// The pipeline: a program evaluated once at full size, and the options to run its kernels.
@@ -683,10 +796,10 @@ impl Pipeline {
         Ok(codegen::generate(&self.state, &symbol(&which.label(&self.state)), &named)?)
     }
 
-    /// Times one kernel without checking it again (run it through [`Pipeline::run`] first):
-    /// the interleaved rounds of `teml bench` and `teml tune` call
-    /// this once per round and variant.
-    pub fn time(&self, which: &KernelRef, timing: Timing) -> Result<TimeStats, RunError> {
+    /// Times one kernel that [`Pipeline::run`] verified, without checking it again
+    /// ([`time_interleaved`] calls this once per round and variant).
+    pub fn time(&self, verified: &Verified, timing: Timing) -> Result<TimeStats, RunError> {
+        let which = verified.kernel();
         let req = which.request(&self.state)?;
         let kernel = self.generate(which)?;
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
@@ -737,6 +850,12 @@ impl Pipeline {
     /// checked at sampled elements by the expression oracle. A verification failure is a
     /// report with `verified: false`, not an error.
     pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
+        let mut run = self.execute(which)?;
+        run.verified = run.report.verified.then(|| Verified(which.clone()));
+        Ok(run)
+    }
+
+    fn execute(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
         let req = which.request(&self.state)?;
         // Refused before anything runs, a reduced-size verification included.
         let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(&self.state, &req)?).collect();
@@ -751,7 +870,11 @@ impl Pipeline {
         let verification = format!("reduced size ({what})");
         let s = run_at(&small, &small_req, &which.label(&self.state), &small_opts, Check::Reduced)?;
         if !s.report.verified {
-            return Ok(KernelRun { report: KernelReport { verification, ..s.report }, outputs: s.outputs });
+            return Ok(KernelRun {
+                report: KernelReport { verification, ..s.report },
+                outputs: s.outputs,
+                verified: None,
+            });
         }
         let note = format!("{verification}: the full size needs {cost} interpreted statement instances");
         run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Sampled(note))
@@ -951,6 +1074,9 @@ fn run_at(
         }
     };
     let verified = cmp.worst.is_none();
+    // A kernel that failed verification has no time anywhere: a fast wrong variant must never
+    // win a comparison.
+    let time = time.filter(|_| verified);
     let flops = flop_count(state, &reference_nests);
     let mut report = KernelReport {
         name: label.to_string(),
@@ -970,9 +1096,7 @@ fn run_at(
         c_path: compiled.c_path.clone(),
         cached: compiled.cached,
     };
-    if !verified {
-        report.gflops = None;
-    } else if let Some((bcmp, bstats)) = baseline {
+    if let (true, Some((bcmp, bstats))) = (verified, baseline) {
         // The baseline must agree with the kernel.
         if bcmp.worst.is_none()
             && let (Some(b), Some(t)) = (bstats, time)
@@ -989,7 +1113,7 @@ fn run_at(
             outputs.insert(p.name.clone(), t);
         }
     }
-    Ok(KernelRun { report, outputs })
+    Ok(KernelRun { report, outputs, verified: None })
 }
 
 /// Memory a run takes per byte of its tensors (held as 8-byte elements): the initial data
@@ -1217,6 +1341,19 @@ mod tests {
             &crate::script::Stdlib::get(),
         )
         .unwrap()
+    }
+
+    /// A file met again along `// program:` lines is a cycle, refused with the chain (only
+    /// `.teml` files can be named, so no file can make one: the chain is given here).
+    #[test]
+    fn a_program_chain_that_cycles_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("a.teml");
+        std::fs::write(&f, "A = tensor([4])\n").unwrap();
+        let mut chain = vec![f.canonicalize().unwrap()];
+        let e = eval_chain(&f, &State::new(), &Env::default(), &mut chain).unwrap_err();
+        assert!(e.contains("found a cycle") && e.contains("a.teml -> "), "{e}");
+        assert!(eval_chain(&f, &State::new(), &Env::default(), &mut Vec::new()).is_ok());
     }
 
     /// The spot check catches a full-size output that differs from the meaning, and passes the

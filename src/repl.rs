@@ -4,7 +4,7 @@
 
 use crate::ir::{Name, State, Value};
 use crate::pipeline::{Flags, KernelRef, Pipeline, Program, RunOptions, Timing};
-use crate::script::{Session, Stdlib};
+use crate::script::{Env, Limits, Session, Stdlib};
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::{Arc, RwLock};
 
 /// The REPL's commands, with their help lines.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -161,6 +162,7 @@ fn apply(
     state: &mut State,
     session: &mut Option<Session>,
     consts: &BTreeMap<Name, i64>,
+    env: &Env,
 ) -> Result<(), String> {
     match e {
         Entry::Teml(src) => {
@@ -169,14 +171,14 @@ fn apply(
         }
         Entry::Rhai(src) => {
             if session.is_none() {
-                *session = Some(Session::new(state.clone()).map_err(|e| e.to_string())?);
+                *session = Some(new_session(state, env)?);
             }
             let s = session.as_mut().ok_or("no session")?;
             s.set_state(state.clone());
             s.eval_line(src).map_err(|e| e.to_string())?;
             *state = s.state().clone();
         }
-        Entry::Load(path) => *state = crate::pipeline::eval_file(path, state)?,
+        Entry::Load(path) => *state = crate::pipeline::eval_file_in(path, state, env)?,
         Entry::Saved(saved) => {
             if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v)) {
                 return Err(format!(
@@ -204,13 +206,19 @@ fn replay(
     log: &[Entry],
     consts: &BTreeMap<Name, i64>,
     unchecked: bool,
+    env: &Env,
 ) -> Result<(State, Option<Session>), String> {
     let mut state = initial(consts, unchecked);
     let mut session: Option<Session> = None;
     for e in log {
-        apply(e, &mut state, &mut session, consts)?;
+        apply(e, &mut state, &mut session, consts, env)?;
     }
     Ok((state, session))
+}
+
+/// A Rhai session from `state` in the REPL's environment `env` (its measurer).
+fn new_session(state: &State, env: &Env) -> Result<Session, String> {
+    Session::with_env(state.clone(), &Limits::default(), env.clone()).map_err(|e| e.to_string())
 }
 
 /// What `:undo` goes back to: the session before one change, and the change.
@@ -228,7 +236,11 @@ pub struct Repl {
     state: State,
     session: Option<Session>,
     mode: Mode,
-    opts: RunOptions,
+    /// How `:run`, `:time` and `time(l)` in Rhai lines run kernels (`:threads`, `:cflags`);
+    /// shared with the measurer of `env`, which reads them when it is called.
+    opts: Arc<RwLock<RunOptions>>,
+    /// What Rhai lines reach: `time(l)` measures with `opts`.
+    env: Env,
     names: Rc<RefCell<Vec<String>>>,
     /// Every accepted input, in order.
     log: Vec<Entry>,
@@ -244,15 +256,14 @@ impl Repl {
     /// A session starting from `state`, in `mode`.
     pub fn new(state: State, mode: Mode) -> Repl {
         let defines = state.consts.clone();
-        crate::pipeline::install_measurer(RunOptions {
-            timing: Some(Timing::default()),
-            ..RunOptions::default()
-        });
+        let opts = Arc::new(RwLock::new(RunOptions::default()));
+        let env = crate::pipeline::script_env(opts.clone(), false);
         Repl {
             state,
             session: None,
             mode,
-            opts: RunOptions::default(),
+            opts,
+            env,
             names: Rc::new(RefCell::new(Vec::new())),
             log: Vec::new(),
             defines,
@@ -282,7 +293,7 @@ impl Repl {
         let now = Snapshot { change: to.change.clone(), ..self.snapshot("") };
         self.session = None;
         if to.log.iter().any(|e| matches!(e, Entry::Rhai(_)))
-            && let Ok((_, session)) = replay(&to.log, &to.defines, to.state.unchecked)
+            && let Ok((_, session)) = replay(&to.log, &to.defines, to.state.unchecked, &self.env)
         {
             self.session = session;
         }
@@ -295,10 +306,21 @@ impl Repl {
     /// The session as a program the pipeline can evaluate again at other sizes.
     fn program(&self) -> Program {
         let log = self.log.clone();
-        let unchecked = self.state.unchecked;
+        let (unchecked, env) = (self.state.unchecked, self.env.clone());
         Program::new("<repl>", self.defines.clone(), move |consts| {
-            replay(&log, consts, unchecked).map(|(s, _)| s)
+            replay(&log, consts, unchecked, &env).map(|(s, _)| s)
         })
+    }
+
+    /// The options kernels run with now.
+    fn opts(&self) -> RunOptions {
+        self.opts.read().map(|o| o.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Changes the options kernels run with (`time(l)` in Rhai lines included).
+    fn set_opts(&self, f: impl FnOnce(&mut RunOptions)) {
+        let mut o = self.opts.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut o);
     }
 
     /// The current state.
@@ -308,7 +330,7 @@ impl Repl {
 
     fn session(&mut self) -> Result<&mut Session, String> {
         if self.session.is_none() {
-            self.session = Some(Session::new(self.state.clone()).map_err(|e| e.to_string())?);
+            self.session = Some(new_session(&self.state, &self.env)?);
         }
         let s = self.session.as_mut().ok_or("no session")?;
         s.set_state(self.state.clone());
@@ -414,7 +436,7 @@ impl Repl {
             ":c" => {
                 let id = need("a loop nest")?;
                 self.request(id)?;
-                let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts.clone());
+                let pipe = Pipeline::with_state(self.program(), self.state.clone(), self.opts());
                 pipe.generate(&KernelRef::Nest(Name::from(id))).map(|k| k.source).map_err(|e| e.to_string())
             }
             ":history" => {
@@ -443,7 +465,7 @@ impl Repl {
             ":run" | ":time" => {
                 let id = need("a loop nest")?;
                 self.request(id)?;
-                let mut opts = self.opts.clone();
+                let mut opts = self.opts();
                 if cmd == ":time" {
                     opts.timing = Some(Timing::default());
                 }
@@ -475,12 +497,14 @@ impl Repl {
                 let n: usize = need("a number")?
                     .parse()
                     .map_err(|_| format!(":threads: expected a number, found `{arg}`"))?;
-                self.opts.threads = Some(n);
+                self.set_opts(|o| o.threads = Some(n));
                 Ok(format!("{n} threads"))
             }
             ":cflags" => {
-                self.opts.flags = Flags::parse(need("flags")?, ":cflags").map_err(|e| e.to_string())?;
-                Ok(format!("flags: {}", self.opts.flags.opt.join(" ")))
+                let flags = Flags::parse(need("flags")?, ":cflags").map_err(|e| e.to_string())?;
+                let msg = format!("flags: {}", flags.opt.join(" "));
+                self.set_opts(|o| o.flags = flags);
+                Ok(msg)
             }
             ":load" => {
                 let (file, defines) = load_args(need("a file")?)?;
@@ -524,7 +548,7 @@ impl Repl {
             defines.insert(Name::from(n.as_str()), *v);
         }
         let what = pairs.iter().map(|(n, v)| format!("{n} = {v}")).collect::<Vec<_>>().join(", ");
-        let (state, session) = replay(&self.log, &defines, self.state.unchecked).map_err(|e| {
+        let (state, session) = replay(&self.log, &defines, self.state.unchecked, &self.env).map_err(|e| {
             let old: Vec<String> = pairs
                 .iter()
                 .map(|(n, _)| {
@@ -609,7 +633,8 @@ impl Repl {
         let mut session = None;
         for e in &self.log {
             let before = state.clone();
-            apply(e, &mut state, &mut session, &self.defines).map_err(|e| format!(":export: {e}"))?;
+            apply(e, &mut state, &mut session, &self.defines, &self.env)
+                .map_err(|e| format!(":export: {e}"))?;
             match e {
                 Entry::Teml(src) => match const_default(src) {
                     Some(n) if self.defines.contains_key(n) => {
@@ -665,7 +690,7 @@ impl Repl {
             return State::from_json(&text)
                 .map_err(|e| format!(":load: {}: not a saved state: {e}", path.display()));
         }
-        crate::pipeline::eval_file(path, &self.state)
+        crate::pipeline::eval_file_in(path, &self.state, &self.env)
     }
 
     fn state_listing(&self) -> String {
@@ -867,6 +892,29 @@ mod tests {
         let out = r.handle(":run l").unwrap_or_else(|e| panic!("{e}"));
         assert!(out.contains("verified") && out.contains("reduced size (N=64)"), "{out}");
         assert!(out.contains("sampled elements"), "{out}");
+    }
+
+    /// `time(l)` in a Rhai line measures with the session's `:threads` and `:cflags` (it used
+    /// to measure with the defaults, whatever the session said).
+    #[test]
+    fn time_in_rhai_lines_follows_threads_and_cflags() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = repl(&["A = tensor([16, 16])", "B = tensor([16, 16])", "C = contract(A, B, [2, 1])"]);
+        r.set_opts(|o| o.cache_dir = Some(d.path().to_path_buf()));
+        r.handle("l = build(C)").unwrap();
+        r.handle(":threads 1").unwrap();
+        r.handle(":rhai").unwrap();
+        let m = r.handle("let m = time(l); `${m.verified} ${m.threads} ${m.cflags}`").unwrap();
+        assert_eq!(m, "true 1 -O3 -march=native -fopenmp");
+        // flags that make the kernel wrong: verification fails, and there is no time
+        r.handle(":cflags -O2 -fopenmp -Ddouble=float").unwrap();
+        r.handle(":threads 2").unwrap();
+        let m = r.handle("let m = time(l); `${m.verified} ${m.threads} ${m.cflags} ${m.median_s}`").unwrap();
+        assert_eq!(m, "false 2 -O2 -fopenmp -Ddouble=float ");
+        // and so after an :undo, which makes the Rhai session again
+        r.handle(":undo").unwrap();
+        let m = r.handle("let m = time(l); `${m.verified} ${m.cflags}`").unwrap();
+        assert_eq!(m, "false -O2 -fopenmp -Ddouble=float");
     }
 
     #[test]

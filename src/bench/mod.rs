@@ -18,6 +18,7 @@ pub mod roofline;
 
 use crate::ir::{DType, Name, State};
 use crate::pipeline::{self, KernelRef, Pipeline, Program, RunOptions, Timing};
+use crate::runtime::compiler;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,36 +42,6 @@ pub const VARIANTS: &[(&str, &str)] = &[
 /// Interleaved rounds of timing: every round times every verified variant of a kernel once,
 /// so that a slow phase of a shared machine slows all of them alike.
 pub const ROUNDS: usize = 5;
-
-/// The Polly anchor: the untransformed C through LLVM's polyhedral optimizer, as a user of
-/// Polly would build it (Debian: `apt-get install clang-16 libpolly-16-dev libomp-16-dev`).
-pub const POLLY_FLAGS: &str =
-    "-O3 -march=native -mllvm -polly -mllvm -polly-parallel -mllvm -polly-vectorizer=stripmine -fopenmp";
-
-/// The clang that runs Polly (`TEML_POLLY_CC`, else `clang-16`), if it compiles with Polly;
-/// else why not.
-pub fn polly() -> Result<PathBuf, String> {
-    let cc = std::env::var("TEML_POLLY_CC").unwrap_or_else(|_| "clang-16".into());
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let src = dir.path().join("p.c");
-    std::fs::write(&src, "void f(double *a, int n) { for (int i = 0; i < n; i++) a[i] += 1.0; }\n")
-        .map_err(|e| e.to_string())?;
-    let mut args: Vec<&str> = POLLY_FLAGS.split_whitespace().collect();
-    args.extend(["-fPIC", "-shared", "-o"]);
-    let out = std::process::Command::new(&cc)
-        .args(&args)
-        .arg(dir.path().join("p.so"))
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("`{cc}` cannot run ({e})"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{cc}` cannot compile with Polly: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(PathBuf::from(cc))
-}
 
 /// Why an anchor is missing, with the line that installs it.
 fn missing(what: &str, why: &str, install: &str) -> String {
@@ -216,6 +187,10 @@ fn written(state: &State) -> Vec<Name> {
     out
 }
 
+/// A variant whose every kernel verified: its pipeline (with the variant's threads and
+/// compiler) and the evidence, for [`pipeline::time_interleaved`].
+type Timer = (Pipeline, Vec<pipeline::Verified>);
+
 /// Runs one variant file: every kernel verified (not timed); the outputs it leaves, and the
 /// pipeline that times it when every kernel verified.
 fn variant(
@@ -224,7 +199,7 @@ fn variant(
     defines: &BTreeMap<Name, i64>,
     threads: usize,
     opts: &RunOptions,
-) -> (VariantResult, Buffers, Vec<Name>, Option<State>, Option<Pipeline>) {
+) -> (VariantResult, Buffers, Vec<Name>, Option<State>, Option<Timer>) {
     let mut r = VariantResult {
         variant: variant.to_string(),
         file: file.display().to_string(),
@@ -249,14 +224,14 @@ fn variant(
     };
     let writes = written(pipe.state());
     let mut outputs = Buffers::new();
-    let mut ok = true;
+    let mut evidence = Vec::new();
     for k in 0..pipe.state().kernels.len() {
         match pipe.run(&KernelRef::Codegen(k)) {
             Ok(run) => {
-                ok &= run.report.verified;
                 r.verification.push(run.report.verification.clone());
                 r.flops += run.report.flops;
                 outputs.extend(run.outputs);
+                evidence.extend(run.verified);
             }
             Err(e) => {
                 r.error = Some(e.to_string());
@@ -264,60 +239,30 @@ fn variant(
             }
         }
     }
-    r.verified = ok;
+    r.verified = evidence.len() == pipe.state().kernels.len();
     let state = pipe.state().clone();
-    let timer = ok.then(|| {
-        let timed = RunOptions { threads: Some(threads), ..opts.clone() };
-        Pipeline::with_state(Program::file(file, defines.clone(), false), state.clone(), timed)
-    });
+    let timer = r.verified.then_some((pipe, evidence));
     (r, outputs, writes, Some(state), timer)
 }
 
-/// Times the verified variants in interleaved rounds: each round runs every variant's kernels
-/// once (a warm-up and `timing.min_time_s / rounds` of timed runs each); a variant's time is
-/// the median over the rounds of its kernels' summed medians, its spread the rounds' range
-/// over that median.
-fn time_interleaved(
-    timers: &[(usize, Pipeline)],
-    results: &mut [VariantResult],
-    timing: Timing,
-    rounds: usize,
-) {
+/// Times the verified variants in interleaved rounds ([`pipeline::time_interleaved`]): each
+/// round runs every variant's kernels once (a warm-up and `timing.min_time_s / rounds` of
+/// timed runs each); a variant's time is the median over the rounds of its kernels' summed
+/// medians, its spread the rounds' range over that median.
+fn time_interleaved(timers: &[(usize, Timer)], results: &mut [VariantResult], timing: Timing, rounds: usize) {
     let per_round = Timing { min_time_s: timing.min_time_s / rounds as f64, min_reps: 1, ..timing };
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); timers.len()];
-    let mut failed: Vec<Option<String>> = vec![None; timers.len()];
-    for _ in 0..rounds {
-        for (t, (_, pipe)) in timers.iter().enumerate() {
-            if failed[t].is_some() {
-                continue;
-            }
-            let mut sum = 0.0;
-            for k in 0..pipe.state().kernels.len() {
-                match pipe.time(&KernelRef::Codegen(k), per_round) {
-                    Ok(s) => sum += s.median_s,
-                    Err(e) => failed[t] = Some(e.to_string()),
-                }
-            }
-            if failed[t].is_none() {
-                times[t].push(sum);
-            }
-        }
-    }
-    for (t, (i, _)) in timers.iter().enumerate() {
+    let variants: Vec<(&Pipeline, &[pipeline::Verified])> =
+        timers.iter().map(|(_, (p, v))| (p, v.as_slice())).collect();
+    for ((i, _), timed) in timers.iter().zip(pipeline::time_interleaved(&variants, per_round, rounds)) {
         let r = &mut results[*i];
-        if let Some(e) = &failed[t] {
-            r.error = Some(format!("timing failed: {e}"));
-            continue;
+        match timed {
+            Ok(t) => {
+                r.median_s = Some(t.stats.median_s);
+                r.spread = Some(t.stats.spread());
+                r.gflops = Some(r.flops as f64 / t.stats.median_s / 1e9);
+            }
+            Err(e) => r.error = Some(format!("timing failed: {e}")),
         }
-        let mut s = times[t].clone();
-        s.sort_by(f64::total_cmp);
-        if s.is_empty() {
-            continue;
-        }
-        let median = s[s.len() / 2];
-        r.median_s = Some(median);
-        r.spread = Some((s[s.len() - 1] - s[0]) / median);
-        r.gflops = Some(r.flops as f64 / median / 1e9);
     }
 }
 
@@ -366,7 +311,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         (Timing { warmup: 1, min_time_s: 0.5, min_reps: 5, max_reps: 200 }, ROUNDS)
     };
     let opts = RunOptions { timing: Some(timing), time_untransformed: false, ..o.run.clone() };
-    let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { polly() };
+    let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { compiler::polly() };
     let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
     for k in kernels {
         let base_file = o.root.join("examples").join(format!("{k}.teml"));
@@ -388,7 +333,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         };
         let mut base: Option<(Buffers, Vec<Name>)> = None;
         let mut baseline_state: Option<State> = None;
-        let mut timers: Vec<(usize, Pipeline)> = Vec::new();
+        let mut timers: Vec<(usize, Timer)> = Vec::new();
         for (name, dir) in VARIANTS {
             let file = o.root.join(dir).join(format!("{k}.teml"));
             if !file.exists() {
@@ -401,14 +346,10 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                 match &polly {
                     Ok(cc) => {
                         vopts.compiler = Some(cc.clone());
-                        vopts.flags = crate::runtime::Flags::parse(POLLY_FLAGS, "Polly").unwrap_or_default();
+                        vopts.flags = compiler::polly_flags();
                     }
                     Err(why) => {
-                        kr.notes.push(missing(
-                            "LLVM Polly",
-                            why,
-                            "apt-get install clang-16 libpolly-16-dev libomp-16-dev",
-                        ));
+                        kr.notes.push(missing("LLVM Polly", why, compiler::POLLY_INSTALL));
                         continue;
                     }
                 }

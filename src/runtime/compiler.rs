@@ -470,6 +470,44 @@ pub(crate) fn split_words(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// The Polly anchor: the untransformed C through LLVM's polyhedral optimizer, as a user of
+/// Polly would build it (Debian: `apt-get install clang-16 libpolly-16-dev libomp-16-dev`).
+pub const POLLY_FLAGS: &str =
+    "-O3 -march=native -mllvm -polly -mllvm -polly-parallel -mllvm -polly-vectorizer=stripmine -fopenmp";
+
+/// The clang that runs Polly (`TEML_POLLY_CC`, else `clang-16`), if it compiles with Polly;
+/// else why not.
+pub fn polly() -> Result<PathBuf, String> {
+    let cc = std::env::var("TEML_POLLY_CC").unwrap_or_else(|_| "clang-16".into());
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let src = dir.path().join("p.c");
+    std::fs::write(&src, "void f(double *a, int n) { for (int i = 0; i < n; i++) a[i] += 1.0; }\n")
+        .map_err(|e| e.to_string())?;
+    let mut args: Vec<&str> = POLLY_FLAGS.split_whitespace().collect();
+    args.extend(["-fPIC", "-shared", "-o"]);
+    let out = std::process::Command::new(&cc)
+        .args(&args)
+        .arg(dir.path().join("p.so"))
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("`{cc}` cannot run ({e})"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{cc}` cannot compile with Polly: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(PathBuf::from(cc))
+}
+
+/// [`POLLY_FLAGS`] as flags.
+pub fn polly_flags() -> Flags {
+    Flags::parse(POLLY_FLAGS, "Polly").unwrap_or_default()
+}
+
+/// The line that installs Polly on Debian.
+pub const POLLY_INSTALL: &str = "apt-get install clang-16 libpolly-16-dev libomp-16-dev";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     pub accumulators: RefCell<Vec<*const crate::ir::TNode>>,
     /// When the running script is stopped (see [`Limits::max_time`]).
     pub deadline: std::cell::Cell<Option<std::time::Instant>>,
+    /// The measurer of `time(l)` and where `print` goes.
+    pub env: super::Env,
 }
 
 impl Shared {
@@ -208,8 +210,9 @@ pub(crate) struct Host {
 impl Host {
     /// A sandboxed engine starting from `state`, with the builtins, the helpers and the
     /// standard library.
-    pub fn new(state: State, limits: &Limits, output: Output) -> Result<Host, ScriptError> {
-        let shared = Rc::new(Shared { state: RefCell::new(state), ..Shared::default() });
+    pub fn new(state: State, limits: &Limits, output: Output, env: super::Env) -> Result<Host, ScriptError> {
+        let to_stderr = env.print_to_stderr;
+        let shared = Rc::new(Shared { state: RefCell::new(state), env, ..Shared::default() });
         let mut engine = Engine::new();
         sandbox(&mut engine, limits);
         register_types(&mut engine);
@@ -230,8 +233,8 @@ impl Host {
         let (out, err) = (shared.clone(), shared.clone());
         match output {
             Output::Std => {
-                engine.on_print(|s| {
-                    if super::prints_to_stderr() {
+                engine.on_print(move |s| {
+                    if to_stderr {
                         eprintln!("{s}");
                     } else {
                         println!("{s}");
@@ -664,7 +667,7 @@ pub(crate) const HELPERS: &[(&str, &str, &str)] = &[
     (
         "time",
         "time(l) | time([l1, l2])",
-        "compiles, verifies and times the nests as one kernel: a map #{median_s, min_s, spread, reps, gflops, verified, error}; docs/tuning.md",
+        "compiles, verifies and times the nests as one kernel: a map #{median_s, min_s, spread, reps, gflops, verified, verification, error, threads, cflags}; a kernel that failed verification has no time (`median_s` is ()); docs/tuning.md",
     ),
 ];
 
@@ -842,7 +845,7 @@ fn register_helpers(engine: &mut Engine, shared: &Rc<Shared>) {
         if nests.is_empty() {
             return Err("time: expected a loop nest or a list of loop nests, found []".into());
         }
-        let Some(measure) = super::measurer() else {
+        let Some(measure) = sh.env.measure.clone() else {
             return Err(
                 "time: measurements run under `teml run`, `teml tune` and the REPL (not `teml check`)".into(),
             );

@@ -79,34 +79,30 @@ use host::{Host, Output};
 
 /// Measures the nests of one kernel for the `time(l)` helper: compiles, verifies and times
 /// them, and answers with a JSON object (`median_s`, `min_s`, `spread`, `reps`, `gflops`,
-/// `verified`, `verification`, `error`). The shells that run kernels install one.
+/// `verified`, `verification`, `error`). The shells that run kernels give one in [`Env`].
 pub type MeasureFn = dyn Fn(&State, &[(crate::ir::Name, crate::ir::Nest)]) -> serde_json::Value + Send + Sync;
 
-static MEASURER: std::sync::RwLock<Option<std::sync::Arc<MeasureFn>>> = std::sync::RwLock::new(None);
+/// What a script reaches outside σ: the measurer behind `time(l)`, and where `print` goes.
+/// The shell that runs the script gives it (`teml run` and `teml tune` with their options,
+/// the REPL with its current `:threads` and `:cflags`); nothing of it is process-wide.
+#[derive(Clone, Default)]
+pub struct Env {
+    /// What `time(l)` calls; without one, `time(l)` is an error (`teml check`).
+    pub measure: Option<std::sync::Arc<MeasureFn>>,
+    /// `print` goes to standard error (under `--json`, standard output carries only the
+    /// report).
+    pub print_to_stderr: bool,
+}
 
-/// Installs the measurer `time(l)` calls (`teml run`, `teml tune`, the REPL).
-pub fn set_measurer(f: std::sync::Arc<MeasureFn>) {
-    if let Ok(mut m) = MEASURER.write() {
-        *m = Some(f);
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("measure", &self.measure.as_ref().map(|_| "<measurer>"))
+            .field("print_to_stderr", &self.print_to_stderr)
+            .finish()
     }
 }
 
-static PRINT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Sends a script's `print` to standard error (under `--json`, standard output carries only
-/// the report).
-pub fn print_to_stderr(on: bool) {
-    PRINT_TO_STDERR.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-pub(crate) fn prints_to_stderr() -> bool {
-    PRINT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The measurer installed, if any.
-pub(crate) fn measurer() -> Option<std::sync::Arc<MeasureFn>> {
-    MEASURER.read().ok().and_then(|m| m.clone())
-}
 use rhai::{AST, Dynamic, Scope};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -184,8 +180,19 @@ pub fn eval(src: &str, file: &str, state: &State) -> Result<State, ScriptError> 
 
 /// [`eval`] under other limits.
 pub fn eval_with(src: &str, file: &str, state: &State, limits: &Limits) -> Result<State, ScriptError> {
+    eval_in(src, file, state, limits, &Env::default())
+}
+
+/// [`eval`] under `limits`, in the environment `env` (the measurer of `time(l)`).
+pub fn eval_in(
+    src: &str,
+    file: &str,
+    state: &State,
+    limits: &Limits,
+    env: &Env,
+) -> Result<State, ScriptError> {
     on_script_thread(file, || {
-        let host = Host::new(state.clone(), limits, Output::Std)?;
+        let host = Host::new(state.clone(), limits, Output::Std, env.clone())?;
         let ast = compile(&host, src, file)?;
         let mut scope = Scope::new();
         host.start_clock();
@@ -234,13 +241,19 @@ struct Worker {
 }
 
 impl Session {
-    /// A session starting from `state`, under the default [`Limits`].
+    /// A session starting from `state`, under the default [`Limits`], with no measurer.
     pub fn new(state: State) -> Result<Session, ScriptError> {
         Session::with_limits(state, &Limits::default())
     }
 
-    /// A session starting from `state` under `limits`.
+    /// A session starting from `state` under `limits`, with no measurer.
     pub fn with_limits(state: State, limits: &Limits) -> Result<Session, ScriptError> {
+        Session::with_env(state, limits, Env::default())
+    }
+
+    /// A session starting from `state` under `limits`, in the environment `env` (the REPL's
+    /// measurer).
+    pub fn with_env(state: State, limits: &Limits, env: Env) -> Result<Session, ScriptError> {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (ready, started) = mpsc::channel::<Result<(), ScriptError>>();
         let (st, lim) = (state.clone(), limits.clone());
@@ -248,7 +261,7 @@ impl Session {
             .name("teml-session".into())
             .stack_size(SCRIPT_STACK)
             .spawn(move || {
-                let host = match Host::new(st.clone(), &lim, Output::Capture) {
+                let host = match Host::new(st.clone(), &lim, Output::Capture, env) {
                     Ok(h) => h,
                     Err(e) => {
                         let _ = ready.send(Err(e));

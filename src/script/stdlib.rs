@@ -140,7 +140,10 @@ impl Stdlib {
     /// The library (its engine is built once per thread, on first use).
     pub fn get() -> Stdlib {
         let host = HOST.with(|cell| {
-            cell.get_or_init(|| Host::new(State::new(), &Limits::default(), Output::Std).map(Rc::new)).clone()
+            cell.get_or_init(|| {
+                Host::new(State::new(), &Limits::default(), Output::Std, super::Env::default()).map(Rc::new)
+            })
+            .clone()
         });
         Stdlib { host }
     }

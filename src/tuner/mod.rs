@@ -26,7 +26,9 @@ pub mod strategy;
 
 use crate::codegen::CKernel;
 use crate::ir::{KernelRequest, Name, Params, Seen, State, history::Writer};
-use crate::pipeline::{self, KernelRef, Pipeline, Program, RunError, RunOptions, Timing};
+use crate::pipeline::{
+    self, KernelRef, KernelRun, Pipeline, Program, RunError, RunOptions, Timing, Verified,
+};
 use crate::runtime::RuntimeError;
 use log::{Record, Status};
 use serde::Serialize;
@@ -79,8 +81,19 @@ pub struct TuneOptions {
     /// Do not check transformations against the dependences (illegal candidates then reach
     /// verification, which rejects them as mismatches).
     pub unchecked: bool,
+    /// Under `--json`: a script's `print` goes to standard error.
+    pub json: bool,
     /// Threads, flags, timing of candidates, time limit of a run, reference limit.
     pub run: RunOptions,
+}
+
+impl TuneOptions {
+    /// The space evaluated with `params` and the named constants it is given; `time(l)` in it
+    /// measures with the candidates' options.
+    fn program(&self, params: Params) -> Program {
+        let env = pipeline::script_env_with(self.run.clone(), self.json);
+        Program::with_params(&self.space, self.defines.clone(), self.unchecked, params, env)
+    }
 }
 
 /// A contender of the final, interleaved re-measurement.
@@ -190,7 +203,7 @@ fn evaluate(
     let report = Arc::new(Mutex::new(Vec::new()));
     let params = Params { pinned, seed, report: Some(report.clone()), ..Params::default() };
     let start = Instant::now();
-    let r = Program::with_params(&o.space, o.defines.clone(), o.unchecked, params).eval();
+    let r = o.program(params).eval();
     let seen = report.lock().map(|s| s.clone()).unwrap_or_default();
     (r, seen, start.elapsed().as_secs_f64())
 }
@@ -199,15 +212,14 @@ fn evaluate(
 /// evaluation takes the same choices).
 fn candidate_program(o: &TuneOptions, seen: &[Seen]) -> Program {
     let values = seen.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
-    Program::with_params(&o.space, o.defines.clone(), o.unchecked, Params { values, ..Params::default() })
+    o.program(Params { values, ..Params::default() })
 }
 
 /// The untransformed build of the space's kernel (at its first choices).
 fn untransformed_program(o: &TuneOptions) -> Program {
-    let (space, unchecked) = (o.space.clone(), o.unchecked);
+    let (space, first) = (o.space.clone(), o.program(Params::default()));
     Program::new("untransformed", o.defines.clone(), move |consts| {
-        let s =
-            Program::with_params(&space, consts.clone(), unchecked, Params::default()).eval_with(consts)?;
+        let s = first.eval_with(consts)?;
         let req = s.kernels.first().ok_or_else(|| no_kernel(&space))?;
         let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
         let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
@@ -460,15 +472,15 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                 let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
                 let pipe = Pipeline::with_state(candidate_program(o, &seen), state, screen);
                 match pipe.run(&KernelRef::Codegen(0)) {
-                    Ok(run) if run.report.verified => {
-                        r.verification = Some(run.report.verification.clone());
-                        let first = run.report.time;
+                    Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
+                        r.verification = Some(run.verification.clone());
+                        let first = run.time;
                         let slow = match (first, &best) {
                             (Some(t), Some((b, _))) => t.median_s > SCREEN * b,
                             _ => false,
                         };
                         let t = match (slow, o.run.timing) {
-                            (false, Some(timing)) => match pipe.time(&KernelRef::Codegen(0), timing) {
+                            (false, Some(timing)) => match pipe.time(&evidence, timing) {
                                 Ok(t) => Some(t),
                                 Err(e) => {
                                     r.status = classify(&e);
@@ -487,7 +499,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                         r.min_s = t.map(|t| t.min_s);
                         r.spread = t.map(|t| t.spread());
                         r.reps = t.map_or(0, |t| t.reps);
-                        r.gflops = t.map(|t| run.report.flops as f64 / t.median_s / 1e9);
+                        r.gflops = t.map(|t| run.flops as f64 / t.median_s / 1e9);
                         if r.median_s.is_none() && r.status == Status::Ok {
                             r.status = Status::Error;
                             r.reason = Some("verified but not timed".into());
@@ -532,15 +544,15 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
     // Each contender evaluated once and verified once; its pipeline then times it (with an
     // explicit timing) in the rounds.
-    let verified = |program: Program, opts: RunOptions| -> Result<Pipeline, String> {
+    let verified = |program: Program, opts: RunOptions| -> Result<(Pipeline, Verified), String> {
         let p = Pipeline::new(program, RunOptions { timing: None, ..opts })?;
         match p.run(&KernelRef::Codegen(0)) {
-            Ok(run) if run.report.verified => Ok(p),
+            Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
             Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
             Err(e) => Err(format!("failed re-verification: {e}")),
         }
     };
-    let mut contenders: Vec<(String, Pipeline)> = Vec::new();
+    let mut contenders: Vec<(String, (Pipeline, Verified))> = Vec::new();
     for r in ok.iter().take(o.leaders.max(1)) {
         match verified(candidate_program(o, &r.params), o.run.clone()) {
             Ok(p) => contenders.push((r.key.clone(), p)),
@@ -553,11 +565,11 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             Err(e) => report.notes.push(format!("untransformed: {e}")),
         }
         if o.anchors {
-            match crate::bench::polly() {
+            match crate::runtime::compiler::polly() {
                 Ok(cc) => {
                     let popts = RunOptions {
                         compiler: Some(cc),
-                        flags: crate::runtime::Flags::parse(crate::bench::POLLY_FLAGS, "Polly").unwrap_or_default(),
+                        flags: crate::runtime::compiler::polly_flags(),
                         ..o.run.clone()
                     };
                     match verified(untransformed_program(o), popts) {
@@ -566,36 +578,27 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                     }
                 }
                 Err(why) => report.notes.push(format!(
-                    "LLVM Polly not available ({why}); install it with `apt-get install clang-16 libpolly-16-dev libomp-16-dev`"
+                    "LLVM Polly not available ({why}); install it with `{}`",
+                    crate::runtime::compiler::POLLY_INSTALL
                 )),
             }
         }
     }
     let round_timing =
         o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
-    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
-    for _ in 0..o.rounds.max(1) {
-        for (k, (name, pipe)) in contenders.iter().enumerate() {
-            match pipe.time(&KernelRef::Codegen(0), round_timing) {
-                Ok(t) => rounds[k].push(t.median_s),
-                Err(e) => report.notes.push(format!("{name}: {e}")),
-            }
+    let variants: Vec<(&Pipeline, &[Verified])> =
+        contenders.iter().map(|(_, (p, v))| (p, std::slice::from_ref(v))).collect();
+    let timed = pipeline::time_interleaved(&variants, round_timing, o.rounds);
+    for ((name, _), t) in contenders.iter().zip(timed) {
+        match t {
+            Ok(t) => report.final_round.push(Contender {
+                name: name.clone(),
+                median_s: t.stats.median_s,
+                spread: t.stats.spread(),
+                rounds_s: t.rounds_s,
+            }),
+            Err(e) => report.notes.push(format!("{name}: {e}")),
         }
-    }
-    for ((name, _), r) in contenders.iter().zip(&rounds) {
-        if r.is_empty() {
-            continue;
-        }
-        let mut s = r.clone();
-        s.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        let median = s[s.len() / 2];
-        let spread = (s[s.len() - 1] - s[0]) / median;
-        report.final_round.push(Contender {
-            name: name.clone(),
-            median_s: median,
-            spread,
-            rounds_s: r.clone(),
-        });
     }
     let anchor = |n: &str| report.final_round.iter().find(|c| c.name == n).map(|c| c.median_s);
     let (base, polly) = (anchor("untransformed"), anchor("polly"));
@@ -622,7 +625,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             replay_error: None,
             c: None,
         };
-        if let Some((_, pipe)) = contenders.iter().find(|(n, _)| *n == w.name) {
+        if let Some((_, (pipe, _))) = contenders.iter().find(|(n, _)| *n == w.name) {
             write_best(o, pipe, &mut b, &report)?;
         }
         report.best = Some(b);

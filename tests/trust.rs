@@ -1,0 +1,98 @@
+//! Regression tests for the promises "nothing is timed that is not verified" and "no input
+//! crashes the process" (issue 18's defects), through the real binary.
+
+use std::process::{Command, Output};
+
+fn teml(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap()
+}
+
+/// Flags that make a correct kernel wrong, deterministically: every `double` buffer is read
+/// as `float`, so the kernel computes garbage that verification must catch.
+const WRONG: &str = "-O2 -fopenmp -Ddouble=float";
+
+const MM: &str =
+    "N = 24\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\ncodegen(l)\n";
+
+/// `time(l)` of a kernel that fails verification returns no time: a search loop written as
+/// `if m.median_s < best` cannot pick a fast wrong variant.
+#[test]
+fn time_in_a_script_gives_no_time_to_a_kernel_that_failed_verification() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("t.rhai");
+    std::fs::write(
+        &f,
+        "let A = tensor([N, N]);\nlet B = tensor([N, N]);\nlet C = contract(A, B, [2, 1]);\nlet l = build(C);\n\
+         let m = time(l);\nprint(`verified=${m.verified} median=${m.median_s} min=${m.min_s} spread=${m.spread} \
+         gflops=${m.gflops} reps=${m.reps} cflags=${m.cflags}`);\ncodegen(l);\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    let o = teml(d.path(), &["run", f, "-D", "N=16", "--no-run", "--cflags", WRONG]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("verified=false median= min= spread= gflops= reps=0 cflags=-O2 -fopenmp -Ddouble=float"),
+        "{out}"
+    );
+    // The same kernel with correct flags is timed.
+    let o = teml(d.path(), &["run", f, "-D", "N=16", "--no-run"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("verified=true median=") && !out.contains("median= "), "{out}");
+}
+
+/// `teml run --time` of a kernel that fails verification: MISMATCH, and no time, GFLOP/s or
+/// speedup, neither in the text summary nor in the JSON.
+#[test]
+fn run_reports_no_time_for_a_kernel_that_failed_verification() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("mm.teml");
+    std::fs::write(&f, MM).unwrap();
+    let f = f.to_str().unwrap();
+    let o = teml(d.path(), &["run", f, "--time", "--min-time", "0.01", "--cflags", WRONG]);
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("MISMATCH"), "{out}");
+    assert!(!out.contains("time:") && !out.contains("GFLOP/s") && !out.contains("; speedup"), "{out}");
+    let o = teml(d.path(), &["run", f, "--time", "--min-time", "0.01", "--cflags", WRONG, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let k = &v["kernels"][0];
+    assert_eq!(k["verified"], false, "{v}");
+    for field in ["time", "median_s", "gflops", "baseline", "speedup"] {
+        assert!(k[field].is_null(), "{field}: {v}");
+    }
+}
+
+/// A `// program:` line that leads back to the script itself (or through another script)
+/// is refused with a located error, not a stack overflow.
+#[test]
+fn a_program_line_must_name_a_teml_file() {
+    let d = tempfile::tempdir().unwrap();
+    let own = d.path().join("self.rhai");
+    std::fs::write(&own, "// A space over itself\n// program: self.rhai\nlet x = 1;\n").unwrap();
+    let a = d.path().join("a.rhai");
+    let b = d.path().join("b.rhai");
+    std::fs::write(&a, "// program: b.rhai\n").unwrap();
+    std::fs::write(&b, "// program: a.rhai\n").unwrap();
+    for (f, line) in [(&own, "self.rhai:2:1"), (&a, "a.rhai:1:1")] {
+        for cmd in ["check", "run"] {
+            let o = teml(d.path(), &[cmd, f.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{cmd} {}: {err}", f.display());
+            assert!(err.contains(line) && err.contains("expected a .teml file"), "{err}");
+        }
+    }
+    // `teml tune` reads the same line.
+    let o = teml(
+        d.path(),
+        &["tune", own.to_str().unwrap(), "--budget", "1", "--out", d.path().join("o").to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("self.rhai:2:1") && err.contains("expected a .teml file"), "{err}");
+}
