@@ -1,8 +1,14 @@
 //! Loop transformations (Fig. 9, eq. 20-25) and the annotations of Sec. 3.3.3.
 //!
-//! Each is a pure function from a nest to a new nest: validation first (levels, patterns,
-//! legality), rewrite second. Unchanged sub-trees are shared, not copied. A level `r` counts
-//! loops along the single path from the root; a level below a branch is an error.
+//! Each is a pure function from a nest to a new nest: validation first (the arguments, the
+//! levels, the tree patterns, and what the rewrite needs: bounds that do not depend on a loop an
+//! interchange moves them past, new bounds within C's `int`, a constant trip count to unroll),
+//! rewrite second. None of these functions looks at dependences: the builtin registry checks
+//! the result's legality after the rewrite ([`crate::ops::registry::call`], through
+//! [`crate::ops::registry::legal`]: isl, `analysis::legality`, docs/legality.md) unless the
+//! state says `unchecked` (`--unchecked`); called directly, these functions return the rewrite
+//! unchecked. Unchanged sub-trees are shared, not copied. A level `r` counts loops along the
+//! single path from the root; a level below a branch is an error.
 
 use super::tensor::fresh;
 use crate::error::{Arg, Error, Result};
