@@ -1,6 +1,10 @@
-//! Which loops may run their iterations concurrently (OpenMP `parallel for` / `simd`).
+//! How a marked loop runs its iterations concurrently (OpenMP `parallel for` / `simd`).
 //!
-//! A marked loop `p` is realized only when that is correct:
+//! Whether a mark is legal is not decided here: isl decides it when the transformation
+//! builtins check their results (`analysis::legality`). Code generation asks [`plan`] only for
+//! a marked loop that isl shows carries a dependence, reductions included
+//! (`analysis::legality::carries`), or where that analysis cannot run; a loop that carries none
+//! gets its pragma without a plan. [`plan`] realizes such a loop `p` only when that is correct:
 //! - **independent**: for every tensor written in the body there is a dimension in which each
 //!   access's index range, for one iteration of `p`, is `[c*p + a, c*p + b]` with the same
 //!   `c >= 1` everywhere and `max b - min a < c*step`: different iterations touch disjoint

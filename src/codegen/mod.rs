@@ -3,11 +3,19 @@
 //! Arrays are passed as pointers to arrays (`double (*restrict A)[N]`) and indexed naturally
 //! (`A[i][j]`); named constants are `#define`d; names are kept, except that a C keyword gets a
 //! suffix (`do_`) and so does a tensor named like an iterator (`i_`); unrolled statements are
-//! laid out one per line. Marks become OpenMP pragmas only where [`deps::plan`] shows them
-//! correct: a loop that carries a reduction sums into private accumulators with a
-//! `reduction(+: ...)` clause, and anything else is refused with a reason. Accumulators that a
-//! contraction introduces are zeroed at the first update of each element, in the transformed
-//! order ([`zero`]).
+//! laid out one per line. Marks become OpenMP pragmas. Whether a mark is legal is decided
+//! before code generation, by isl: the builtin registry refuses, after every transformation
+//! (`parallelize` and `vectorize` included), a nest with a marked loop that carries a
+//! dependence other than a reduction ([`crate::ops::registry::legal`],
+//! [`crate::analysis::legality`]; skipped under `--unchecked`). Code generation decides how a
+//! mark is realized: a marked loop that isl shows carries no dependence at all, reductions
+//! included ([`crate::analysis::legality::carries`]), gets its pragma as it is; for one that
+//! carries some (or where the analysis cannot run), [`deps::plan`] gives a plain pragma
+//! (iterations that write disjoint elements), private accumulators with a `reduction(+: ...)`
+//! clause (a reduction into elements fixed for the loop), or a refusal with the reason. A
+//! `parallel for` inside `simd`, and an accumulator zeroed inside the loop that sums into it,
+//! are refused too. Accumulators that a contraction introduces are zeroed at the first update
+//! of each element, in the transformed order ([`zero`]).
 //!
 //! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
 //! **args)`, which calls it with the buffers in parameter order.

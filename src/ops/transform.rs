@@ -1,8 +1,14 @@
 //! Loop transformations (Fig. 9, eq. 20-25) and the annotations of Sec. 3.3.3.
 //!
-//! Each is a pure function from a nest to a new nest: validation first (levels, patterns,
-//! legality), rewrite second. Unchanged sub-trees are shared, not copied. A level `r` counts
-//! loops along the single path from the root; a level below a branch is an error.
+//! Each is a pure function from a nest to a new nest: validation first (the arguments, the
+//! levels, the tree patterns, and what the rewrite needs: bounds that do not depend on a loop an
+//! interchange moves them past, new bounds within C's `int`, a constant trip count to unroll),
+//! rewrite second. None of these functions looks at dependences: the builtin registry checks
+//! the result's legality after the rewrite ([`crate::ops::registry::call`], through
+//! [`crate::ops::registry::legal`]: isl, `analysis::legality`, docs/legality.md) unless the
+//! state says `unchecked` (`--unchecked`); called directly, these functions return the rewrite
+//! unchecked. Unchanged sub-trees are shared, not copied. A level `r` counts loops along the
+//! single path from the root; a level below a branch is an error.
 
 use super::tensor::fresh;
 use crate::error::{Arg, Error, Result};
@@ -187,6 +193,15 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
 /// `interchange(l, r1, r2)`, eq. 21: swaps the loops at levels `r1` and `r2` of a perfectly
 /// nested part of the nest (marks move with their loops). Refused where a loop's bounds
 /// depend on a loop it would move past (e.g. a strip-mined inner loop past its outer loop).
+/// The levels need not be adjacent: the loops between them stay where they are.
+/// `interchange(l, 1, 3)`:
+///
+/// ```text
+/// for i in [0, N-1]  parallel        for k in [0, K-1]
+///   for j in [0, M-1]          →       for j in [0, M-1]
+///     for k in [0, K-1]                  for i in [0, N-1]  parallel
+///       S(i, j, k)                         S(i, j, k)
+/// ```
 pub fn interchange(nest: &Nest, r1: i64, r2: i64) -> Result<Nest> {
     let b = "interchange";
     locate(nest, r1, b, &level_arg(2))?;
@@ -264,7 +279,17 @@ fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<
 
 /// `fuse_outer(l1, l2, r)`, eq. 22: the loops at levels 1..r of both nests are the same;
 /// the result runs both bodies at level r, `l1`'s first. Iterator names of `l2` that differ
-/// are renamed to `l1`'s.
+/// are renamed to `l1`'s. (Eq. 22 asks for the same iterators; here the same ranges suffice.)
+/// The loops at levels 1..r are `l1`'s, with the marks of both; the loops below level r stay
+/// apart (`fuse_inner` merges them). `fuse_outer(l1, l2, 1)`:
+///
+/// ```text
+/// for i in [0, N-1]      for k in [0, N-1]          for i in [0, N-1]
+///   for j in [0, M-1]      for j in [0, M-1]    →     for j in [0, M-1]
+///     S1(i, j)               S2(k, j)                   S1(i, j)
+///                                                     for j in [0, M-1]
+///                                                       S2(i, j)
+/// ```
 pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     let b = "fuse_outer";
     locate(n1, level, b, &Arg::new(3, "level"))?;
@@ -311,7 +336,16 @@ fn shift_origin(t: &crate::ir::TExpr, by: usize) -> crate::ir::TExpr {
 
 /// `fuse_inner(l, r)`, eq. 23: the loops that are the children of level `r-1` (the top level
 /// for `r = 1`) iterate over the same range; they become one loop running their bodies in
-/// order.
+/// order. The fused loop is the first one, with the marks of all; the others' iterators are
+/// renamed to its iterator (eq. 23 asks for the same iterator). `fuse_inner(l, 2)`:
+///
+/// ```text
+/// for i in [0, N-1]            for i in [0, N-1]
+///   for j in [0, M-1]     →      for j in [0, M-1]
+///     S1(i, j)                     S1(i, j)
+///   for k in [0, M-1]              S2(i, j)
+///     S2(i, k)
+/// ```
 pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
     let b = "fuse_inner";
     let arg = level_arg(2);
@@ -362,7 +396,20 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
 
 /// `unroll(l, r)`, eq. 25: replaces the loop at level `r` by copies of its body, one per
 /// iteration, with the iterator replaced by `b + s*j` (an affine expression when the bounds
-/// depend on outer iterators). Unrolling level 1 yields a top-level sequence (eq. 3).
+/// depend on outer iterators). Unrolling level 1 yields a top-level sequence (eq. 3). The trip
+/// count `(e-b)/s + 1` must be a constant, named constants taking the values the state binds,
+/// and at most [`MAX_UNROLL`]. `unroll(l, 1)`, and `unroll(l, 2)` of a strip-mined loop:
+///
+/// ```text
+/// for i in [0, 2]                  seq
+///   S(i)                     →        S(0)
+///                                     S(1)
+///                                     S(2)
+///
+/// for io in [0, 3]                  for io in [0, 3]
+///   for i in [2*io, 2*io+1]  →        S(2*io)
+///     S(i)                            S(2*io+1)
+/// ```
 pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
     let b = "unroll";
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {

@@ -2,9 +2,11 @@
 //!
 //! The parent lays the kernel's buffers out in a shared-memory file, writes a small JSON job
 //! file and starts `<worker> __worker <job.json>` (see [`super::worker_main`]). The worker maps
-//! the same file, runs the kernel once, copies the buffers into the result region, then runs the
-//! timed repetitions and reports their times on its standard output. A kernel that crashes or
-//! never returns takes only the worker down; the parent reports it as an error.
+//! the same file; with timing, it runs the warm-up and timed repetitions first, each from the
+//! initial data (restored from a snapshot region kept for every buffer the kernel writes); then
+//! it runs the kernel once more from the initial data, leaving the outputs in the live buffers,
+//! where the parent reads them, and reports the times on its standard output. A kernel that
+//! crashes or never returns takes only the worker down; the parent reports it as an error.
 
 use std::fs::File;
 use std::io::Read;
@@ -297,7 +299,8 @@ pub fn run_kernel(spec: &RunSpec, initial: &[&[u8]]) -> Result<RunOutcome, Runti
 /// [`run_kernel`] without copies of the data: `fill(i, buffer)` writes buffer `i`'s initial
 /// data straight into the shared mapping (it starts as zeros), and `read(i, buffer)` sees its
 /// outputs there after the run. Returns the times of the timed repetitions. The mapping holds
-/// the buffers once, and once more with timing (the initial data every timed run starts from).
+/// the buffers once, and with timing the buffers the kernel writes once more (the initial data
+/// every timed run starts from; read-only buffers need no copy).
 pub fn run_kernel_with(
     spec: &RunSpec,
     fill: &mut dyn FnMut(usize, &mut [u8]),

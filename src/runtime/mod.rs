@@ -13,11 +13,12 @@
 //!    point, `void teml_entry(void **args)`, in a child worker process (the `teml` executable
 //!    with first argument `__worker`, found by [`worker_exe`]; [`worker_main`] is its side).
 //!    Buffers live in a shared-memory file, each 64-byte aligned; the kernel runs once from the
-//!    initial data (giving [`RunOutcome::outputs`]) and then, with [`Timing`], warm-up and timed
-//!    repetitions, each from the initial data again (giving [`RunOutcome::times_s`], summarized
-//!    by [`TimeStats`]). A kernel that crashes is a [`RuntimeError::Crashed`]
-//!    (`kernel crashed: SIGSEGV`), one that runs past the timeout a [`RuntimeError::TimedOut`]
-//!    (`timed out after N s`); the calling process is unaffected either way.
+//!    initial data (giving [`RunOutcome::outputs`]); with [`Timing`], the warm-up and timed
+//!    repetitions come before that run, each from the initial data too (giving
+//!    [`RunOutcome::times_s`], summarized by [`TimeStats`]). A kernel that crashes is a
+//!    [`RuntimeError::Crashed`] (`kernel crashed: SIGSEGV`), one that runs past the timeout a
+//!    [`RuntimeError::TimedOut`] (`timed out after N s`); the calling process is unaffected
+//!    either way.
 //! 3. [`npy`]: [`read_npy`], [`write_npy_f64`], [`write_npy_f32`] for `<f8` / `<f4` C-order
 //!    arrays.
 //!
