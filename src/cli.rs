@@ -338,12 +338,7 @@ pub struct ReplArgs {
 }
 
 fn parse_const(s: &str) -> Result<(String, i64), String> {
-    let (n, v) = s.split_once('=').ok_or_else(|| format!("expected NAME=INT, found `{s}`"))?;
-    let v: i64 = v.trim().parse().map_err(|_| format!("expected an integer after `{n}=`, found `{v}`"))?;
-    if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!("expected a constant name before `=`, found `{n}`"));
-    }
-    Ok((n.to_string(), v))
+    crate::ir::parse_define(s)
 }
 
 fn parse_param(s: &str) -> Result<(String, String), String> {
@@ -360,17 +355,6 @@ fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
         return Err(format!("expected a tensor name before `=`, found `{s}`"));
     }
     Ok((n.to_string(), PathBuf::from(p)))
-}
-
-/// The initial state: the named constants given with `-D`, and `--unchecked`.
-pub fn initial_state(defs: &[(String, i64)], unchecked: bool) -> State {
-    let base = State { unchecked, ..State::new() };
-    defs.iter().fold(base, |s, (n, v)| s.with_const(n, *v))
-}
-
-/// Evaluates a program file (by extension) from `state`.
-pub fn eval_file(path: &Path, state: &State) -> Result<State, String> {
-    pipeline::eval_file(path, state)
 }
 
 /// The host in a line: cores, CPU model, memory (for the reports whose times depend on it).
@@ -399,8 +383,9 @@ pub fn machine() -> String {
 
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
-    let state = State { params: a.program.params(), ..initial_state(&a.program.define, a.program.unchecked) };
-    match eval_file(&a.program.file, &state) {
+    let defines = a.program.define.iter().map(|(n, v)| (n.as_str(), *v));
+    let state = State { params: a.program.params(), ..State::starting(defines, a.program.unchecked) };
+    match pipeline::eval_file(&a.program.file, &state) {
         Ok(s) => {
             let kernels = s.kernels.len();
             println!(
@@ -424,7 +409,7 @@ pub fn check(a: &CheckArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", e.with_hint());
             1
         }
     }
@@ -465,7 +450,7 @@ pub fn run(a: &RunArgs) -> i32 {
     let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", e.with_hint());
             return 1;
         }
     };

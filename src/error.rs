@@ -88,9 +88,34 @@ pub enum Error {
     )]
     BelowBranch { builtin: String, arg: Arg, level: usize, at: usize, found: String },
 
-    /// A transformation that would change the meaning of the nest or cannot be expressed.
+    /// A transformation that would change the meaning of the nest: isl finds a dependence it
+    /// reverses (the reason is `illegal: ` and the witness, docs/legality.md), or the nest's
+    /// structure forbids it (a loop moved past one its bounds depend on, a parallel loop inside
+    /// a vectorized one). The path is at fault, not the program: the tuner logs it as illegal.
     #[error("{builtin}: {reason}")]
     Illegal { builtin: String, reason: String },
+
+    /// A mark (`parallelize`, `vectorize`) that code generation cannot realise as correct C (a
+    /// parallel loop accumulating into an element that varies inside it), or a kernel whose
+    /// tensors it cannot lay out (one tensor used with two shapes).
+    #[error("{builtin}: {reason}")]
+    Unrealizable { builtin: String, reason: String },
+
+    /// A limit of the generated code or of teml: an integer outside C `int` (loop bounds,
+    /// indices, extents, named constants), a tensor larger than the address space, a trip
+    /// count over `unroll`'s [`crate::ops::transform::MAX_UNROLL`].
+    #[error("{builtin}: {reason}")]
+    Limit { builtin: String, reason: String },
+
+    /// Something this machine lacks: isl cannot be loaded, so legality cannot be decided. Not
+    /// a verdict on the program: install what is missing, or run with `--unchecked`.
+    #[error("{builtin}: {reason}")]
+    Environment { builtin: String, reason: String },
+
+    /// A bug in teml, not in the program (the standard library failing to load or to run, an
+    /// invariant that does not hold): please report it.
+    #[error("{builtin}: internal error: {reason}")]
+    Internal { builtin: String, reason: String },
 }
 
 /// "expected 1..=3, found 4", or, for a nest without loops, that there is no level at all.
@@ -115,7 +140,12 @@ impl Error {
             | Error::RangeInference { arg, .. }
             | Error::LevelOutOfRange { arg, .. }
             | Error::BelowBranch { arg, .. } => Some(arg),
-            Error::FuseMismatch { .. } | Error::Illegal { .. } => None,
+            Error::FuseMismatch { .. }
+            | Error::Illegal { .. }
+            | Error::Unrealizable { .. }
+            | Error::Limit { .. }
+            | Error::Environment { .. }
+            | Error::Internal { .. } => None,
         }
     }
 
@@ -132,7 +162,99 @@ impl Error {
             | Error::LevelOutOfRange { builtin, .. }
             | Error::FuseMismatch { builtin, .. }
             | Error::BelowBranch { builtin, .. }
-            | Error::Illegal { builtin, .. } => builtin,
+            | Error::Illegal { builtin, .. }
+            | Error::Unrealizable { builtin, .. }
+            | Error::Limit { builtin, .. }
+            | Error::Environment { builtin, .. }
+            | Error::Internal { builtin, .. } => builtin,
         }
+    }
+
+    /// A refusal of the path, not of the program: an illegal transformation or a mark code
+    /// generation cannot realise (a tuner's `illegal` candidate).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Illegal { .. } | Error::Unrealizable { .. })
+    }
+
+    /// What the user can do about an error that is not the program's fault.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Error::Environment { .. } => Some(
+                "install isl (Debian: `apt-get install libisl23`, which gcc usually brings), or run with \
+                 --unchecked to skip the legality check (verification still compares every kernel)",
+            ),
+            Error::Internal { .. } => Some("this is a bug in teml: please report it with the program"),
+            _ => None,
+        }
+    }
+}
+
+/// A meta-program that did not evaluate: the located message the front-end rendered
+/// (`file:line:col`, the line, the caret, notes), and the core error when a builtin raised one,
+/// kept typed so that callers (the tuner, the REPL) match on it instead of on the text.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProgramError {
+    /// The whole message, as the user sees it.
+    pub message: String,
+    /// The core error behind it (`None`: a syntax error, a missing file, a script's own error).
+    pub error: Option<Error>,
+}
+
+impl ProgramError {
+    /// A failure with no core error behind it (an unreadable file, a syntax error).
+    pub fn plain(message: impl Into<String>) -> ProgramError {
+        ProgramError { message: message.into(), error: None }
+    }
+
+    /// An illegal transformation or an unrealizable mark ([`Error::is_refusal`]).
+    pub fn is_refusal(&self) -> bool {
+        self.error.as_ref().is_some_and(Error::is_refusal)
+    }
+
+    /// The message as the user reads it (`teml run`, `teml check`, the REPL): the located
+    /// message, and what to do when the machine (isl missing) or teml is at fault
+    /// ([`Error::hint`]).
+    pub fn with_hint(&self) -> String {
+        match self.error.as_ref().and_then(Error::hint) {
+            Some(h) => format!("{}\n  = help: {h}", self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+impl From<String> for ProgramError {
+    fn from(message: String) -> Self {
+        ProgramError::plain(message)
+    }
+}
+
+impl From<&str> for ProgramError {
+    fn from(message: &str) -> Self {
+        ProgramError::plain(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tuner and the REPL match on these: only an illegal path or an unrealizable mark is
+    /// a refusal; a missing isl or a bug is not the path's fault and says what to do.
+    #[test]
+    fn each_condition_has_its_variant() {
+        let e = |f: fn(String, String) -> Error| f("b".into(), "why".into());
+        let illegal = e(|builtin, reason| Error::Illegal { builtin, reason });
+        let unreal = e(|builtin, reason| Error::Unrealizable { builtin, reason });
+        let limit = e(|builtin, reason| Error::Limit { builtin, reason });
+        let env = e(|builtin, reason| Error::Environment { builtin, reason });
+        let internal = e(|builtin, reason| Error::Internal { builtin, reason });
+        assert!(illegal.is_refusal() && unreal.is_refusal());
+        assert!(!limit.is_refusal() && !env.is_refusal() && !internal.is_refusal());
+        assert!(env.hint().is_some_and(|h| h.contains("--unchecked")));
+        assert_eq!(internal.to_string(), "b: internal error: why");
+        let p = ProgramError { message: "error: b: why".into(), error: Some(env) };
+        assert!(!p.is_refusal() && p.with_hint().contains("= help: install isl"));
+        assert!(ProgramError { message: String::new(), error: Some(unreal) }.is_refusal());
     }
 }

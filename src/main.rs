@@ -17,11 +17,12 @@ fn main() {
             0
         }
         Command::Repl(a) => {
-            let state = teml::cli::initial_state(&a.define, a.unchecked);
+            let state =
+                teml::ir::State::starting(a.define.iter().map(|(n, v)| (n.as_str(), *v)), a.unchecked);
             let mode = if a.rhai { teml::repl::Mode::Rhai } else { teml::repl::Mode::Teml };
             let mut repl = teml::repl::Repl::new(state, mode);
             if let Some(f) = &a.file {
-                match repl.handle(&format!(":load {}", f.display())) {
+                match repl.load_file(f, &[], &format!(":load {}", f.display())) {
                     Ok(msg) => println!("{msg}"),
                     Err(e) => eprintln!("{e}"),
                 }

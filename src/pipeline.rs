@@ -12,6 +12,7 @@ pub use crate::interp::Buffers;
 pub use crate::runtime::{Flags, Timing};
 
 use crate::codegen::{self, CKernel, ENTRY};
+use crate::error::ProgramError;
 use crate::interp::{self, Tensor};
 use crate::ir::{DType, Init, KernelRequest, LNode, Name, Nest, State, lower};
 use crate::runtime::{self, BufferSpec, Compiler, RunSpec, RuntimeError, TimeStats};
@@ -33,6 +34,21 @@ pub enum RunError {
     /// Input data that does not fit, or the reference could not run.
     #[error("{0}")]
     Data(String),
+    /// The program did not evaluate again (at a reduced size, for verification).
+    #[error("{0}")]
+    Program(#[from] ProgramError),
+}
+
+impl RunError {
+    /// An illegal transformation or a mark code generation cannot realise: the path, not the
+    /// program or the machine, is at fault.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            RunError::Meta(e) => e.is_refusal(),
+            RunError::Program(e) => e.is_refusal(),
+            _ => false,
+        }
+    }
 }
 
 /// How to run kernels.
@@ -523,14 +539,14 @@ pub struct Program {
 }
 
 /// Evaluates a program from the named constants it is given.
-pub type EvalFn = dyn Fn(&BTreeMap<Name, i64>) -> Result<State, String>;
+pub type EvalFn = dyn Fn(&BTreeMap<Name, i64>) -> Result<State, ProgramError>;
 
 impl Program {
     /// A program evaluated by `eval` from the named constants it is given.
     pub fn new(
         label: &str,
         defines: BTreeMap<Name, i64>,
-        eval: impl Fn(&BTreeMap<Name, i64>) -> Result<State, String> + 'static,
+        eval: impl Fn(&BTreeMap<Name, i64>) -> Result<State, ProgramError> + 'static,
     ) -> Program {
         Program { label: label.to_string(), defines, eval: Box::new(eval) }
     }
@@ -558,24 +574,24 @@ impl Program {
     }
 
     /// Evaluates with the user's constants.
-    pub fn eval(&self) -> Result<State, String> {
+    pub fn eval(&self) -> Result<State, ProgramError> {
         (self.eval)(&self.defines)
     }
 
     /// Evaluates with other constants.
-    pub fn eval_with(&self, consts: &BTreeMap<Name, i64>) -> Result<State, String> {
+    pub fn eval_with(&self, consts: &BTreeMap<Name, i64>) -> Result<State, ProgramError> {
         (self.eval)(consts)
     }
 }
 
 /// Evaluates a program file from `state`: `.rhai` as a Rhai script, anything else in the
 /// paper's syntax. Scripts run with no measurer ([`eval_file_in`] gives one).
-pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, String> {
+pub fn eval_file(path: &std::path::Path, state: &State) -> Result<State, ProgramError> {
     eval_file_in(path, state, &Env::default())
 }
 
 /// [`eval_file`] with scripts run in `env`.
-pub fn eval_file_in(path: &std::path::Path, state: &State, env: &Env) -> Result<State, String> {
+pub fn eval_file_in(path: &std::path::Path, state: &State, env: &Env) -> Result<State, ProgramError> {
     eval_chain(path, state, env, &mut Vec::new())
 }
 
@@ -587,15 +603,15 @@ fn eval_chain(
     state: &State,
     env: &Env,
     chain: &mut Vec<PathBuf>,
-) -> Result<State, String> {
+) -> Result<State, ProgramError> {
     let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     if chain.contains(&key) {
         let names: Vec<String> = chain.iter().chain([&key]).map(|p| p.display().to_string()).collect();
-        return Err(format!(
+        return Err(ProgramError::plain(format!(
             "error: {}: expected `{PROGRAM_DIRECTIVE}` lines that end in a .teml program, found a cycle: {}",
             path.display(),
             names.join(" -> ")
-        ));
+        )));
     }
     chain.push(key);
     let src =
@@ -610,11 +626,9 @@ fn eval_chain(
                 }
                 None => state.clone(),
             };
-            crate::script::eval_in(&src, &file, &start, &crate::script::Limits::default(), env)
-                .map_err(|e| e.to_string())
+            Ok(crate::script::eval_in(&src, &file, &start, &crate::script::Limits::default(), env)?)
         }
-        _ => crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())
-            .map_err(|e| e.to_string()),
+        _ => Ok(crate::lang::eval_with(&src, &file, state, &crate::script::Stdlib::get())?),
     }
 }
 
@@ -774,7 +788,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Evaluates `program`; fails with the program's located error.
-    pub fn new(program: Program, opts: RunOptions) -> Result<Pipeline, String> {
+    pub fn new(program: Program, opts: RunOptions) -> Result<Pipeline, ProgramError> {
         let state = program.eval()?;
         Ok(Pipeline { program, state, opts })
     }
@@ -884,7 +898,7 @@ impl Pipeline {
     /// kernel `which` the reference can run, and what was reduced (e.g. `N=16`).
     fn reduced(&self, which: &KernelRef) -> Result<(State, String), RunError> {
         let mut cap = 64;
-        let mut last = String::new();
+        let mut last: Option<ProgramError> = None;
         while cap >= 2 {
             let consts: BTreeMap<Name, i64> =
                 self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect();
@@ -902,7 +916,7 @@ impl Pipeline {
                         return Ok((s, what));
                     }
                 }
-                Err(e) => last = e,
+                Err(e) => last = Some(e),
             }
             cap /= 2;
         }
@@ -915,7 +929,7 @@ impl Pipeline {
             reference_cost(&self.state, &req)?,
             self.opts.max_reference_instances,
             self.program.label,
-            if last.is_empty() { String::new() } else { format!(" (at a smaller size: {last})") }
+            last.map_or(String::new(), |e| format!(" (at a smaller size: {e})"))
         )))
     }
 }
@@ -1352,7 +1366,7 @@ mod tests {
         std::fs::write(&f, "A = tensor([4])\n").unwrap();
         let mut chain = vec![f.canonicalize().unwrap()];
         let e = eval_chain(&f, &State::new(), &Env::default(), &mut chain).unwrap_err();
-        assert!(e.contains("found a cycle") && e.contains("a.teml -> "), "{e}");
+        assert!(e.message.contains("found a cycle") && e.message.contains("a.teml -> "), "{e}");
         assert!(eval_chain(&f, &State::new(), &Env::default(), &mut Vec::new()).is_ok());
     }
 

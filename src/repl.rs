@@ -2,6 +2,7 @@
 //! to inspect, compile, verify and time what the session built. An error never ends the
 //! session; the state before the failing line is kept.
 
+use crate::error::ProgramError;
 use crate::ir::{Name, State, Value};
 use crate::pipeline::{Flags, KernelRef, Pipeline, Program, RunOptions, Timing};
 use crate::script::{Env, Limits, Session, Stdlib};
@@ -163,28 +164,25 @@ fn apply(
     session: &mut Option<Session>,
     consts: &BTreeMap<Name, i64>,
     env: &Env,
-) -> Result<(), String> {
+) -> Result<(), ProgramError> {
     match e {
-        Entry::Teml(src) => {
-            *state =
-                crate::lang::eval_stmt(src, "<repl>", state, &Stdlib::get()).map_err(|e| e.to_string())?
-        }
+        Entry::Teml(src) => *state = crate::lang::eval_stmt(src, "<repl>", state, &Stdlib::get())?,
         Entry::Rhai(src) => {
             if session.is_none() {
                 *session = Some(new_session(state, env)?);
             }
             let s = session.as_mut().ok_or("no session")?;
             s.set_state(state.clone());
-            s.eval_line(src).map_err(|e| e.to_string())?;
+            s.eval_line(src)?;
             *state = s.state().clone();
         }
         Entry::Load(path) => *state = crate::pipeline::eval_file_in(path, state, env)?,
         Entry::Saved(saved) => {
             if let Some((n, v)) = consts.iter().find(|(n, v)| saved.constant(n).is_some_and(|x| x != **v)) {
-                return Err(format!(
+                return Err(ProgramError::plain(format!(
                     "the session was loaded from a saved state with {n}={}; it cannot be evaluated with {n}={v}",
                     saved.constant(n).unwrap_or_default()
-                ));
+                )));
             }
             let mut s = saved.clone();
             s.consts.extend(consts.iter().map(|(n, v)| (n.clone(), *v)));
@@ -196,8 +194,7 @@ fn apply(
 
 /// The state the session starts from, with the named constants `consts`.
 fn initial(consts: &BTreeMap<Name, i64>, unchecked: bool) -> State {
-    let base = State { unchecked, ..State::new() };
-    consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v))
+    State::starting(consts.iter().map(|(n, v)| (&**n, *v)), unchecked)
 }
 
 /// Evaluates the session's inputs again from the named constants `consts`; returns the state
@@ -207,7 +204,7 @@ fn replay(
     consts: &BTreeMap<Name, i64>,
     unchecked: bool,
     env: &Env,
-) -> Result<(State, Option<Session>), String> {
+) -> Result<(State, Option<Session>), ProgramError> {
     let mut state = initial(consts, unchecked);
     let mut session: Option<Session> = None;
     for e in log {
@@ -217,8 +214,8 @@ fn replay(
 }
 
 /// A Rhai session from `state` in the REPL's environment `env` (its measurer).
-fn new_session(state: &State, env: &Env) -> Result<Session, String> {
-    Session::with_env(state.clone(), &Limits::default(), env.clone()).map_err(|e| e.to_string())
+fn new_session(state: &State, env: &Env) -> Result<Session, ProgramError> {
+    Ok(Session::with_env(state.clone(), &Limits::default(), env.clone())?)
 }
 
 /// What `:undo` goes back to: the session before one change, and the change.
@@ -330,7 +327,7 @@ impl Repl {
 
     fn session(&mut self) -> Result<&mut Session, String> {
         if self.session.is_none() {
-            self.session = Some(new_session(&self.state, &self.env)?);
+            self.session = Some(new_session(&self.state, &self.env).map_err(|e| e.with_hint())?);
         }
         let s = self.session.as_mut().ok_or("no session")?;
         s.set_state(self.state.clone());
@@ -358,7 +355,7 @@ impl Repl {
             Mode::Teml => {
                 let snap = self.snapshot(line);
                 let s = crate::lang::eval_stmt(input, "<repl>", &self.state, &Stdlib::get())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| ProgramError::from(e).with_hint())?;
                 self.state = s;
                 self.log.push(Entry::Teml(input.to_string()));
                 let msg = self.echo(&snap.state);
@@ -368,7 +365,7 @@ impl Repl {
             Mode::Rhai => {
                 let snap = self.snapshot(line);
                 let session = self.session()?;
-                let out = session.eval_line(input).map_err(|e| e.to_string())?;
+                let out = session.eval_line(input).map_err(|e| ProgramError::from(e).with_hint())?;
                 let new_state = session.state().clone();
                 self.state = new_state;
                 self.log.push(Entry::Rhai(input.to_string()));
@@ -508,25 +505,7 @@ impl Repl {
             }
             ":load" => {
                 let (file, defines) = load_args(need("a file")?)?;
-                let path = PathBuf::from(file);
-                let snap = self.snapshot(line);
-                let mut note = String::new();
-                if !defines.is_empty() {
-                    note = format!("; {}", self.define(&defines, ":load")?);
-                }
-                let s = match self.load(&path) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        // Nothing changes when the file does not load, the -D constants included.
-                        self.restore(snap);
-                        return Err(e);
-                    }
-                };
-                let saved = path.extension().and_then(|e| e.to_str()) == Some("json");
-                self.log.push(if saved { Entry::Saved(s.clone()) } else { Entry::Load(path.clone()) });
-                self.state = s;
-                self.changed(snap);
-                Ok(format!("loaded {} ({} identifiers){note}", path.display(), self.state.vars.len()))
+                self.load_file(Path::new(&file), &defines, line)
             }
             ":save" => {
                 let path = need("a file")?;
@@ -538,6 +517,38 @@ impl Repl {
                 "unknown command `{other}`: expected one of {}",
                 COMMANDS.iter().map(|(c, _)| c.split(' ').next().unwrap_or(c)).collect::<Vec<_>>().join(" ")
             )),
+        }
+    }
+
+    /// `:load FILE -D N=64` (and `teml repl FILE`, whose path may hold any character): binds
+    /// the constants, then evaluates the file (a saved `.json` state is loaded as it is);
+    /// nothing changes when it fails. `change` is what `:undo` calls it.
+    pub fn load_file(
+        &mut self,
+        path: &Path,
+        defines: &[(String, i64)],
+        change: &str,
+    ) -> Result<String, String> {
+        {
+            let path = path.to_path_buf();
+            let snap = self.snapshot(change);
+            let mut note = String::new();
+            if !defines.is_empty() {
+                note = format!("; {}", self.define(defines, ":load")?);
+            }
+            let s = match self.load(&path) {
+                Ok(s) => s,
+                Err(e) => {
+                    // Nothing changes when the file does not load, the -D constants included.
+                    self.restore(snap);
+                    return Err(e);
+                }
+            };
+            let saved = path.extension().and_then(|e| e.to_str()) == Some("json");
+            self.log.push(if saved { Entry::Saved(s.clone()) } else { Entry::Load(path.clone()) });
+            self.state = s;
+            self.changed(snap);
+            Ok(format!("loaded {} ({} identifiers){note}", path.display(), self.state.vars.len()))
         }
     }
 
@@ -559,7 +570,11 @@ impl Repl {
                 })
                 .collect();
             let given = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ");
-            format!("{cmd} {given}: the session cannot be evaluated again with it ({}):\n{e}", old.join(", "))
+            format!(
+                "{cmd} {given}: the session cannot be evaluated again with it ({}):\n{}",
+                old.join(", "),
+                e.with_hint()
+            )
         })?;
         let changed = self.state.vars.iter().filter(|(k, x)| state.vars.get(*k) != Some(x)).count();
         self.state = state;
@@ -634,7 +649,7 @@ impl Repl {
         for e in &self.log {
             let before = state.clone();
             apply(e, &mut state, &mut session, &self.defines, &self.env)
-                .map_err(|e| format!(":export: {e}"))?;
+                .map_err(|e| format!(":export: {}", e.with_hint()))?;
             match e {
                 Entry::Teml(src) => match const_default(src) {
                     Some(n) if self.defines.contains_key(n) => {
@@ -690,7 +705,7 @@ impl Repl {
             return State::from_json(&text)
                 .map_err(|e| format!(":load: {}: not a saved state: {e}", path.display()));
         }
-        crate::pipeline::eval_file_in(path, &self.state, &self.env)
+        crate::pipeline::eval_file_in(path, &self.state, &self.env).map_err(|e| e.with_hint())
     }
 
     fn state_listing(&self) -> String {
@@ -765,8 +780,21 @@ impl Repl {
 
 /// `:load FILE -D N=64 -D M=8` (also `-DN=64`): the file and the named constants.
 fn load_args(arg: &str) -> Result<(String, Vec<(String, i64)>), String> {
-    let mut words = arg.split_whitespace();
-    let file = words.next().ok_or(":load: expected a file")?.to_string();
+    // The first word, or a quoted path ("my dir/f.teml") that may hold spaces.
+    let arg = arg.trim();
+    let (file, rest) = match arg.chars().next() {
+        Some(q @ ('"' | '\'')) => {
+            let end =
+                arg[1..].find(q).ok_or_else(|| format!(":load: expected a closing {q} after the file"))?;
+            (&arg[1..1 + end], &arg[2 + end..])
+        }
+        _ => arg.split_once(char::is_whitespace).unwrap_or((arg, "")),
+    };
+    if file.is_empty() {
+        return Err(":load: expected a file".into());
+    }
+    let file = file.to_string();
+    let mut words = rest.split_whitespace();
     let mut defines = Vec::new();
     while let Some(w) = words.next() {
         let def = match w.strip_prefix("-D") {
@@ -774,13 +802,7 @@ fn load_args(arg: &str) -> Result<(String, Vec<(String, i64)>), String> {
             Some(d) => d,
             None => return Err(format!(":load: expected -D NAME=INT after the file, found `{w}`")),
         };
-        let (n, v) =
-            def.split_once('=').ok_or_else(|| format!(":load: expected -D NAME=INT, found `{def}`"))?;
-        let v: i64 = v.trim().parse().map_err(|_| format!(":load: expected an integer in `-D {def}`"))?;
-        if !crate::codegen::is_c_ident(n) {
-            return Err(format!(":load: expected a name before `=` in `-D {def}`"));
-        }
-        defines.push((n.to_string(), v));
+        defines.push(crate::ir::parse_define(def).map_err(|e| format!(":load: -D {def}: {e}"))?);
     }
     Ok((file, defines))
 }
@@ -790,7 +812,7 @@ fn const_default(line: &str) -> Option<&str> {
     let code = line.split('#').next()?.trim();
     let (n, v) = code.split_once('=')?;
     let (n, v) = (n.trim(), v.trim());
-    (crate::codegen::is_c_ident(n) && v.parse::<f64>().is_ok()).then_some(n)
+    (crate::ir::is_c_ident(n) && v.parse::<f64>().is_ok()).then_some(n)
 }
 
 /// A unified diff of `a` and `b` (empty when they are equal).
@@ -860,8 +882,13 @@ mod tests {
         assert_eq!(d, [("N".to_string(), 4), ("M".to_string(), 2)]);
         assert!(load_args("f.teml N=4").unwrap_err().contains("expected -D NAME=INT"));
         assert!(load_args("f.teml -D N=x").unwrap_err().contains("expected an integer"));
-        assert!(load_args("f.teml -D 3=4").unwrap_err().contains("expected a name"));
+        // one identifier rule with `teml run -D` (ir::parse_define)
+        assert!(load_args("f.teml -D 3=4").unwrap_err().contains("expected a constant name"));
+        assert!(load_args("f.teml -D 9N=4").unwrap_err().contains("expected a constant name"));
         assert!(load_args("f.teml -D").unwrap_err().contains("after -D"));
+        // a quoted path may hold spaces
+        let (f, d) = load_args("\"my dir/f.teml\" -D N=4").unwrap();
+        assert_eq!((f.as_str(), d), ("my dir/f.teml", vec![("N".to_string(), 4)]));
     }
 
     #[test]

@@ -96,3 +96,31 @@ fn a_program_line_must_name_a_teml_file() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("self.rhai:2:1") && err.contains("expected a .teml file"), "{err}");
 }
+
+/// `teml repl FILE` loads a path with a space (it used to go through `:load`'s word split),
+/// and `-D` follows one identifier rule in `teml run`/`check` and the REPL's `:load`.
+#[test]
+fn repl_loads_a_path_with_a_space_and_defines_follow_one_rule() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("a b");
+    std::fs::create_dir(&dir).unwrap();
+    let f = dir.join("f.teml");
+    std::fs::write(&f, "A = tensor([N])\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["repl", f.to_str().unwrap(), "-D", "N=5"])
+        .env("TEML_HISTORY", d.path().join("h.txt"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b":state\n:load f.teml -D 9N=4\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("loaded ") && out.contains("N = 5") && out.contains("A: "), "{out}{err}");
+    assert!(err.contains(":load: -D 9N=4: expected a constant name (a C identifier)"), "{err}");
+    let o = teml(d.path(), &["check", f.to_str().unwrap(), "-D", "9N=4"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("expected a constant name (a C identifier)"), "{err}");
+}

@@ -218,7 +218,7 @@ fn variant(
     let pipe = match Pipeline::new(Program::file(file, defines.clone(), false), verify) {
         Ok(p) => p,
         Err(e) => {
-            r.error = Some(e);
+            r.error = Some(e.to_string());
             return (r, Buffers::new(), Vec::new(), None, None);
         }
     };

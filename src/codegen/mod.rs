@@ -24,7 +24,9 @@ pub mod deps;
 pub mod zero;
 
 use crate::error::{Error, Result};
-use crate::ir::{Atom, DType, Dim, Expr, LNode, Loop, Name, Nest, Op, State, TNode, Update, lower};
+use crate::ir::{
+    Atom, DType, Dim, Expr, LNode, Loop, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
+};
 use deps::Plan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -86,13 +88,19 @@ pub struct CKernel {
 
 /// Generates one kernel running `nests` in order.
 pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKernel> {
-    let illegal = |reason: String| Error::Illegal { builtin: "codegen".into(), reason };
+    let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     if !is_c_ident(name) {
-        return Err(illegal(format!("expected a C identifier as kernel name, found `{name}`")));
+        return Err(Error::BadArgument {
+            builtin: "codegen".into(),
+            arg: crate::error::Arg::new(nests.len() + 1, "name"),
+            expected: "a C identifier as kernel name".into(),
+            found: format!("`{name}`"),
+        });
     }
-    let mut params = params(nests).map_err(illegal)?;
+    let mut params = params(nests).map_err(unrealizable)?;
     let (iters, consts) = iters_and_constants(nests, &params);
-    check_ranges(state, &params, nests, &consts).map_err(illegal)?;
+    check_ranges(state, &params, nests, &consts)
+        .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
     let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
     for p in params.iter_mut() {
         p.c_name = names.tensor(&p.name).to_string();
@@ -116,7 +124,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             nest: n,
         };
         for g in &zero::place(n.items()) {
-            cx.node(g, 1).map_err(illegal)?;
+            cx.node(g, 1).map_err(unrealizable)?;
         }
     }
 
@@ -242,13 +250,6 @@ fn check_ranges(
         }
     }
     Ok(())
-}
-
-/// True for a C identifier (and so a TeML one): a letter or `_`, then letters, digits, `_`.
-pub fn is_c_ident(s: &str) -> bool {
-    let mut cs = s.chars();
-    cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {

@@ -20,6 +20,25 @@ pub fn name(s: &str) -> Name {
     Arc::from(s)
 }
 
+/// True for a C identifier (and so a TeML one): a letter or `_`, then letters, digits, `_`.
+pub fn is_c_ident(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A named constant's binding, `NAME=INT` (`-D N=64` of `teml run`, `:load FILE -D N=64` of
+/// the REPL): the one rule for both, NAME a C identifier.
+pub fn parse_define(s: &str) -> Result<(String, i64), String> {
+    let (n, v) = s.split_once('=').ok_or_else(|| format!("expected NAME=INT, found `{s}`"))?;
+    let (n, v) = (n.trim(), v.trim());
+    if !is_c_ident(n) {
+        return Err(format!("expected a constant name (a C identifier) before `=`, found `{n}`"));
+    }
+    let v: i64 = v.parse().map_err(|_| format!("expected an integer after `{n}=`, found `{v}`"))?;
+    Ok((n.to_string(), v))
+}
+
 /// The largest integer a kernel may use (an extent, a bound, an index, a named constant's
 /// value, a factor): the generated C's loops run over `int`.
 pub const INT_MAX: i64 = i32::MAX as i64;

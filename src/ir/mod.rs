@@ -9,7 +9,7 @@ pub mod params;
 pub mod state;
 pub mod texpr;
 
-pub use expr::{Atom, EvalError, Expr, Name, Overflow, name};
+pub use expr::{Atom, EvalError, Expr, Name, Overflow, is_c_ident, name, parse_define};
 pub use history::{History, StepArg, Writer};
 pub use loops::{Annotations, LNode, Loop, Nest};
 pub use lower::{Lowered, Update, lower};

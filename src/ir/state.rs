@@ -159,6 +159,13 @@ impl State {
         s
     }
 
+    /// The state a session or a program starts from: the named constants `consts` (`-D`,
+    /// `:def`) bound, and `--unchecked`.
+    pub fn starting<'a>(consts: impl IntoIterator<Item = (&'a str, i64)>, unchecked: bool) -> State {
+        let base = State { unchecked, ..State::new() };
+        consts.into_iter().fold(base, |s, (n, v)| s.with_const(n, v))
+    }
+
     /// A new state with the named constant `name = value`.
     pub fn with_const(&self, name: &str, value: i64) -> State {
         let mut s = self.clone();

@@ -83,6 +83,12 @@ impl fmt::Display for Located {
 
 impl std::error::Error for Located {}
 
+impl From<Located> for crate::error::ProgramError {
+    fn from(e: Located) -> Self {
+        crate::error::ProgramError { message: e.to_string(), error: e.error }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

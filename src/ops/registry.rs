@@ -605,7 +605,7 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     let mut req = KernelRequest::default();
     let mut nests = a.args.len();
     if let Some(ArgVal::Str(label)) = a.args.last() {
-        if !crate::codegen::is_c_ident(label) || nests == 1 {
+        if !crate::ir::is_c_ident(label) || nests == 1 {
             return Err(a.wrong(
                 nests,
                 "name",
@@ -877,9 +877,10 @@ pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()>
         Ok(Err(e)) => {
             Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) })
         }
-        Err(e) => {
-            Err(Error::Illegal { builtin: builtin.into(), reason: format!("cannot decide legality: {e}") })
-        }
+        Err(e) => Err(Error::Environment {
+            builtin: builtin.into(),
+            reason: format!("cannot decide legality: {e}"),
+        }),
     }
 }
 

@@ -107,7 +107,7 @@ fn collect_names(x: &LNode, out: &mut BTreeSet<Name>) {
 
 /// Bounds of the rewritten loop `l` that leave the range of the generated C's `int`.
 fn overflow(builtin: &str, l: &Loop) -> Error {
-    Error::Illegal {
+    Error::Limit {
         builtin: builtin.into(),
         reason: format!(
             "the bounds of loop `{}` ({}) leave the integer range: expected bounds within \
@@ -428,7 +428,7 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
         };
         let k = if d < 0 { 0 } else { d / l.step + 1 };
         if k > MAX_UNROLL {
-            return Err(Error::Illegal {
+            return Err(Error::Limit {
                 builtin: b.into(),
                 reason: format!(
                     "loop `{}` runs {k} times: expected at most {MAX_UNROLL} iterations to unroll fully; \

@@ -307,3 +307,9 @@ fn argument_place(src: &str, pos: Position, err: &Error) -> Option<(Position, us
     let col = u16::try_from(col).ok()?;
     Some((Position::new(line, col), first_line_width.max(1)))
 }
+
+impl From<ScriptError> for crate::error::ProgramError {
+    fn from(e: ScriptError) -> Self {
+        crate::error::ProgramError { message: e.to_string(), error: e.error }
+    }
+}

@@ -232,7 +232,8 @@ impl Stdlib {
                 };
             }
             let err = host.error("stdlib", &call, e, None);
-            err.error.unwrap_or(Error::Illegal { builtin: name.into(), reason: err.message })
+            // A library function stopped by an error of its own (not a builtin's, not `fail`).
+            err.error.unwrap_or(Error::Internal { builtin: name.into(), reason: err.message })
         };
         match result {
             Ok(d) => to_value(&d).ok_or_else(|| Error::WrongKind {
@@ -253,7 +254,7 @@ impl Extensions for Stdlib {
         }
         Some(match &self.host {
             Ok(host) => self.run(host, state, name, args),
-            Err(e) => Err(Error::Illegal {
+            Err(e) => Err(Error::Internal {
                 builtin: name.into(),
                 reason: format!("the standard library failed to load: {e}"),
             }),

@@ -25,6 +25,7 @@ pub mod log;
 pub mod strategy;
 
 use crate::codegen::CKernel;
+use crate::error::ProgramError;
 use crate::ir::{KernelRequest, Name, Params, Seen, State, history::Writer};
 use crate::pipeline::{
     self, KernelRef, KernelRun, Pipeline, Program, RunError, RunOptions, Timing, Verified,
@@ -199,7 +200,7 @@ fn evaluate(
     o: &TuneOptions,
     pinned: BTreeMap<String, usize>,
     seed: Option<u64>,
-) -> (Result<State, String>, Vec<Seen>, f64) {
+) -> (Result<State, ProgramError>, Vec<Seen>, f64) {
     let report = Arc::new(Mutex::new(Vec::new()));
     let params = Params { pinned, seed, report: Some(report.clone()), ..Params::default() };
     let start = Instant::now();
@@ -236,16 +237,9 @@ fn classify(e: &RunError) -> Status {
         RunError::Runtime(RuntimeError::Compile { .. }) => Status::Compile,
         RunError::Runtime(RuntimeError::Crashed { .. }) => Status::Crash,
         RunError::Runtime(RuntimeError::TimedOut { .. }) => Status::Timeout,
-        RunError::Meta(m) if refused(&m.to_string()) => Status::Illegal,
+        e if e.is_refusal() => Status::Illegal,
         _ => Status::Error,
     }
-}
-
-/// A refusal by the legality check, or by code generation of a mark it cannot realize.
-fn refused(message: &str) -> bool {
-    message.contains("illegal")
-        || message.contains("cannot parallelize")
-        || message.contains("cannot vectorize")
 }
 
 /// `a/b/../c` as `a/c` (without touching the file system).
@@ -305,7 +299,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     // rejected candidates.
     progress(&Progress { phase: "evaluating the space", done: 0, budget: o.budget, rejected: 0, best: None });
     let (first, _, _) = evaluate(o, BTreeMap::new(), None);
-    let first = first?;
+    let first = first.map_err(|e| e.to_string())?;
     if first.kernels.is_empty() {
         return Err(no_kernel(&o.space));
     }
@@ -379,8 +373,8 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             }
             match res {
                 Err(e) => {
-                    let status = if refused(&e) { Status::Illegal } else { Status::Error };
-                    let mut r = Record::new(key, seen.clone(), status, Some(e));
+                    let status = if e.is_refusal() { Status::Illegal } else { Status::Error };
+                    let mut r = Record::new(key, seen.clone(), status, Some(e.to_string()));
                     r.eval_s = eval_s;
                     search.measured(&seen, None);
                     finish(&mut r, &mut records, &mut report, &mut best, true)?;
@@ -545,7 +539,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     // Each contender evaluated once and verified once; its pipeline then times it (with an
     // explicit timing) in the rounds.
     let verified = |program: Program, opts: RunOptions| -> Result<(Pipeline, Verified), String> {
-        let p = Pipeline::new(program, RunOptions { timing: None, ..opts })?;
+        let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
         match p.run(&KernelRef::Codegen(0)) {
             Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
             Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
@@ -701,7 +695,7 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
     let req = state.kernels.first().ok_or_else(|| no_kernel(space))?;
     // The program's own names stay as they are; the path's names avoid them.
     let consts = State { consts: state.consts.clone(), ..State::new() };
-    let own = pipeline::eval_file(&program, &consts)?;
+    let own = pipeline::eval_file(&program, &consts).map_err(|e| e.to_string())?;
     let taken: BTreeSet<Name> = own.vars.keys().chain(own.consts.keys()).cloned().collect();
     let mut w = Writer::new(&taken);
     let mut names = Vec::new();
