@@ -397,7 +397,7 @@ pub fn check(a: &CheckArgs) -> i32 {
             let mut unbound = std::collections::BTreeSet::new();
             for req in &s.kernels {
                 let named: Vec<_> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-                unbound.extend(crate::codegen::unbound_constants(&s, &named));
+                unbound.extend(crate::analysis::kernel::unbound_constants(&s, &named));
             }
             if !unbound.is_empty() {
                 let list: Vec<String> = unbound.iter().map(|c| format!("-D {c}=INT")).collect();

@@ -20,7 +20,7 @@
 //!   time of `a` is not before that of `b`. Otherwise isl gives a pair, the witness.
 //! - **Marks.** A loop marked parallel or vector must carry no dependence: no pair that agrees
 //!   on the loops outside it and differs on it. Reductions into one element remain, and code
-//!   generation realizes them with private accumulators (`codegen/deps.rs`).
+//!   generation realizes them with private accumulators (`analysis/reduction.rs`).
 //!
 //! The verdict is for every value of the named constants (at least 1), or, where the nest is
 //! only legal at some sizes (a strip-mined nest without `min` is only valid where the factor
@@ -511,7 +511,7 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
 /// True if loop `target` of `nest` carries a dependence at the program's sizes, reductions
 /// included: code generation runs the iterations of a marked loop that carries none as they
 /// are (`parallel for`, `simd`), and plans private accumulators for one that carries only
-/// reductions (`codegen/deps.rs`).
+/// reductions (`analysis/reduction.rs`).
 pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
     let m = Model::new(state, nest)?;
     let Some((at, d)) = m

@@ -1,7 +1,11 @@
 //! Exact legality: the dependences of a nest's untransformed statements, computed with isl,
-//! and the check that a transformed nest (and its parallel and vector marks) keeps them.
+//! and the check that a transformed nest (and its parallel and vector marks) keeps them; and
+//! whether the kernel of some nests can be realised as C (its tensors, integer ranges, marks).
 
 pub mod isl;
+pub mod kernel;
 pub mod legality;
+pub mod reduction;
+pub mod zeroing;
 
 pub use legality::{Illegal, Verdict, check};

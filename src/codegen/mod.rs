@@ -7,31 +7,25 @@
 //! before code generation, by isl: the builtin registry refuses, after every transformation
 //! (`parallelize` and `vectorize` included), a nest with a marked loop that carries a
 //! dependence other than a reduction ([`crate::ops::registry::legal`],
-//! [`crate::analysis::legality`]; skipped under `--unchecked`). Code generation decides how a
-//! mark is realized: a marked loop that isl shows carries no dependence at all, reductions
-//! included ([`crate::analysis::legality::carries`]), gets its pragma as it is; for one that
-//! carries some (or where the analysis cannot run), [`deps::plan`] gives a plain pragma
-//! (iterations that write disjoint elements), private accumulators with a `reduction(+: ...)`
-//! clause (a reduction into elements fixed for the loop), or a refusal with the reason. A
-//! `parallel for` inside `simd`, and an accumulator zeroed inside the loop that sums into it,
-//! are refused too. Accumulators that a contraction introduces are zeroed at the first update
-//! of each element, in the transformed order ([`zero`]).
+//! [`crate::analysis::legality`]; skipped under `--unchecked`). How a legal mark is realized is
+//! asked of [`crate::analysis::kernel::realise`], the same question a `codegen` statement asks
+//! to validate its request: its pragma as it is (iterations that carry no dependence, or write
+//! disjoint elements), private accumulators with a `reduction(+: ...)` clause (a reduction into
+//! elements fixed for the loop, [`crate::analysis::reduction`]), or a refusal with the reason.
+//! This module only prints. Accumulators that a contraction introduces are zeroed at the first
+//! update of each element, in the transformed order ([`crate::analysis::zeroing`]).
 //!
 //! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
 //! **args)`, which calls it with the buffers in parameter order.
 
-pub mod deps;
-pub mod zero;
-
+use crate::analysis::kernel;
+use crate::analysis::reduction::Plan;
+use crate::analysis::zeroing::{self, GNode, Zero};
 use crate::error::{Error, Result};
-use crate::ir::{
-    Atom, DType, Dim, Expr, LNode, Loop, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
-};
-use deps::Plan;
+use crate::ir::{Atom, DType, Expr, Loop, Name, Nest, Op, State, TNode, Update, is_c_ident, lower};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::rc::Rc;
-use zero::{GNode, Zero};
 
 /// Name of the generic entry point every generated translation unit exports.
 pub const ENTRY: &str = "teml_entry";
@@ -97,10 +91,20 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             found: format!("`{name}`"),
         });
     }
-    let mut params = params(nests).map_err(unrealizable)?;
-    let (iters, consts) = iters_and_constants(nests, &params);
-    check_ranges(state, &params, nests, &consts)
+    let tensors = kernel::tensors(nests).map_err(unrealizable)?;
+    let (iters, consts) = kernel::iters_and_constants(nests, &tensors);
+    kernel::check_ranges(state, &tensors, nests, &consts)
         .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
+    let mut params: Vec<Param> = tensors
+        .into_iter()
+        .map(|t| Param {
+            c_name: t.name.to_string(),
+            name: t.name,
+            dtype: t.dtype,
+            dims: t.dims,
+            written: t.written,
+        })
+        .collect();
     let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
     for p in params.iter_mut() {
         p.c_name = names.tensor(&p.name).to_string();
@@ -123,7 +127,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             state,
             nest: n,
         };
-        for g in &zero::place(n.items()) {
+        for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
         }
     }
@@ -180,169 +184,6 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         params.iter().enumerate().map(|(k, p)| format!("({})args[{k}]", param_cast(p, &names))).collect();
     let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
     Ok(CKernel { source: src, name: name.to_string(), params, consts })
-}
-
-/// Checks one expression; the closure names it in the message.
-type RangeCheck<'a> = dyn Fn(&Expr, &dyn Fn() -> String) -> std::result::Result<(), String> + 'a;
-
-/// Every integer of the kernel fits the C `int` its loops run over, and every tensor fits in
-/// memory's address range: named constants' values, loop bounds and indices (their
-/// coefficients, and their values where the named constants give them).
-fn check_ranges(
-    state: &State,
-    params: &[Param],
-    nests: &[(Name, Nest)],
-    consts: &[Name],
-) -> std::result::Result<(), String> {
-    let limit = crate::ir::expr::INT_MAX;
-    for c in consts {
-        if let Some(v) = state.constant(c)
-            && !(-limit..=limit).contains(&v)
-        {
-            return Err(format!(
-                "named constant {c} = {v}: expected a value in -{limit}..={limit} (the generated loops run over C int)"
-            ));
-        }
-    }
-    let check = |e: &Expr, what: &dyn Fn() -> String| -> std::result::Result<(), String> {
-        let value = e.checked_eval(&|v| state.constant(v));
-        let out = !e.within(limit)
-            || matches!(value, Err(crate::ir::EvalError::Overflow))
-            || value.is_ok_and(|v| !(-limit..=limit).contains(&v));
-        if out {
-            return Err(format!(
-                "{} leaves the integer range: expected values within -{limit}..={limit} (the generated loops run over C int)",
-                what()
-            ));
-        }
-        Ok(())
-    };
-    fn walk(x: &LNode, check: &RangeCheck<'_>) -> std::result::Result<(), String> {
-        match x {
-            LNode::Loop(l) => {
-                check(&l.lb, &|| format!("the lower bound {} of loop `{}`", l.lb, l.iter))?;
-                check(&l.ub, &|| format!("the upper bound {} of loop `{}`", l.ub, l.iter))?;
-                l.body.iter().try_for_each(|c| walk(c, check))
-            }
-            LNode::Stmt(s) => {
-                for leaf in s.indexed_leaves() {
-                    for e in leaf.index_list().unwrap_or(&[]) {
-                        check(e, &|| format!("the index {e} of {}", leaf.access()))?;
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-    for (_, n) in nests {
-        n.items().iter().try_for_each(|x| walk(x, &check))?;
-    }
-    for p in params {
-        let mut bytes: Option<u64> = Some(if p.dtype == DType::Float { 4 } else { 8 });
-        for d in &p.dims {
-            check(d, &|| format!("the extent {d} of tensor `{}`", p.name))?;
-            if let Ok(v) = d.checked_eval(&|v| state.constant(v)) {
-                bytes = bytes.and_then(|b| b.checked_mul(v.max(0) as u64));
-            }
-        }
-        if bytes.is_none_or(|b| b > isize::MAX as u64) {
-            return Err(format!("tensor `{}` is too large: expected at most {} bytes", p.name, isize::MAX));
-        }
-    }
-    Ok(())
-}
-
-fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
-    match x {
-        LNode::Loop(l) => {
-            out.extend(l.lb.vars());
-            out.extend(l.ub.vars());
-            l.body.iter().for_each(|c| collect_vars(c, out));
-        }
-        LNode::Stmt(s) => out.extend(s.index_vars()),
-    }
-}
-
-/// The loop iterators of `nests`, and the named constants their bounds, accesses and tensor
-/// shapes use.
-fn iters_and_constants(nests: &[(Name, Nest)], params: &[Param]) -> (BTreeSet<Name>, Vec<Name>) {
-    let mut iters = BTreeSet::new();
-    for (_, n) in nests {
-        for x in n.items() {
-            let mut v = Vec::new();
-            x.loop_iters(&mut v);
-            iters.extend(v);
-        }
-    }
-    let mut consts: BTreeSet<Name> = BTreeSet::new();
-    for p in params {
-        p.dims.iter().for_each(|d| consts.extend(d.vars()));
-    }
-    for (_, n) in nests {
-        for x in n.items() {
-            collect_vars(x, &mut consts);
-        }
-    }
-    let consts = consts.into_iter().filter(|v| !iters.contains(v)).collect();
-    (iters, consts)
-}
-
-/// The named constants the kernel of `nests` needs that `state` does not bind (`-D` must
-/// give them before it can run).
-pub fn unbound_constants(state: &State, nests: &[(Name, Nest)]) -> Vec<Name> {
-    let Ok(params) = params(nests) else { return Vec::new() };
-    iters_and_constants(nests, &params).1.into_iter().filter(|c| state.constant(c).is_none()).collect()
-}
-
-/// The real tensors the nests use, in order of first appearance.
-fn params(nests: &[(Name, Nest)]) -> std::result::Result<Vec<Param>, String> {
-    let mut out: Vec<Param> = Vec::new();
-    for (_, n) in nests {
-        for s in n.stmts() {
-            let Some(lw) = lower(&s) else { continue };
-            let mut visit = |leaf: &TNode, written: bool| -> std::result::Result<(), String> {
-                let Some(name) = leaf.id() else { return Ok(()) };
-                let dims: Vec<Expr> = leaf
-                    .shape
-                    .dims()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|d| match d {
-                        Dim::Known(e) => Ok(e.clone()),
-                        Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
-                    })
-                    .collect::<std::result::Result<_, _>>()?;
-                match out.iter_mut().find(|p| &p.name == name) {
-                    Some(p) if p.dims != dims || p.dtype != leaf.dtype => Err(format!(
-                        "tensor `{name}` is used with two shapes: expected one, found {} {:?} and {} {:?}",
-                        p.dtype,
-                        p.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-                        leaf.dtype,
-                        dims.iter().map(|d| d.to_string()).collect::<Vec<_>>()
-                    )),
-                    Some(p) => {
-                        p.written |= written;
-                        Ok(())
-                    }
-                    None => {
-                        let c_name = name.to_string();
-                        out.push(Param { name: name.clone(), c_name, dtype: leaf.dtype, dims, written });
-                        Ok(())
-                    }
-                }
-            };
-            // operands first, then the target: `f(A, B, C)` for C = A + B
-            let mut res = Ok(());
-            lw.rhs.visit(&mut |n| {
-                if res.is_ok() && n.is_tensor_leaf() {
-                    res = visit(n, false);
-                }
-            });
-            res?;
-            visit(&lw.target, true)?;
-        }
-    }
-    Ok(out)
 }
 
 fn param_decl(p: &Param, names: &Rc<CNames>) -> String {
@@ -643,34 +484,7 @@ impl Cx<'_> {
     }
 
     fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
-        // Marks moved by interchange or fusion can still put `parallel for` inside `simd`.
-        if l.annot.vectorize
-            && let Some(inner) = l.body.iter().find_map(crate::ops::transform::parallel_loop)
-        {
-            return Err(crate::ops::transform::simd_around_parallel_reason(l, &inner));
-        }
-        let marked = l.annot.parallel || l.annot.vectorize;
-        let plan = if marked {
-            let what = match (l.annot.parallel, l.annot.vectorize) {
-                (true, true) => "parallelize and vectorize",
-                (true, false) => "parallelize",
-                _ => "vectorize",
-            };
-            // isl decides whether the loop carries a dependence (docs/legality.md); one that
-            // carries none runs as it is, one that carries reductions gets private accumulators.
-            // Where the analysis cannot run (statements without instances, no isl), the range
-            // test of `deps.rs` decides alone.
-            let carries = crate::analysis::legality::carries(self.state, self.nest, l).unwrap_or(true);
-            Some(if carries {
-                deps::plan(l).map_err(|why| {
-                    format!("cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element", l.iter, l.range())
-                })?
-            } else {
-                Plan::Independent
-            })
-        } else {
-            None
-        };
+        let plan = kernel::realise(self.state, self.nest, l, body)?;
         let header = self.header(l);
         let mut pragma = match (l.annot.parallel, l.annot.vectorize) {
             (true, true) => Some("#pragma omp parallel for simd".to_string()),
@@ -681,17 +495,6 @@ impl Cx<'_> {
         let mut reduction_vars: Vec<(String, std::sync::Arc<TNode>, Option<String>)> = Vec::new();
         let mut depth = depth;
         if let Some(Plan::Reduction(targets)) = &plan {
-            if let Some(t) = targets.iter().find(|t| zeroes_inside(body, &t.access)) {
-                return Err(format!(
-                    "cannot {} loop `{}` ({}): the accumulator {} is zeroed at its first update \
-                     inside the loop, which sums into it; expected its zeroing outside the loop \
-                     (keep the loops over its indices outside the marked loop)",
-                    if l.annot.parallel { "parallelize" } else { "vectorize" },
-                    l.iter,
-                    l.range(),
-                    t.access
-                ));
-            }
             self.line(depth, "{");
             depth += 1;
             for t in targets {
@@ -782,14 +585,6 @@ impl Cx<'_> {
 }
 
 /// True if a zeroing of `access` is among `body`'s items, at any depth.
-fn zeroes_inside(body: &[GNode], access: &str) -> bool {
-    body.iter().any(|g| match g {
-        GNode::Zero(z) => z.target.access() == access,
-        GNode::Loop(_, b) => zeroes_inside(b, access),
-        GNode::Stmt(_) => false,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

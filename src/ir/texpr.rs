@@ -46,7 +46,7 @@ pub enum AssignMode {
     #[default]
     Plain,
     /// The target is an accumulator that a contraction introduces (eq. 33, or an assignment
-    /// of a `vcontract`): it is zeroed at the first update of each element (see `codegen::zero`).
+    /// of a `vcontract`): it is zeroed at the first update of each element (see `analysis::zeroing`).
     Accumulator,
 }
 

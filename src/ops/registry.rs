@@ -621,9 +621,9 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     }
     // Validate now what `teml run` would refuse when generating C (marks that cannot be
     // realized, ...): the refusal is then this statement's error, in every front-end and in
-    // `teml check`. Generating only prints C.
+    // `teml check`. No C is generated here.
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-    crate::codegen::generate(s, "teml_kernel", &named)?;
+    crate::analysis::kernel::check(s, &named)?;
     let mut out = s.clone();
     out.kernels.push(req);
     Ok(out)

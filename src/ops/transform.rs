@@ -11,6 +11,7 @@
 //! single path from the root; a level below a branch is an error.
 
 use super::tensor::fresh;
+use crate::analysis::kernel::{parallel_loop, simd_around_parallel_reason};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
 use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, State};
@@ -478,25 +479,7 @@ pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
     })
 }
 
-/// The first loop marked parallel at or below `x`.
-pub(crate) fn parallel_loop(x: &LNode) -> Option<Arc<Loop>> {
-    let l = x.as_loop()?;
-    if l.annot.parallel {
-        return Some(l.clone());
-    }
-    l.body.iter().find_map(parallel_loop)
-}
-
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
-}
-
-/// Why a parallel loop cannot run inside a vectorized one (also code generation's reason).
-pub(crate) fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
-    format!(
-        "loop `{}` is parallelized inside loop `{}`, which is vectorized: OpenMP allows no \
-         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one",
-        inner.iter, outer.iter
-    )
 }

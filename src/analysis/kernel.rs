@@ -1,0 +1,297 @@
+//! Can the kernel of these nests be realised as correct C? The one answer both callers need:
+//! a `codegen` statement validates its request with [`check`] (so that `teml check` and every
+//! front-end refuse what `teml run` would), and code generation asks [`realise`] how to print
+//! each marked loop. No C is generated here.
+//!
+//! - **Tensors** ([`tensors`]): every real tensor the nests use, with one shape and one
+//!   element type.
+//! - **Integer ranges** ([`check_ranges`]): named constants, loop bounds, indices and extents
+//!   fit the C `int` the generated loops run over; every tensor fits the address space.
+//! - **Marks** ([`realise`]): isl decides whether a marked loop carries a dependence
+//!   (docs/legality.md); one that carries none runs as it is, one that carries reductions sums
+//!   into private accumulators ([`reduction::plan`], whose range test decides alone where the
+//!   analysis cannot run); a parallel loop inside a vectorized one, or an accumulator zeroed
+//!   inside the loop that sums into it, is refused with the reason.
+
+use super::reduction::{self, Plan};
+use super::zeroing::{self, GNode};
+use crate::error::{Error, Result};
+use crate::ir::{DType, Dim, Expr, LNode, Loop, Name, Nest, State, TNode, lower};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A real tensor (or scalar) a kernel uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Its identifier.
+    pub name: Name,
+    /// Element type.
+    pub dtype: DType,
+    /// Extents (empty for a scalar).
+    pub dims: Vec<Expr>,
+    /// Written by some statement.
+    pub written: bool,
+}
+
+/// Refuses, with the reason, a kernel of `nests` that code generation could not realise: a
+/// tensor used with two shapes ([`Error::Unrealizable`]), an integer outside C `int`
+/// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
+pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
+    let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
+    let tensors = tensors(nests).map_err(unrealizable)?;
+    let (_, consts) = iters_and_constants(nests, &tensors);
+    check_ranges(state, &tensors, nests, &consts)
+        .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
+    fn walk(state: &State, nest: &Nest, g: &GNode) -> std::result::Result<(), String> {
+        if let GNode::Loop(l, body) = g {
+            realise(state, nest, l, body)?;
+            body.iter().try_for_each(|c| walk(state, nest, c))?;
+        }
+        Ok(())
+    }
+    for (_, n) in nests {
+        zeroing::place(n.items()).iter().try_for_each(|g| walk(state, n, g)).map_err(unrealizable)?;
+    }
+    Ok(())
+}
+
+/// How code generation realises the loop `l` of `nest` (its body with the zeroings placed):
+/// `None` for an unmarked loop, else the plan of its pragma, or why it cannot be realised.
+pub fn realise(
+    state: &State,
+    nest: &Nest,
+    l: &Loop,
+    body: &[GNode],
+) -> std::result::Result<Option<Plan>, String> {
+    // Marks moved by interchange or fusion can still put `parallel for` inside `simd`.
+    if l.annot.vectorize
+        && let Some(inner) = l.body.iter().find_map(parallel_loop)
+    {
+        return Err(simd_around_parallel_reason(l, &inner));
+    }
+    if !(l.annot.parallel || l.annot.vectorize) {
+        return Ok(None);
+    }
+    let what = match (l.annot.parallel, l.annot.vectorize) {
+        (true, true) => "parallelize and vectorize",
+        (true, false) => "parallelize",
+        _ => "vectorize",
+    };
+    // isl decides whether the loop carries a dependence (docs/legality.md); one that carries
+    // none runs as it is, one that carries reductions gets private accumulators. Where the
+    // analysis cannot run (statements without instances, no isl), the range test of
+    // `reduction.rs` decides alone.
+    let carries = super::legality::carries(state, nest, l).unwrap_or(true);
+    if !carries {
+        return Ok(Some(Plan::Independent));
+    }
+    let plan = reduction::plan(l).map_err(|why| {
+        format!(
+            "cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element",
+            l.iter,
+            l.range()
+        )
+    })?;
+    if let Plan::Reduction(targets) = &plan
+        && let Some(t) = targets.iter().find(|t| zeroes_inside(body, &t.access))
+    {
+        return Err(format!(
+            "cannot {} loop `{}` ({}): the accumulator {} is zeroed at its first update \
+             inside the loop, which sums into it; expected its zeroing outside the loop \
+             (keep the loops over its indices outside the marked loop)",
+            if l.annot.parallel { "parallelize" } else { "vectorize" },
+            l.iter,
+            l.range(),
+            t.access
+        ));
+    }
+    Ok(Some(plan))
+}
+
+/// The first loop marked parallel at or below `x`.
+pub fn parallel_loop(x: &LNode) -> Option<Arc<Loop>> {
+    let l = x.as_loop()?;
+    if l.annot.parallel {
+        return Some(l.clone());
+    }
+    l.body.iter().find_map(parallel_loop)
+}
+
+/// Why a parallel loop cannot run inside a vectorized one (a transformation's refusal, and code generation's).
+pub fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
+    format!(
+        "loop `{}` is parallelized inside loop `{}`, which is vectorized: OpenMP allows no \
+         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one",
+        inner.iter, outer.iter
+    )
+}
+
+fn zeroes_inside(body: &[GNode], access: &str) -> bool {
+    body.iter().any(|g| match g {
+        GNode::Zero(z) => z.target.access() == access,
+        GNode::Loop(_, b) => zeroes_inside(b, access),
+        GNode::Stmt(_) => false,
+    })
+}
+
+/// The real tensors the nests use, in order of first appearance.
+pub fn tensors(nests: &[(Name, Nest)]) -> Result<Vec<Tensor>, String> {
+    let mut out: Vec<Tensor> = Vec::new();
+    for (_, n) in nests {
+        for s in n.stmts() {
+            let Some(lw) = lower(&s) else { continue };
+            let mut visit = |leaf: &TNode, written: bool| -> Result<(), String> {
+                let Some(name) = leaf.id() else { return Ok(()) };
+                let dims: Vec<Expr> = leaf
+                    .shape
+                    .dims()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Known(e) => Ok(e.clone()),
+                        Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                match out.iter_mut().find(|p| &p.name == name) {
+                    Some(p) if p.dims != dims || p.dtype != leaf.dtype => Err(format!(
+                        "tensor `{name}` is used with two shapes: expected one, found {} {:?} and {} {:?}",
+                        p.dtype,
+                        p.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                        leaf.dtype,
+                        dims.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+                    )),
+                    Some(p) => {
+                        p.written |= written;
+                        Ok(())
+                    }
+                    None => {
+                        out.push(Tensor { name: name.clone(), dtype: leaf.dtype, dims, written });
+                        Ok(())
+                    }
+                }
+            };
+            // operands first, then the target: `f(A, B, C)` for C = A + B
+            let mut res = Ok(());
+            lw.rhs.visit(&mut |n| {
+                if res.is_ok() && n.is_tensor_leaf() {
+                    res = visit(n, false);
+                }
+            });
+            res?;
+            visit(&lw.target, true)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Checks one expression; the closure names it in the message.
+type RangeCheck<'a> = dyn Fn(&Expr, &dyn Fn() -> String) -> Result<(), String> + 'a;
+
+/// Every integer of the kernel fits the C `int` its loops run over, and every tensor fits in
+/// memory's address range: named constants' values, loop bounds and indices (their
+/// coefficients, and their values where the named constants give them).
+pub fn check_ranges(
+    state: &State,
+    tensors: &[Tensor],
+    nests: &[(Name, Nest)],
+    consts: &[Name],
+) -> Result<(), String> {
+    let limit = crate::ir::expr::INT_MAX;
+    for c in consts {
+        if let Some(v) = state.constant(c)
+            && !(-limit..=limit).contains(&v)
+        {
+            return Err(format!(
+                "named constant {c} = {v}: expected a value in -{limit}..={limit} (the generated loops run over C int)"
+            ));
+        }
+    }
+    let check = |e: &Expr, what: &dyn Fn() -> String| -> Result<(), String> {
+        let value = e.checked_eval(&|v| state.constant(v));
+        let out = !e.within(limit)
+            || matches!(value, Err(crate::ir::EvalError::Overflow))
+            || value.is_ok_and(|v| !(-limit..=limit).contains(&v));
+        if out {
+            return Err(format!(
+                "{} leaves the integer range: expected values within -{limit}..={limit} (the generated loops run over C int)",
+                what()
+            ));
+        }
+        Ok(())
+    };
+    fn walk(x: &LNode, check: &RangeCheck<'_>) -> Result<(), String> {
+        match x {
+            LNode::Loop(l) => {
+                check(&l.lb, &|| format!("the lower bound {} of loop `{}`", l.lb, l.iter))?;
+                check(&l.ub, &|| format!("the upper bound {} of loop `{}`", l.ub, l.iter))?;
+                l.body.iter().try_for_each(|c| walk(c, check))
+            }
+            LNode::Stmt(s) => {
+                for leaf in s.indexed_leaves() {
+                    for e in leaf.index_list().unwrap_or(&[]) {
+                        check(e, &|| format!("the index {e} of {}", leaf.access()))?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+    for (_, n) in nests {
+        n.items().iter().try_for_each(|x| walk(x, &check))?;
+    }
+    for p in tensors {
+        let mut bytes: Option<u64> = Some(if p.dtype == DType::Float { 4 } else { 8 });
+        for d in &p.dims {
+            check(d, &|| format!("the extent {d} of tensor `{}`", p.name))?;
+            if let Ok(v) = d.checked_eval(&|v| state.constant(v)) {
+                bytes = bytes.and_then(|b| b.checked_mul(v.max(0) as u64));
+            }
+        }
+        if bytes.is_none_or(|b| b > isize::MAX as u64) {
+            return Err(format!("tensor `{}` is too large: expected at most {} bytes", p.name, isize::MAX));
+        }
+    }
+    Ok(())
+}
+
+fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
+    match x {
+        LNode::Loop(l) => {
+            out.extend(l.lb.vars());
+            out.extend(l.ub.vars());
+            l.body.iter().for_each(|c| collect_vars(c, out));
+        }
+        LNode::Stmt(s) => out.extend(s.index_vars()),
+    }
+}
+
+/// The loop iterators of `nests`, and the named constants their bounds, accesses and tensor
+/// shapes use.
+pub fn iters_and_constants(nests: &[(Name, Nest)], tensors: &[Tensor]) -> (BTreeSet<Name>, Vec<Name>) {
+    let mut iters = BTreeSet::new();
+    for (_, n) in nests {
+        for x in n.items() {
+            let mut v = Vec::new();
+            x.loop_iters(&mut v);
+            iters.extend(v);
+        }
+    }
+    let mut consts: BTreeSet<Name> = BTreeSet::new();
+    for p in tensors {
+        p.dims.iter().for_each(|d| consts.extend(d.vars()));
+    }
+    for (_, n) in nests {
+        for x in n.items() {
+            collect_vars(x, &mut consts);
+        }
+    }
+    let consts = consts.into_iter().filter(|v| !iters.contains(v)).collect();
+    (iters, consts)
+}
+
+/// The named constants the kernel of `nests` needs that `state` does not bind (`-D` must
+/// give them before it can run).
+pub fn unbound_constants(state: &State, nests: &[(Name, Nest)]) -> Vec<Name> {
+    let Ok(tensors) = tensors(nests) else { return Vec::new() };
+    iters_and_constants(nests, &tensors).1.into_iter().filter(|c| state.constant(c).is_none()).collect()
+}
