@@ -214,10 +214,10 @@ fn signature_of(name: &str) -> Option<String> {
     if let Some(b) = crate::ops::lookup(name) {
         return Some(b.signature.to_string());
     }
-    if let Some(f) = super::stdlib::functions().iter().find(|f| f.name == name) {
+    if let Some(f) = super::library::functions().iter().find(|f| f.name == name) {
         return Some(f.signatures.join(" or "));
     }
-    super::host::HELPERS.iter().find(|h| h.0 == name).map(|h| h.1.to_string())
+    super::library::HELPERS.iter().find(|h| h.0 == name).map(|h| h.1.to_string())
 }
 
 /// The byte offset of a 1-based line and character column.

@@ -66,12 +66,16 @@
 //! module, and there is no file access: `init(A, "a.npy")` only records the path.
 
 mod error;
+mod helpers;
 mod host;
+mod library;
+mod shared;
 mod stdlib;
 mod values;
 
 pub use error::{STDLIB_ID, ScriptError};
-pub use stdlib::{FILES as STDLIB_FILES, Stdlib, StdlibFn};
+pub use library::{FILES as STDLIB_FILES, StdlibFn};
+pub use stdlib::Stdlib;
 pub use values::{IndexVal, NestVal, TensorVal};
 
 use crate::ir::State;

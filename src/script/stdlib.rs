@@ -1,7 +1,7 @@
-//! The standard library (`stdlib/*.rhai`, embedded): its sources, the documentation read from
-//! their `///` comments, and [`Stdlib`], through which the `.teml` front-end calls it.
+//! [`Stdlib`]: the standard library (`super::library`) as extensions of the `.teml` front-end.
 
-use super::host::{HELPERS, Host, Output};
+use super::host::{Host, Output};
+use super::library::{HELPERS, StdlibFn, function_names, functions};
 use super::values::{from_arg, to_value};
 use super::{Limits, ScriptError};
 use crate::error::{Arg, Error, Result};
@@ -10,111 +10,6 @@ use crate::lang::Extensions;
 use crate::ops::ArgVal;
 use rhai::{Dynamic, EvalAltResult, Scope};
 use std::rc::Rc;
-use std::sync::OnceLock;
-
-/// The files of the standard library, in load order.
-pub const FILES: &[(&str, &str)] = &[
-    ("stdlib/loops.rhai", include_str!("../../stdlib/loops.rhai")),
-    ("stdlib/tensors.rhai", include_str!("../../stdlib/tensors.rhai")),
-    ("stdlib/einsum.rhai", include_str!("../../stdlib/einsum.rhai")),
-];
-
-/// The whole library as one script.
-pub(crate) fn source() -> String {
-    FILES.iter().map(|(_, s)| *s).collect::<Vec<_>>().join("\n")
-}
-
-/// One documented function of the standard library (all its overloads).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StdlibFn {
-    /// The name.
-    pub name: String,
-    /// The signatures of its overloads, as declared (`tile(l, v)`).
-    pub signatures: Vec<String>,
-    /// The file it is defined in.
-    pub file: String,
-    /// Where the paper defines it (the `paper:` line of its doc comment).
-    pub equation: String,
-    /// The first paragraph of its doc comment.
-    pub summary: String,
-    /// The rest of its doc comment (the definition, written out).
-    pub details: String,
-    /// An example (the `example:` line of its doc comment).
-    pub example: String,
-}
-
-/// Reads the public functions and their `///` doc comments from the library's sources.
-fn parse_docs() -> Vec<StdlibFn> {
-    let mut out: Vec<StdlibFn> = Vec::new();
-    for (file, src) in FILES {
-        let mut doc: Vec<String> = Vec::new();
-        for line in src.lines() {
-            let t = line.trim();
-            if let Some(d) = t.strip_prefix("///") {
-                doc.push(d.strip_prefix(' ').unwrap_or(d).to_string());
-                continue;
-            }
-            if let Some(rest) = t.strip_prefix("fn ") {
-                let sig = rest.split('{').next().unwrap_or(rest).trim().to_string();
-                let name = sig.split('(').next().unwrap_or("").trim().to_string();
-                let entry = describe_fn(&name, &sig, file, &doc);
-                match out.iter_mut().find(|f| f.name == name) {
-                    Some(f) => {
-                        f.signatures.push(sig);
-                        if f.summary.is_empty() {
-                            *f = StdlibFn { signatures: f.signatures.clone(), ..entry };
-                        }
-                    }
-                    None => out.push(entry),
-                }
-            }
-            doc.clear();
-        }
-    }
-    out
-}
-
-fn describe_fn(name: &str, sig: &str, file: &str, doc: &[String]) -> StdlibFn {
-    let mut equation = String::new();
-    let mut example = String::new();
-    let mut paras: Vec<String> = vec![String::new()];
-    for d in doc {
-        if let Some(e) = d.strip_prefix("paper:") {
-            equation = e.trim().to_string();
-        } else if let Some(e) = d.strip_prefix("example:") {
-            example = e.trim().trim_matches('`').to_string();
-        } else if d.trim().is_empty() {
-            paras.push(String::new());
-        } else if let Some(p) = paras.last_mut() {
-            if !p.is_empty() {
-                p.push('\n');
-            }
-            p.push_str(d);
-        }
-    }
-    let paras: Vec<String> = paras.into_iter().filter(|p| !p.trim().is_empty()).collect();
-    StdlibFn {
-        name: name.to_string(),
-        signatures: vec![sig.to_string()],
-        file: file.to_string(),
-        equation,
-        summary: paras.first().map(|p| p.replace('\n', " ")).unwrap_or_default(),
-        details: paras.get(1..).map(|ps| ps.join("\n\n")).unwrap_or_default(),
-        example,
-    }
-}
-
-static DOCS: OnceLock<Vec<StdlibFn>> = OnceLock::new();
-
-/// The documented public functions of the standard library.
-pub fn functions() -> &'static [StdlibFn] {
-    DOCS.get_or_init(parse_docs)
-}
-
-/// The names of the standard library's public functions.
-pub(crate) fn function_names() -> Vec<String> {
-    functions().iter().map(|f| f.name.clone()).collect()
-}
 
 thread_local! {
     /// One engine per thread for calls from the `.teml` front-end.

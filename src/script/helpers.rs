@@ -1,0 +1,396 @@
+//! The host helpers the standard library is written with (their table is
+//! [`super::library::HELPERS`]): they inspect values (`rank`, `shape`, `iterators`, ...), ask
+//! the legality analysis (`legal`, `legal_permutations`, `permute`), and reach the shell
+//! (`param`, `time`).
+
+use super::shared::Shared;
+use super::values::{IndexVal, TensorVal, describe, index_dynamic, short, to_dynamic, to_value};
+use crate::error::{Arg, Error};
+use crate::ir::{Dim, Expr, Iters, Name, Nest, Op, State, TExpr, Value};
+use crate::ops;
+use rhai::{Array, Dynamic, Engine, EvalAltResult, ImmutableString, NativeCallContext};
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
+
+/// A JSON object as a Rhai map (numbers, booleans, strings, `()` for null).
+fn json_map(v: &serde_json::Value) -> rhai::Map {
+    fn dynamic(v: &serde_json::Value) -> Dynamic {
+        match v {
+            serde_json::Value::Null => Dynamic::UNIT,
+            serde_json::Value::Bool(b) => Dynamic::from(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Dynamic::from(i),
+                None => Dynamic::from(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Dynamic::from(s.clone()),
+            serde_json::Value::Array(xs) => Dynamic::from(xs.iter().map(dynamic).collect::<Array>()),
+            serde_json::Value::Object(_) => Dynamic::from(json_map(v)),
+        }
+    }
+    match v {
+        serde_json::Value::Object(m) => m.iter().map(|(k, x)| (k.as_str().into(), dynamic(x))).collect(),
+        _ => rhai::Map::new(),
+    }
+}
+
+fn tensor_of(d: &Dynamic, helper: &str) -> RhaiResult<TExpr> {
+    match to_value(d) {
+        Some(Value::Tensor(t)) => Ok(t),
+        _ => Err(format!("{helper}: expected a tensor expression, found {}", describe(d)).into()),
+    }
+}
+
+fn nest_of(d: &Dynamic, helper: &str) -> RhaiResult<Nest> {
+    match to_value(d) {
+        Some(Value::Nest(n)) => Ok(n),
+        _ => Err(format!("{helper}: expected a loop nest, found {}", describe(d)).into()),
+    }
+}
+
+/// The tensor an expression denotes as an operand: an assignment's real target.
+fn operand_view(t: &TExpr) -> TExpr {
+    if t.is_assign() { crate::ir::real_leaf(t.target().unwrap_or(t)) } else { t.clone() }
+}
+
+fn free_iters(state: &State, t: &TExpr) -> Vec<Name> {
+    if t.is_assign() {
+        return t
+            .target()
+            .and_then(|x| x.index_list())
+            .map(|xs| xs.iter().filter_map(|x| x.as_var().cloned()).collect())
+            .unwrap_or_default();
+    }
+    let consts = ops::infer::constants(state, &[t]);
+    let bound: BTreeSet<Name> = t.bound_iters().into_iter().collect();
+    ops::infer::iterators(t, &consts).into_iter().filter(|v| !bound.contains(v)).collect()
+}
+
+fn index_list(d: &Dynamic, helper: &str) -> RhaiResult<Vec<Expr>> {
+    let Some(xs) = d.clone().try_cast::<Array>() else {
+        return Err(format!("{helper}: expected a list of indices, found {}", describe(d)).into());
+    };
+    xs.iter()
+        .map(|x| {
+            if let Some(IndexVal(e)) = x.clone().try_cast::<IndexVal>() {
+                Ok(e)
+            } else if let Ok(i) = x.as_int() {
+                Ok(Expr::int(i))
+            } else {
+                Err(format!("{helper}: expected indices in the list, found {}", describe(x)).into())
+            }
+        })
+        .collect()
+}
+
+fn names_to_avoid(state: &State, avoid: &Dynamic) -> BTreeSet<Name> {
+    let mut out: BTreeSet<Name> = state.consts.keys().cloned().collect();
+    let items: Array = avoid.clone().try_cast::<Array>().unwrap_or_else(|| vec![avoid.clone()]);
+    for x in &items {
+        if let Some(Value::Tensor(t)) = to_value(x) {
+            out.extend(ops::infer::constants(state, &[&t]));
+            out.extend(t.bound_iters());
+        } else if let Some(IndexVal(e)) = x.clone().try_cast::<IndexVal>() {
+            out.extend(e.vars());
+        } else if x.is_string() {
+            out.insert(Name::from(x.to_string().as_str()));
+        }
+    }
+    out
+}
+
+fn fresh_list(prefix: &str, n: i64, avoid: &BTreeSet<Name>) -> Array {
+    let mut out = Array::new();
+    let mut k = 1i64;
+    while (out.len() as i64) < n {
+        let name = format!("{prefix}{k}");
+        if !avoid.contains(name.as_str()) {
+            out.push(Dynamic::from(IndexVal(Expr::var(&name))));
+        }
+        k += 1;
+    }
+    out
+}
+
+/// Registers every helper on `engine`.
+pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
+    let sh = shared.clone();
+    engine.register_fn(
+        "at",
+        move |ctx: NativeCallContext, id: ImmutableString, t: Dynamic| -> RhaiResult<Dynamic> {
+            let v = match to_value(&t) {
+                Some(v @ Value::Tensor(_)) => v,
+                _ => {
+                    return Err(format!(
+                        "at: argument 2: expected a tensor expression, found {}",
+                        describe(&t)
+                    )
+                    .into());
+                }
+            };
+            const TMP: &str = "\u{1}at";
+            let s2 = ops::assign(&sh.state.borrow(), TMP, Some(id.as_str()), v).map_err(|e| sh.fail(e))?;
+            let bound = s2.get(TMP).cloned();
+            // `@C:` declares C when it is not declared yet (eq. 18); a native function called from
+            // the top level runs at call level 1.
+            if ctx.call_level() <= 1
+                && let Some(decl) = s2.get(id.as_str())
+            {
+                sh.state.borrow_mut().vars.entry(Name::from(id.as_str())).or_insert_with(|| decl.clone());
+            }
+            Ok(bound.map(to_dynamic).unwrap_or(Dynamic::UNIT))
+        },
+    );
+    engine.register_fn("rank", |t: Dynamic| -> RhaiResult<i64> {
+        Ok(operand_view(&tensor_of(&t, "rank")?).shape.rank() as i64)
+    });
+    engine.register_fn("shape", |t: Dynamic| -> RhaiResult<Array> {
+        let t = operand_view(&tensor_of(&t, "shape")?);
+        Ok(t.shape
+            .dims()
+            .unwrap_or(&[])
+            .iter()
+            .map(|d| match d {
+                Dim::Known(e) => index_dynamic(e.clone()),
+                Dim::Unknown => Dynamic::UNIT,
+            })
+            .collect())
+    });
+    let sh = shared.clone();
+    engine.register_fn("param", move |name: ImmutableString, choices: Array| -> RhaiResult<Dynamic> {
+        if choices.is_empty() {
+            return Err(format!(
+                "param: argument 2: expected a non-empty list of choices for `{name}`, found []"
+            )
+            .into());
+        }
+        let text = |i: usize| choices[i].to_string();
+        let i = sh
+            .state
+            .borrow_mut()
+            .params
+            .pick(name.as_str(), choices.len(), &text)
+            .map_err(|e| format!("param: {e}"))?;
+        Ok(choices[i].clone())
+    });
+    let sh = shared.clone();
+    engine.register_fn("time", move |l: Dynamic| -> RhaiResult<rhai::Map> {
+        let nests: Vec<Nest> = if l.is_array() {
+            l.clone()
+                .into_array()
+                .unwrap_or_default()
+                .iter()
+                .map(|x| nest_of(x, "time"))
+                .collect::<Result<_, _>>()?
+        } else {
+            vec![nest_of(&l, "time")?]
+        };
+        if nests.is_empty() {
+            return Err("time: expected a loop nest or a list of loop nests, found []".into());
+        }
+        let Some(measure) = sh.env.measure.clone() else {
+            return Err(
+                "time: measurements run under `teml run`, `teml tune` and the REPL (not `teml check`)".into(),
+            );
+        };
+        let named: Vec<(Name, Nest)> = sh
+            .arg_names(&nests.iter().cloned().map(Value::Nest).collect::<Vec<_>>())
+            .into_iter()
+            .zip(nests)
+            .enumerate()
+            .map(|(k, (n, x))| (n.unwrap_or_else(|| Name::from(format!("nest{}", k + 1).as_str())), x))
+            .collect();
+        let start = std::time::Instant::now();
+        let state = sh.state.borrow().clone();
+        let v = measure(&state, &named);
+        // Time spent measuring does not count against the script's time limit.
+        if let Some(d) = sh.deadline.get() {
+            sh.deadline.set(d.checked_add(start.elapsed()));
+        }
+        Ok(json_map(&v))
+    });
+    engine.register_fn("history", |l: Dynamic| -> RhaiResult<Array> {
+        Ok(nest_of(&l, "history")?.history.lines().into_iter().map(Dynamic::from).collect())
+    });
+    let sh = shared.clone();
+    engine.register_fn("legal", move |l: Dynamic| -> RhaiResult<Dynamic> {
+        let n = nest_of(&l, "legal")?;
+        match crate::ops::explore::legal(&sh.state.borrow(), &n) {
+            Ok(_) => Ok(Dynamic::TRUE),
+            Err(why) => Ok(Dynamic::from(why)),
+        }
+    });
+    let sh = shared.clone();
+    let perms = move |l: &Dynamic, d: Option<i64>| -> RhaiResult<Array> {
+        let n = nest_of(l, "legal_permutations")?;
+        let d = d.map_or(usize::MAX, |d| d.max(0) as usize);
+        let ps = crate::ops::explore::permutations(&sh.state.borrow(), &n, d)
+            .map_err(|e| format!("legal_permutations: {e}"))?;
+        Ok(ps
+            .into_iter()
+            .map(|p| Dynamic::from(p.into_iter().map(|x| Dynamic::from(x as i64)).collect::<Array>()))
+            .collect())
+    };
+    let p2 = perms.clone();
+    engine.register_fn("legal_permutations", move |l: Dynamic| perms(&l, None));
+    engine.register_fn("legal_permutations", move |l: Dynamic, d: i64| p2(&l, Some(d)));
+    let sh = shared.clone();
+    engine.register_fn("permute", move |l: Dynamic, order: Array| -> RhaiResult<Dynamic> {
+        let n = nest_of(&l, "permute")?;
+        let order: Vec<usize> = order
+            .iter()
+            .map(|x| x.as_int().map(|v| v.max(0) as usize))
+            .collect::<Result<_, _>>()
+            .map_err(|t| format!("permute: expected a list of levels, found an element of type {t}"))?;
+        let mut sorted = order.clone();
+        sorted.sort();
+        if sorted != (1..=order.len()).collect::<Vec<_>>() || order.len() > n.path().len() {
+            return Err(format!(
+                "permute: expected a permutation of the levels 1..={}, found {order:?}",
+                n.path().len()
+            )
+            .into());
+        }
+        let Some(p) = crate::ops::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
+        let state = sh.state.borrow();
+        if !state.unchecked {
+            ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
+        }
+        Ok(to_dynamic(Value::Nest(p)))
+    });
+    let sh = shared.clone();
+    engine.register_fn("legal_fusions", move |a: Dynamic, b: Dynamic| -> RhaiResult<Array> {
+        let (a, b) = (nest_of(&a, "legal_fusions")?, nest_of(&b, "legal_fusions")?);
+        let rs = crate::ops::explore::fusion_levels(&sh.state.borrow(), &a, &b)
+            .map_err(|e| format!("legal_fusions: {e}"))?;
+        Ok(rs.into_iter().map(|r| Dynamic::from(r as i64)).collect())
+    });
+    engine.register_fn("depth", |l: Dynamic| -> RhaiResult<i64> {
+        Ok(nest_of(&l, "depth")?.path().len() as i64)
+    });
+    engine.register_fn("iterators", |l: Dynamic| -> RhaiResult<Array> {
+        Ok(nest_of(&l, "iterators")?.path().iter().map(|x| Dynamic::from(x.iter.to_string())).collect())
+    });
+    engine.register_fn("iter", |s: ImmutableString| -> RhaiResult<IndexVal> {
+        let ok = s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if !ok {
+            return Err(format!("iter: expected an identifier, found \"{s}\"").into());
+        }
+        Ok(IndexVal(Expr::var(&s)))
+    });
+    let sh = shared.clone();
+    engine.register_fn("fresh_iters", move |n: i64, avoid: Dynamic| -> RhaiResult<Array> {
+        if !(0..=64).contains(&n) {
+            return Err(format!("fresh_iters: expected a count in 0..=64, found {n}").into());
+        }
+        Ok(fresh_list("i", n, &names_to_avoid(&sh.state.borrow(), &avoid)))
+    });
+    let sh = shared.clone();
+    engine.register_fn(
+        "fresh_iters",
+        move |prefix: ImmutableString, n: i64, avoid: Dynamic| -> RhaiResult<Array> {
+            if !(0..=64).contains(&n) {
+                return Err(format!("fresh_iters: expected a count in 0..=64, found {n}").into());
+            }
+            Ok(fresh_list(&prefix, n, &names_to_avoid(&sh.state.borrow(), &avoid)))
+        },
+    );
+    let sh = shared.clone();
+    engine.register_fn("free_iters", move |t: Dynamic| -> RhaiResult<Array> {
+        let t = tensor_of(&t, "free_iters")?;
+        Ok(free_iters(&sh.state.borrow(), &t)
+            .iter()
+            .map(|v| Dynamic::from(IndexVal(Expr::var_name(v))))
+            .collect())
+    });
+    engine.register_fn("carries_iters", |t: Dynamic| -> RhaiResult<bool> {
+        let t = operand_view(&tensor_of(&t, "carries_iters")?);
+        Ok(!matches!((&t.op, &t.iters), (Op::Id(_) | Op::Hole, Iters::Unset)))
+    });
+    let sh = shared.clone();
+    engine.register_fn("with_iters", move |t: Dynamic, list: Dynamic| -> RhaiResult<Dynamic> {
+        let t = tensor_of(&t, "with_iters")?;
+        let xs = index_list(&list, "with_iters")?;
+        let state = sh.state.borrow();
+        let arg = Arg::new(2, "iterators");
+        if t.children.is_empty() && matches!(t.iters, Iters::List(_)) {
+            // An indexed access: substitute its free iterators position by position.
+            let free = free_iters(&state, &t);
+            if free.len() != xs.len() {
+                return Err(sh.fail(Error::IteratorList {
+                    builtin: "with_iters".into(),
+                    arg,
+                    expected: format!("{} iterators to rename the free iterators of `{t}`", free.len()),
+                    found: xs.len().to_string(),
+                }));
+            }
+            let sub = |v: &str| free.iter().position(|f| &**f == v).map(|k| xs[k].clone());
+            return Ok(Dynamic::from(TensorVal(t.subst_iters(&sub))));
+        }
+        let r = ops::operand(&state, "with_iters", &arg, &t, Some(&xs)).map_err(|e| sh.fail(e))?;
+        if r.has_hole() {
+            sh.holes.set(true);
+        }
+        Ok(Dynamic::from(TensorVal(r)))
+    });
+    let sh = shared.clone();
+    engine.register_fn("constant", move |name: ImmutableString| -> Dynamic {
+        sh.state.borrow().constant(&name).map(Dynamic::from).unwrap_or(Dynamic::UNIT)
+    });
+    let sh = shared.clone();
+    engine.register_fn("constant_names", move |ts: Dynamic| -> Array {
+        let state = sh.state.borrow();
+        let mut out: BTreeSet<Name> = state.consts.keys().cloned().collect();
+        let items: Array = ts.clone().try_cast::<Array>().unwrap_or_else(|| vec![ts.clone()]);
+        for x in &items {
+            if let Some(Value::Tensor(t)) = to_value(x) {
+                out.extend(ops::infer::constants(&state, &[&t]));
+            }
+        }
+        out.iter().map(|n| Dynamic::from(n.to_string())).collect()
+    });
+    engine.register_fn("stmts", |l: Dynamic| -> RhaiResult<Array> {
+        Ok(nest_of(&l, "stmts")?.stmts().into_iter().map(|s| Dynamic::from(TensorVal(s))).collect())
+    });
+    engine.register_fn("tree", |x: Dynamic| -> RhaiResult<String> {
+        match to_value(&x) {
+            Some(v) => Ok(v.tree().trim_end().to_string()),
+            None => {
+                Err(format!("tree: expected a tensor expression or a loop nest, found {}", describe(&x))
+                    .into())
+            }
+        }
+    });
+    engine.register_fn("paper", |x: Dynamic| -> RhaiResult<String> {
+        match to_value(&x) {
+            Some(v) => Ok(v.paper()),
+            None => {
+                Err(format!("paper: expected a tensor expression or a loop nest, found {}", describe(&x))
+                    .into())
+            }
+        }
+    });
+    engine
+        .register_fn("infix", |t: Dynamic| -> RhaiResult<String> { Ok(tensor_of(&t, "infix")?.to_string()) });
+    engine.register_fn("describe", |x: Dynamic| describe(&x));
+    let sh = shared.clone();
+    engine.register_fn(
+        "fail",
+        move |builtin: ImmutableString,
+              pos: i64,
+              role: ImmutableString,
+              expected: ImmutableString,
+              found: Dynamic|
+              -> RhaiResult<Dynamic> {
+            let found = if found.is_string() { found.to_string() } else { short(&found) };
+            Err(sh.fail(Error::BadArgument {
+                builtin: builtin.to_string(),
+                arg: Arg::new(usize::try_from(pos).unwrap_or(0), &role),
+                expected: expected.to_string(),
+                found,
+            }))
+        },
+    );
+}
