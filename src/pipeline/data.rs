@@ -1,0 +1,185 @@
+//! The data a kernel starts from and leaves: the `-i` files, `init` statements or the seeded
+//! fill (cropped to the leading block at a reduced size), the bytes of the shared mapping, and
+//! `-o` files.
+
+use super::options::{RunError, RunOptions};
+use crate::interp::{self, Buffers, Tensor};
+use crate::ir::{DType, Init, Name, Nest, State};
+use crate::runtime;
+
+/// splitmix64: a tiny, stable generator, so that a seed means the same data in every version.
+pub(super) fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Uniform values in [0.5, 1.5): well away from zero (divisors) and of one sign (sums do not
+/// cancel), so that reassociated sums compare tightly. Seeded per tensor name.
+pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
+    let mut s = seed
+        ^ name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    (0..n)
+        .map(|_| {
+            let x = 0.5 + (splitmix(&mut s) >> 11) as f64 / (1u64 << 53) as f64;
+            if dtype == DType::Float { x as f32 as f64 } else { x }
+        })
+        .collect()
+}
+
+/// Initial data of a tensor: `-i` file, else its `init` statement, else seeded random values.
+pub fn initial_data(
+    state: &State,
+    opts: &RunOptions,
+    name: &Name,
+    dtype: DType,
+    dims: &[usize],
+) -> Result<Vec<f64>, RunError> {
+    initial_data_cropped(state, opts, name, dtype, dims, false)
+}
+
+/// [`initial_data`]; with `crop`, data from a file larger than `dims` gives its leading block
+/// (element `[i][j]` of the smaller tensor is `[i][j]` of the file's), which is how a program
+/// verified at a reduced size reads the inputs given for the full size.
+fn initial_data_cropped(
+    state: &State,
+    opts: &RunOptions,
+    name: &Name,
+    dtype: DType,
+    dims: &[usize],
+    crop: bool,
+) -> Result<Vec<f64>, RunError> {
+    let n: usize = dims.iter().product();
+    let from_file = |path: &std::path::Path| -> Result<Vec<f64>, RunError> {
+        let a = runtime::npy::read_npy(path)?;
+        let shape: Vec<usize> = a.shape.iter().map(|&d| d as usize).collect();
+        let fits = crop && shape.len() == dims.len() && shape.iter().zip(dims).all(|(f, d)| f >= d);
+        if shape != dims && !fits {
+            return Err(RunError::Data(format!(
+                "{}: expected shape {dims:?} for tensor `{name}`, found {shape:?}",
+                path.display()
+            )));
+        }
+        let mut v = a.data.to_f64();
+        if shape != dims {
+            v = leading_block(&v, &shape, dims);
+        }
+        Ok(if dtype == DType::Float { v.into_iter().map(|x| x as f32 as f64).collect() } else { v })
+    };
+    if let Some(p) = opts.inputs.get(name) {
+        return from_file(p);
+    }
+    match state.inits.get(name) {
+        Some(Init::Value(x)) => Ok(vec![if dtype == DType::Float { *x as f32 as f64 } else { *x }; n]),
+        Some(Init::Npy(p)) => from_file(std::path::Path::new(p)),
+        Some(Init::Random) | None => Ok(random_data(opts.seed, name, n, dtype)),
+    }
+}
+
+/// The leading `dims` block of a row-major array of shape `shape` (every `dims[d] <= shape[d]`).
+fn leading_block(data: &[f64], shape: &[usize], dims: &[usize]) -> Vec<f64> {
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; dims.len()];
+    for _ in 0..n {
+        let off = idx.iter().zip(shape).fold(0usize, |acc, (i, s)| acc * s + i);
+        out.push(data[off]);
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+pub(super) fn element_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::Double => 8,
+        DType::Float => 4,
+    }
+}
+
+/// Writes `t`'s elements into `dst` in the kernel's layout (its element type, native order).
+pub(super) fn write_bytes(t: &Tensor, dst: &mut [u8]) {
+    match t.dtype {
+        DType::Double => {
+            for (c, x) in dst.chunks_exact_mut(8).zip(&t.data) {
+                c.copy_from_slice(&x.to_ne_bytes());
+            }
+        }
+        DType::Float => {
+            for (c, x) in dst.chunks_exact_mut(4).zip(&t.data) {
+                c.copy_from_slice(&(*x as f32).to_ne_bytes());
+            }
+        }
+    }
+}
+
+pub(super) fn from_bytes(b: &[u8], dtype: DType) -> Vec<f64> {
+    match dtype {
+        DType::Double => {
+            b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+        }
+        DType::Float => {
+            b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64).collect()
+        }
+    }
+}
+
+/// The initial data of every tensor the nests use: the `-i` files, `init` statements, else the
+/// seeded fill (each kernel starts from its own copy).
+pub fn initial_store(state: &State, nests: &[Nest], opts: &RunOptions) -> Result<Buffers, RunError> {
+    initial_store_cropped(state, nests, opts, false)
+}
+
+pub(super) fn initial_store_cropped(
+    state: &State,
+    nests: &[Nest],
+    opts: &RunOptions,
+    crop: bool,
+) -> Result<Buffers, RunError> {
+    let mut err = None;
+    let store = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
+        initial_data_cropped(state, opts, name, dtype, dims, crop).unwrap_or_else(|e| {
+            err.get_or_insert(e);
+            Vec::new()
+        })
+    })
+    .map_err(RunError::Data)?;
+    match err {
+        Some(e) => Err(e),
+        None => Ok(store),
+    }
+}
+
+/// Writes tensor `name` of `store` as `.npy` (in its element type).
+pub fn save_npy(store: &Buffers, name: &str, path: &std::path::Path) -> Result<(), RunError> {
+    let t = store
+        .get(name)
+        .ok_or_else(|| RunError::Data(format!("-o {name}: no tensor `{name}` was computed or used")))?;
+    let shape: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
+    match t.dtype {
+        DType::Double => runtime::npy::write_npy_f64(path, &shape, &t.data)?,
+        DType::Float => {
+            let v: Vec<f32> = t.data.iter().map(|&x| x as f32).collect();
+            runtime::npy::write_npy_f32(path, &shape, &v)?
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_blocks_crop_row_major_arrays() {
+        let data: Vec<f64> = (0..12).map(f64::from).collect();
+        assert_eq!(leading_block(&data, &[3, 4], &[2, 3]), vec![0.0, 1.0, 2.0, 4.0, 5.0, 6.0]);
+    }
+}

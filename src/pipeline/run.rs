@@ -1,0 +1,618 @@
+//! The run itself: a [`Pipeline`] generates a kernel's C, compiles it (cached), runs it in a
+//! worker process on fresh initial data, checks it against the reference (at a reduced size
+//! when the full one is too big, then the full-size binary at sampled elements), and times it
+//! and its untransformed build; [`Verified`] is the evidence timing asks for.
+
+use super::compare::{Comparison, compare, compare_within, magnitude, spot_check, tolerance};
+use super::data::{element_bytes, from_bytes, initial_store, initial_store_cropped, write_bytes};
+use super::memory::check_memory;
+use super::options::{RunError, RunOptions};
+use super::program::Program;
+use super::report::KernelReport;
+use crate::codegen::{self, CKernel, ENTRY};
+use crate::error::ProgramError;
+use crate::interp::{self, Buffers, Tensor};
+use crate::ir::{DType, KernelRequest, LNode, Name, Nest, State, lower};
+use crate::runtime::{self, BufferSpec, Compiler, RunSpec, TimeStats, Timing};
+use std::collections::BTreeMap;
+
+/// The untransformed program behind a request: each origin assignment built anew, in order.
+pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> {
+    let mut out = Vec::new();
+    for n in &req.nests {
+        for o in &n.origin {
+            out.push(crate::ops::build(state, o)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
+/// named constants; saturating (a count too large to represent is too large to interpret).
+fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
+    fn go(x: &LNode, trips: u64, state: &State, weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
+        match x {
+            LNode::Stmt(s) => trips.saturating_mul(weight(s)),
+            LNode::Loop(l) => {
+                let span = l.ub.sub(&l.lb).eval(&|v| state.constant(v));
+                let n = span.map_or(0, |d| (d / l.step.max(1)).saturating_add(1).max(0) as u64);
+                l.body
+                    .iter()
+                    .fold(0u64, |acc, c| acc.saturating_add(go(c, trips.saturating_mul(n), state, weight)))
+            }
+        }
+    }
+    nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(x, 1, state, weight)))
+}
+
+/// Floating-point operations of one run of the untransformed program.
+pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
+    weigh(state, nests, &|s| lower(s).map_or(0, |l| crate::ir::lower::flops(&l)))
+}
+
+/// Statement instances of the untransformed program (the reference interpreter's work).
+pub fn reference_cost(state: &State, req: &KernelRequest) -> Result<u64, RunError> {
+    Ok(weigh(state, &untransformed(state, req)?, &|_| 1))
+}
+
+fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
+    let c = match &opts.compiler {
+        Some(path) => {
+            let detected = Compiler::detect()?;
+            Compiler::new(path.clone(), Vec::new(), Vec::new(), detected.cache_dir().to_path_buf())?
+        }
+        None => Compiler::detect()?,
+    };
+    let c = c.with_timeout(opts.compile_timeout);
+    Ok(match &opts.cache_dir {
+        Some(d) => c.with_cache_dir(d),
+        None => c,
+    })
+}
+
+/// Outputs of a kernel run: per parameter, its data after the run when it was asked for.
+type Outputs = Vec<Option<Vec<f64>>>;
+
+/// From this many bytes of buffers on, a timed kernel's timed runs and its checked run are
+/// separate worker jobs (see [`run_at`]), so that outputs are never held while the timing
+/// snapshots are: the peak stays near 3x the data.
+const SPLIT_TIMING_BYTES: usize = 256 << 20;
+
+/// Runs the compiled kernel `k` in a worker, its buffers filled from `store` straight into
+/// the shared mapping (no copies): with `timing`,
+/// its timed runs (the returned statistics); `read(i, bytes)` sees buffer `i` after the
+/// checked run.
+fn run_compiled(
+    k: &CKernel,
+    compiled: &runtime::Compiled,
+    store: &Buffers,
+    opts: &RunOptions,
+    timing: Option<Timing>,
+    read: &mut dyn FnMut(usize, &[u8]),
+) -> Result<Option<TimeStats>, RunError> {
+    let mut tensors = Vec::new();
+    let mut buffers = Vec::new();
+    for p in &k.params {
+        let t =
+            store.get(&p.name).ok_or_else(|| RunError::Data(format!("no data for tensor `{}`", p.name)))?;
+        buffers.push(BufferSpec {
+            read_only: !p.written,
+            ..BufferSpec::new(p.name.to_string(), t.data.len() * element_bytes(t.dtype))
+        });
+        tensors.push(t);
+    }
+    let spec = RunSpec {
+        so_path: compiled.so_path.clone(),
+        symbol: ENTRY.to_string(),
+        buffers,
+        threads: opts.threads,
+        timeout: opts.timeout,
+        timing,
+        worker: opts.worker.clone(),
+    };
+    let times = runtime::run_kernel_with(&spec, &mut |i, dst| write_bytes(tensors[i], dst), read)?;
+    Ok((!times.is_empty()).then(|| TimeStats::from(times.as_slice())))
+}
+
+/// The compiler that runs kernels with `opts`, and its exact arguments: how a timing was
+/// taken, for reports.
+pub fn toolchain(opts: &RunOptions) -> Option<(String, String)> {
+    let c = compiler(opts).ok()?;
+    Some((c.identity().to_string(), c.arguments(&opts.flags).join(" ")))
+}
+
+/// Compiles `kernel` into the cache without running it (the compiles of many candidates run
+/// in parallel this way before they run one at a time): whether it was cached, and the seconds
+/// the compile took.
+pub fn compile_kernel(kernel: &CKernel, opts: &RunOptions) -> Result<(bool, f64), RunError> {
+    let start = std::time::Instant::now();
+    let c = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
+    Ok((c.cached, start.elapsed().as_secs_f64()))
+}
+
+/// Compiles a hand-written C translation unit exporting `teml_entry(void **args)` (the
+/// machine probes of `teml bench`) and runs it on `buffers` with `opts` (timing included);
+/// returns the buffers after the checked run and the timing.
+pub fn run_source(
+    source: &str,
+    buffers: &[Vec<u8>],
+    opts: &RunOptions,
+) -> Result<(Vec<Vec<u8>>, Option<TimeStats>), RunError> {
+    let compiled = compiler(opts)?.compile(source, &opts.flags)?;
+    let spec = RunSpec {
+        so_path: compiled.so_path.clone(),
+        symbol: ENTRY.to_string(),
+        buffers: buffers.iter().enumerate().map(|(k, b)| BufferSpec::new(format!("b{k}"), b.len())).collect(),
+        threads: opts.threads,
+        timeout: opts.timeout,
+        timing: opts.timing,
+        worker: opts.worker.clone(),
+    };
+    let refs: Vec<&[u8]> = buffers.iter().map(|b| b.as_slice()).collect();
+    let out = runtime::run_kernel(&spec, &refs)?;
+    let stats = out.stats();
+    Ok((out.outputs, stats))
+}
+
+/// Which kernel to run: the `k`-th `codegen` statement, or one loop nest by name (the REPL's
+/// `:run l`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelRef {
+    /// `state.kernels[k]`.
+    Codegen(usize),
+    /// The nest bound to this identifier, alone.
+    Nest(Name),
+}
+
+impl KernelRef {
+    /// The request in `state`.
+    pub fn request(&self, state: &State) -> Result<KernelRequest, RunError> {
+        match self {
+            KernelRef::Codegen(k) => state
+                .kernels
+                .get(*k)
+                .cloned()
+                .ok_or_else(|| RunError::Data(format!("the program has no kernel {}", k + 1))),
+            KernelRef::Nest(id) => match state.get(id) {
+                Some(crate::ir::Value::Nest(n)) => Ok(KernelRequest {
+                    names: vec![id.clone()],
+                    nests: vec![n.clone()],
+                    ..Default::default()
+                }),
+                Some(v) => Err(RunError::Data(format!(
+                    "`{id}` is {}: expected a loop nest (build it first)",
+                    v.kind()
+                ))),
+                None => Err(RunError::Data(format!("unknown identifier `{id}`"))),
+            },
+        }
+    }
+
+    /// The kernel's stable name: [`State::kernel_label`], or the nest's identifier.
+    pub fn label(&self, state: &State) -> String {
+        match self {
+            KernelRef::Codegen(k) => state.kernel_label(*k),
+            KernelRef::Nest(n) => n.to_string(),
+        }
+    }
+}
+
+/// One kernel's run: its report and the tensors it used, as it left them.
+#[derive(Clone, Debug)]
+pub struct KernelRun {
+    /// What happened.
+    pub report: KernelReport,
+    /// Every tensor the kernel uses, after the (verified or not) full-size run.
+    pub outputs: Buffers,
+    /// The evidence [`Pipeline::time`] asks for, when the kernel verified.
+    pub verified: Option<Verified>,
+}
+
+/// Evidence that one kernel of a program verified: only [`Pipeline::run`] gives one, from a
+/// verified run, and [`Pipeline::time`] and [`time_interleaved`] take one, so that nothing is
+/// timed that was not verified first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verified(KernelRef);
+
+impl Verified {
+    /// The kernel that verified.
+    pub fn kernel(&self) -> &KernelRef {
+        &self.0
+    }
+}
+
+/// The pipeline: a program evaluated once at full size, and the options to run its kernels.
+/// Every kernel is an independent variant: it starts from the same initial data (the `-i`
+/// files, `init` statements, else the seeded fill) and is verified against the reference
+/// running its own untransformed statements from that data.
+pub struct Pipeline {
+    program: Program,
+    state: State,
+    opts: RunOptions,
+}
+
+impl Pipeline {
+    /// Evaluates `program`; fails with the program's located error.
+    pub fn new(program: Program, opts: RunOptions) -> Result<Pipeline, ProgramError> {
+        let state = program.eval()?;
+        Ok(Pipeline { program, state, opts })
+    }
+
+    /// A pipeline over `program` already evaluated to `state` (the REPL's current state).
+    pub fn with_state(program: Program, state: State, opts: RunOptions) -> Pipeline {
+        Pipeline { program, state, opts }
+    }
+
+    /// The state at full size.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The C source of one kernel, without compiling it.
+    pub fn generate(&self, which: &KernelRef) -> Result<CKernel, RunError> {
+        let req = which.request(&self.state)?;
+        let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+        Ok(codegen::generate(&self.state, &symbol(&which.label(&self.state)), &named)?)
+    }
+
+    /// Times one kernel that [`Pipeline::run`] verified, without checking it again
+    /// ([`time_interleaved`] calls this once per round and variant).
+    pub fn time(&self, verified: &Verified, timing: Timing) -> Result<TimeStats, RunError> {
+        let which = verified.kernel();
+        let req = which.request(&self.state)?;
+        let kernel = self.generate(which)?;
+        let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
+        check_memory(&self.state, &req.nests, &opts)?;
+        let store = initial_store(&self.state, &req.nests, &self.opts)?;
+        let compiled = compiler(&opts)?.compile(&kernel.source, &opts.flags)?;
+        let stats = run_compiled(&kernel, &compiled, &store, &opts, opts.timing, &mut |_, _| {})?;
+        stats.ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
+    }
+
+    /// The options kernels run with.
+    pub fn options(&self) -> &RunOptions {
+        &self.opts
+    }
+
+    /// Every `-i` input must be used by some kernel of the program.
+    pub fn check_inputs(&self) -> Result<(), RunError> {
+        let mut used: Vec<Name> = Vec::new();
+        for req in &self.state.kernels {
+            for n in untransformed(&self.state, req)?.iter().chain(&req.nests) {
+                for s in n.stmts() {
+                    s.visit(&mut |t| {
+                        if let Some(id) = t.id()
+                            && !used.contains(id)
+                        {
+                            used.push(id.clone());
+                        }
+                    });
+                }
+            }
+        }
+        for name in self.opts.inputs.keys() {
+            if !used.contains(name) {
+                let list: Vec<String> = used.iter().map(|n| n.to_string()).collect();
+                return Err(RunError::Data(format!(
+                    "-i {name}: expected a tensor some kernel uses ({}), found `{name}`, which no kernel uses",
+                    list.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel. When the
+    /// reference interpreter would run more than `opts.max_reference_instances` statement
+    /// instances, the same program is evaluated with
+    /// smaller named constants and that kernel is verified there; the full-size kernel is then
+    /// checked at sampled elements by the expression oracle. A verification failure is a
+    /// report with `verified: false`, not an error.
+    pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
+        let mut run = self.execute(which)?;
+        run.verified = run.report.verified.then(|| Verified(which.clone()));
+        Ok(run)
+    }
+
+    fn execute(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
+        let req = which.request(&self.state)?;
+        // Refused before anything runs, a reduced-size verification included.
+        let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(&self.state, &req)?).collect();
+        check_memory(&self.state, &all, &self.opts)?;
+        let cost = reference_cost(&self.state, &req)?;
+        if cost <= self.opts.max_reference_instances {
+            return run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Full);
+        }
+        let (small, what) = self.reduced(which)?;
+        let small_req = which.request(&small)?;
+        let small_opts = RunOptions { timing: None, ..self.opts.clone() };
+        let verification = format!("reduced size ({what})");
+        let s = run_at(&small, &small_req, &which.label(&self.state), &small_opts, Check::Reduced)?;
+        if !s.report.verified {
+            return Ok(KernelRun {
+                report: KernelReport { verification, ..s.report },
+                outputs: s.outputs,
+                verified: None,
+            });
+        }
+        let note = format!("{verification}: the full size needs {cost} interpreted statement instances");
+        run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Sampled(note))
+    }
+
+    /// The program at the largest size (every named constant capped at 64, 32, ..., 2) whose
+    /// kernel `which` the reference can run, and what was reduced (e.g. `N=16`).
+    fn reduced(&self, which: &KernelRef) -> Result<(State, String), RunError> {
+        let mut cap = 64;
+        let mut last: Option<ProgramError> = None;
+        while cap >= 2 {
+            let consts: BTreeMap<Name, i64> =
+                self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect();
+            match self.program.eval_with(&consts) {
+                Ok(s) => {
+                    if let Ok(r) = which.request(&s)
+                        && reference_cost(&s, &r).is_ok_and(|c| c <= self.opts.max_reference_instances)
+                    {
+                        let what = consts
+                            .iter()
+                            .filter(|(n, v)| self.state.constant(n) != Some(**v))
+                            .map(|(n, v)| format!("{n}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        return Ok((s, what));
+                    }
+                }
+                Err(e) => last = Some(e),
+            }
+            cap /= 2;
+        }
+        let req = which.request(&self.state)?;
+        Err(RunError::Data(format!(
+            "kernel {} ({}): the reference interpreter would run {} statement instances (limit {}), and \
+             no smaller size of {} fits{}; give smaller -D constants or a larger --max-reference",
+            index_label(which),
+            req.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            reference_cost(&self.state, &req)?,
+            self.opts.max_reference_instances,
+            self.program.label,
+            last.map_or(String::new(), |e| format!(" (at a smaller size: {e})"))
+        )))
+    }
+}
+
+/// The C function of the kernel named `label`.
+pub fn symbol(label: &str) -> String {
+    format!("teml_{label}")
+}
+
+fn index_label(which: &KernelRef) -> String {
+    match which {
+        KernelRef::Codegen(k) => (k + 1).to_string(),
+        KernelRef::Nest(n) => format!("`{n}`"),
+    }
+}
+
+/// How a kernel is checked.
+enum Check {
+    /// Against the reference interpreter on the whole output.
+    Full,
+    /// At a reduced size: against the reference interpreter; `-i` data cropped to its leading
+    /// block.
+    Reduced,
+    /// At full size after a reduced-size verification: sampled elements against the
+    /// expression oracle. The note says what was reduced.
+    Sampled(String),
+}
+
+/// Generates, compiles, runs and checks the kernel of `req` in `state`, from fresh initial
+/// data; times it and its untransformed build with `opts.timing`.
+///
+/// Memory: the initial data is held once (it becomes the reference in place once the kernel
+/// and its baseline have run from it), the kernel's buffers once in the shared mapping (the
+/// written ones twice while timing), and the outputs of the tensors the kernel writes once
+/// more. The caller checks that this fits ([`check_memory`]).
+fn run_at(
+    state: &State,
+    req: &KernelRequest,
+    label: &str,
+    opts: &RunOptions,
+    check: Check,
+) -> Result<KernelRun, RunError> {
+    let name = symbol(label);
+    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    let kernel = codegen::generate(state, &name, &named)?;
+    let reference_nests = untransformed(state, req)?;
+    let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
+    let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
+    let mag = magnitude(&store);
+
+    // The untransformed build, same flags, same run, same initial data: the speedup's
+    // denominator (run before the reference turns the initial data into its outputs). It must
+    // agree with the kernel; its outputs are compared as they come back, never held.
+    let base = if opts.timing.is_some() && opts.time_untransformed {
+        let base_named: Vec<(Name, Nest)> = reference_nests
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
+            .collect();
+        let base = codegen::generate(state, &format!("{name}_untransformed"), &base_named)?;
+        let compiled = compiler(opts)?.compile(&base.source, &opts.flags)?;
+        Some((base, compiled))
+    } else {
+        None
+    };
+    let compiled = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
+    // With large data the timed runs of both builds come first, each in its own job, and the
+    // checked runs after: the kernel's outputs are never held beside timing snapshots.
+    let bytes: usize = kernel
+        .params
+        .iter()
+        .filter_map(|p| store.get(&p.name))
+        .map(|t| t.data.len() * element_bytes(t.dtype))
+        .sum();
+    let split = opts.timing.is_some() && bytes >= SPLIT_TIMING_BYTES;
+    let (mut time, mut base_time) = (None, None);
+    if split {
+        time = run_compiled(&kernel, &compiled, &store, opts, opts.timing, &mut |_, _| {})?;
+        if let Some((b, bc)) = &base {
+            base_time = run_compiled(b, bc, &store, opts, opts.timing, &mut |_, _| {})?;
+        }
+    }
+    let checked_timing = if split { None } else { opts.timing };
+    let mut outs: Outputs = vec![None; kernel.params.len()];
+    let t = run_compiled(&kernel, &compiled, &store, opts, checked_timing, &mut |i, src| {
+        if kernel.params[i].written {
+            outs[i] = Some(from_bytes(src, kernel.params[i].dtype));
+        }
+    })?;
+    time = time.or(t);
+    let baseline = match &base {
+        Some((b, bc)) => {
+            let mut bcmp = Comparison::default();
+            let t = run_compiled(b, bc, &store, opts, checked_timing, &mut |i, src| {
+                let p = &b.params[i];
+                let got = kernel.params.iter().position(|q| q.name == p.name).and_then(|k| outs[k].as_ref());
+                if let (true, Some(got), Some(t)) = (p.written, got, store.get(&p.name)) {
+                    compare(&p.name, &t.dims, &from_bytes(src, p.dtype), got, tolerance(p.dtype), &mut bcmp);
+                }
+            })?;
+            Some((bcmp, base_time.or(t)))
+        }
+        None => None,
+    };
+    // The reference: the untransformed statements, in place on the initial data.
+    let checked_in_full = matches!(check, Check::Full | Check::Reduced);
+    if checked_in_full {
+        interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
+    }
+    // A kernel with any float tensor computes some values in float: every output is compared
+    // at float tolerance.
+    let least =
+        if kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
+    let mut cmp = Comparison::default();
+    let mut written = Buffers::new();
+    for (p, got) in kernel.params.iter().zip(outs) {
+        let (Some(got), Some(t)) = (got, store.get(&p.name)) else { continue };
+        if checked_in_full {
+            compare_within(&p.name, &t.dims, &got, &t.data, tolerance(least), mag, &mut cmp);
+        }
+        written.insert(p.name.clone(), Tensor { dtype: t.dtype, dims: t.dims.clone(), data: got });
+    }
+    let note = match &check {
+        Check::Full => "full size".to_string(),
+        Check::Reduced => "reduced size".to_string(),
+        Check::Sampled(note) => {
+            // `store` still holds the initial data here.
+            let what = spot_check(state, req, &kernel, &store, &written, (tolerance(least), mag), &mut cmp)?;
+            format!("{note}; {what}")
+        }
+    };
+    let verified = cmp.worst.is_none();
+    // A kernel that failed verification has no time anywhere: a fast wrong variant must never
+    // win a comparison.
+    let time = time.filter(|_| verified);
+    let flops = flop_count(state, &reference_nests);
+    let mut report = KernelReport {
+        name: label.to_string(),
+        nests: req.names.iter().map(|n| n.to_string()).collect(),
+        at: req.at.clone(),
+        verified,
+        verification: note,
+        max_abs_error: cmp.max_abs,
+        max_rel_error: cmp.max_rel,
+        worst: cmp.worst,
+        time,
+        median_s: time.map(|t| t.median_s),
+        flops,
+        gflops: time.map(|t| flops as f64 / t.median_s / 1e9),
+        baseline: None,
+        speedup: None,
+        c_path: compiled.c_path.clone(),
+        cached: compiled.cached,
+    };
+    if let (true, Some((bcmp, bstats))) = (verified, baseline) {
+        // The baseline must agree with the kernel.
+        if bcmp.worst.is_none()
+            && let (Some(b), Some(t)) = (bstats, time)
+        {
+            report.baseline = Some(b);
+            report.speedup = Some(b.median_s / t.median_s);
+        }
+    }
+    // Every tensor the kernel uses, as the kernel left it: the written ones from the run, the
+    // others (never written by kernel or reference) as they started.
+    let mut outputs = Buffers::new();
+    for p in &kernel.params {
+        if let Some(t) = written.remove(&p.name).or_else(|| store.remove(&p.name)) {
+            outputs.insert(p.name.clone(), t);
+        }
+    }
+    Ok(KernelRun { report, outputs, verified: None })
+}
+
+/// Runs the kernel of `req` in `state` at full size (an error if the reference would run more
+/// than `opts.max_reference_instances` statement instances; use [`Pipeline`] to verify at a
+/// reduced size).
+pub fn run_request(
+    state: &State,
+    req: &KernelRequest,
+    index: usize,
+    opts: &RunOptions,
+) -> Result<KernelReport, RunError> {
+    let cost = reference_cost(state, req)?;
+    if cost > opts.max_reference_instances {
+        return Err(RunError::Data(format!(
+            "kernel {}: the reference interpreter would run {cost} statement instances (limit {}); \
+             verify at a reduced size (smaller -D constants)",
+            index + 1,
+            opts.max_reference_instances
+        )));
+    }
+    let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(state, req)?).collect();
+    check_memory(state, &all, opts)?;
+    let label =
+        if state.kernels.get(index) == Some(req) { state.kernel_label(index) } else { req.base_label() };
+    Ok(run_at(state, req, &label, opts, Check::Full)?.report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mm(n: i64) -> State {
+        let src =
+            "A = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\ncodegen(l)\n";
+        crate::lang::eval_with(
+            src,
+            "mm.teml",
+            &State::new().with_const("N", n),
+            &crate::script::Stdlib::get(),
+        )
+        .unwrap()
+    }
+
+    /// The spot check catches a full-size output that differs from the meaning, and passes the
+    /// right one (computed here by the interpreter, standing in for a kernel).
+    #[test]
+    fn spot_check_compares_sampled_elements_with_the_oracle() {
+        let s = mm(40);
+        let req = &s.kernels[0];
+        let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+        let kernel = codegen::generate(&s, "k", &named).unwrap();
+        let opts = RunOptions::default();
+        let initial = initial_store(&s, &req.nests, &opts).unwrap();
+        let mut right = initial.clone();
+        interp::run(&s, &untransformed(&s, req).unwrap(), &mut right).unwrap();
+        let mut cmp = Comparison::default();
+        let what = spot_check(&s, req, &kernel, &initial, &right, (1e-9, 1.5), &mut cmp).unwrap();
+        assert_eq!(what, "full-size kernel checked at 24 sampled elements against the expression oracle");
+        assert!(cmp.worst.is_none() && cmp.max_rel < 1e-12, "{cmp:?}");
+        // A kernel that forgot to zero its accumulator: every element is off by the initial C.
+        let mut wrong = right.clone();
+        let c0 = &initial[&Name::from("C")];
+        let c = wrong.get_mut(&Name::from("C")).unwrap();
+        c.data.iter_mut().zip(&c0.data).for_each(|(x, y)| *x += y);
+        let mut cmp = Comparison::default();
+        spot_check(&s, req, &kernel, &initial, &wrong, (1e-9, 1.5), &mut cmp).unwrap();
+        assert!(cmp.worst.as_deref().is_some_and(|w| w.starts_with("C[0][0]: kernel")), "{cmp:?}");
+    }
+}
