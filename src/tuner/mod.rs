@@ -268,107 +268,172 @@ fn status_name(s: Status) -> String {
 
 /// The search: candidates until the budget, the leaders re-measured, the winner written out.
 pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<TuneReport, String> {
-    let t0 = Instant::now();
     if o.budget == 0 {
         return Err("--budget: expected at least 1 candidate, found 0".into());
     }
-    let mut paths: Vec<&Path> = vec![o.log.as_path()];
-    paths.extend(o.merge.iter().map(|p| p.as_path()));
-    let mut logged = log::read(&paths)?;
-    let mut report = TuneReport {
-        space: o.space.display().to_string(),
-        strategy: o.strategy,
-        seed: o.seed,
-        shard: o.shard.map(|(k, n)| format!("{k}/{n}")),
-        threads: o.run.threads,
-        candidates: 0,
-        measured: 0,
-        resumed: 0,
-        rejected: BTreeMap::new(),
-        exhausted: false,
-        wall_s: 0.0,
-        eval_s: 0.0,
-        compile_s: 0.0,
-        run_s: 0.0,
-        final_round: Vec::new(),
-        best: None,
-        trace: Vec::new(),
-        notes: Vec::new(),
-    };
-    // The space must evaluate at its first choices: its errors are the user's to fix, not
-    // rejected candidates.
-    progress(&Progress { phase: "evaluating the space", done: 0, budget: o.budget, rejected: 0, best: None });
-    let (first, _, _) = evaluate(o, BTreeMap::new(), None);
-    let first = first.map_err(|e| e.to_string())?;
-    if first.kernels.is_empty() {
-        return Err(no_kernel(&o.space));
+    let mut t = Tuning::start(o, progress)?;
+    while t.records.len() < o.budget && !t.time_up() {
+        let (batch, exhausted) = t.propose()?;
+        t.progress(progress, "compiling");
+        let kernels = t.compile(&batch);
+        if !t.measure(batch, kernels, progress)? {
+            break;
+        }
+        if exhausted {
+            t.report.exhausted = true;
+            break;
+        }
+    }
+    t.report.candidates = t.records.len();
+    t.progress(progress, "re-measuring the leaders");
+    t.final_round()
+}
+
+/// A candidate that evaluated to a kernel: its key, its choices, its state, and the seconds
+/// its evaluation took.
+type Candidate = (String, Vec<Seen>, State, f64);
+
+/// A candidate's kernel (or why code generation refused it) and its compile.
+type Built = (Result<CKernel, RunError>, Option<Compiled>);
+
+/// One search in progress: what its four steps share.
+struct Tuning<'a> {
+    o: &'a TuneOptions,
+    t0: Instant,
+    /// Candidates of the logs, by key, not met again yet.
+    logged: BTreeMap<String, Record>,
+    report: TuneReport,
+    search: Search,
+    /// Every candidate considered, in order.
+    records: Vec<Record>,
+    /// Their keys.
+    done: BTreeSet<String>,
+    /// Proposals in a row that repeated a known candidate.
+    repeats: usize,
+    /// The best median so far, and its key.
+    best: Option<(f64, String)>,
+}
+
+impl<'a> Tuning<'a> {
+    /// Reads the logs and evaluates the space at its first choices: its errors are the user's
+    /// to fix, not rejected candidates.
+    fn start(o: &'a TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tuning<'a>, String> {
+        let t0 = Instant::now();
+        let mut paths: Vec<&Path> = vec![o.log.as_path()];
+        paths.extend(o.merge.iter().map(|p| p.as_path()));
+        let logged = log::read(&paths)?;
+        let report = TuneReport {
+            space: o.space.display().to_string(),
+            strategy: o.strategy,
+            seed: o.seed,
+            shard: o.shard.map(|(k, n)| format!("{k}/{n}")),
+            threads: o.run.threads,
+            candidates: 0,
+            measured: 0,
+            resumed: 0,
+            rejected: BTreeMap::new(),
+            exhausted: false,
+            wall_s: 0.0,
+            eval_s: 0.0,
+            compile_s: 0.0,
+            run_s: 0.0,
+            final_round: Vec::new(),
+            best: None,
+            trace: Vec::new(),
+            notes: Vec::new(),
+        };
+        progress(&Progress {
+            phase: "evaluating the space",
+            done: 0,
+            budget: o.budget,
+            rejected: 0,
+            best: None,
+        });
+        let (first, _, _) = evaluate(o, BTreeMap::new(), None);
+        if first.map_err(|e| e.to_string())?.kernels.is_empty() {
+            return Err(no_kernel(&o.space));
+        }
+        Ok(Tuning {
+            o,
+            t0,
+            logged,
+            report,
+            search: Search::new(o.strategy, o.seed),
+            records: Vec::new(),
+            done: BTreeSet::new(),
+            repeats: 0,
+            best: None,
+        })
     }
 
-    let mut search = Search::new(o.strategy, o.seed);
-    let mut records: Vec<Record> = Vec::new();
-    let mut done: BTreeSet<String> = BTreeSet::new();
-    let mut repeats = 0usize;
-    let batch_size = (2 * o.jobs).max(2);
-    let time_up = |t0: &Instant| o.time_budget.is_some_and(|b| t0.elapsed() >= b);
-    let mut best: Option<(f64, String)> = None;
-    let shard_label = report.shard.clone();
-    let finish = |r: &mut Record,
-                  records: &mut Vec<Record>,
-                  report: &mut TuneReport,
-                  best: &mut Option<(f64, String)>,
-                  fresh: bool|
-     -> Result<(), String> {
+    fn time_up(&self) -> bool {
+        self.o.time_budget.is_some_and(|b| self.t0.elapsed() >= b)
+    }
+
+    fn progress(&self, progress: &mut dyn FnMut(&Progress), phase: &str) {
+        progress(&Progress {
+            phase,
+            done: self.records.len(),
+            budget: self.o.budget,
+            rejected: self.report.rejected.values().sum(),
+            best: self.best.as_ref().map(|(t, k)| (*t, k.as_str())),
+        });
+    }
+
+    /// Records a candidate that is done: appended to the log when this run measured it
+    /// (`fresh`), counted, and the best so far updated.
+    fn finish(&mut self, mut r: Record, fresh: bool) -> Result<(), String> {
         if fresh {
-            r.at_s = t0.elapsed().as_secs_f64();
-            r.shard = shard_label.clone();
-            log::append(&o.log, r)?;
-            report.measured += 1;
+            r.at_s = self.t0.elapsed().as_secs_f64();
+            r.shard = self.report.shard.clone();
+            log::append(&self.o.log, &r)?;
+            self.report.measured += 1;
         } else {
-            report.resumed += 1;
+            self.report.resumed += 1;
         }
         if r.status != Status::Ok {
-            *report.rejected.entry(status_name(r.status)).or_default() += 1;
+            *self.report.rejected.entry(status_name(r.status)).or_default() += 1;
         } else if let Some(m) = r.median_s
-            && best.as_ref().is_none_or(|(b, _)| m < *b)
+            && self.best.as_ref().is_none_or(|(b, _)| m < *b)
         {
-            *best = Some((m, r.key.clone()));
+            self.best = Some((m, r.key.clone()));
         }
-        records.push(r.clone());
-        report.trace.push((records.len(), t0.elapsed().as_secs_f64(), best.as_ref().map(|b| b.0)));
+        self.records.push(r);
+        let best = self.best.as_ref().map(|b| b.0);
+        self.report.trace.push((self.records.len(), self.t0.elapsed().as_secs_f64(), best));
         Ok(())
-    };
+    }
 
-    'search: while records.len() < o.budget && !time_up(&t0) {
-        // 1. A batch of new candidates, each evaluated (and so checked for legality).
-        let mut batch: Vec<(String, Vec<Seen>, State, f64)> = Vec::new();
-        let mut exhausted = false;
-        while batch.len() < batch_size && records.len() + batch.len() < o.budget && !time_up(&t0) {
-            let Some(p) = search.propose() else {
-                exhausted = true;
-                break;
-            };
+    /// Step 1: a batch of new candidates, each evaluated (and so checked for legality); those
+    /// the logs know, and those refused, are done at once. Also says whether the strategy ran
+    /// out of new candidates.
+    fn propose(&mut self) -> Result<(Vec<Candidate>, bool), String> {
+        let o = self.o;
+        let batch_size = (2 * o.jobs).max(2);
+        let mut batch: Vec<Candidate> = Vec::new();
+        while batch.len() < batch_size && self.records.len() + batch.len() < o.budget && !self.time_up() {
+            let Some(p) = self.search.propose() else { return Ok((batch, true)) };
             let (res, seen, eval_s) = evaluate(o, p.pinned, p.seed);
-            report.eval_s += eval_s;
-            search.evaluated(&seen);
+            self.report.eval_s += eval_s;
+            self.search.evaluated(&seen);
             let key = log::key(&seen);
             if let Some((k, n)) = o.shard
                 && crate::ir::params::hash(&key) % n as u64 != k as u64
             {
                 continue;
             }
-            if done.contains(&key) || batch.iter().any(|b| b.0 == key) {
-                repeats += 1;
-                if repeats > MAX_REPEATS {
-                    exhausted = true;
-                    break;
+            if self.done.contains(&key) || batch.iter().any(|b| b.0 == key) {
+                self.repeats += 1;
+                if self.repeats > MAX_REPEATS {
+                    return Ok((batch, true));
                 }
                 continue;
             }
-            repeats = 0;
-            done.insert(key.clone());
-            if let Some(mut r) = logged.remove(&key) {
-                search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
-                finish(&mut r, &mut records, &mut report, &mut best, false)?;
+            self.repeats = 0;
+            self.done.insert(key.clone());
+            if let Some(r) = self.logged.remove(&key) {
+                self.search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
+                self.finish(r, false)?;
                 continue;
             }
             match res {
@@ -376,28 +441,24 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                     let status = if e.is_refusal() { Status::Illegal } else { Status::Error };
                     let mut r = Record::new(key, seen.clone(), status, Some(e.to_string()));
                     r.eval_s = eval_s;
-                    search.measured(&seen, None);
-                    finish(&mut r, &mut records, &mut report, &mut best, true)?;
+                    self.search.measured(&seen, None);
+                    self.finish(r, true)?;
                 }
                 Ok(state) if state.kernels.is_empty() => {
-                    let mut r = Record::new(key, seen.clone(), Status::Error, Some(no_kernel(&o.space)));
-                    search.measured(&seen, None);
-                    finish(&mut r, &mut records, &mut report, &mut best, true)?;
+                    let r = Record::new(key, seen.clone(), Status::Error, Some(no_kernel(&o.space)));
+                    self.search.measured(&seen, None);
+                    self.finish(r, true)?;
                 }
                 Ok(state) => batch.push((key, seen, state, eval_s)),
             }
         }
-        let rejected: usize = report.rejected.values().sum();
-        let best_key = best.as_ref().map(|(t, k)| (*t, k.as_str()));
-        progress(&Progress {
-            phase: "compiling",
-            done: records.len(),
-            budget: o.budget,
-            rejected,
-            best: best_key,
-        });
+        Ok((batch, false))
+    }
 
-        // 2. Compile the batch in parallel.
+    /// Step 2: the batch's kernels generated and compiled in parallel (`jobs` compilers; the
+    /// cache keeps every kernel compiled once).
+    fn compile(&self, batch: &[Candidate]) -> Vec<Built> {
+        let o = self.o;
         let kernels: Vec<Result<CKernel, RunError>> = batch
             .iter()
             .map(|(_, seen, state, _)| {
@@ -405,42 +466,40 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                     .generate(&KernelRef::Codegen(0))
             })
             .collect();
-        let compiled: Vec<Option<Compiled>> = {
-            let slots: Vec<Mutex<Option<Compiled>>> = kernels.iter().map(|_| Mutex::new(None)).collect();
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            std::thread::scope(|s| {
-                for _ in 0..o.jobs.max(1) {
-                    s.spawn(|| {
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            let Some(k) = kernels.get(i) else { break };
-                            if let Ok(k) = k {
-                                let r = pipeline::compile_kernel(k, &o.run).map_err(|e| e.to_string());
-                                if let Ok(mut slot) = slots[i].lock() {
-                                    *slot = Some(r);
-                                }
+        let slots: Vec<Mutex<Option<Compiled>>> = kernels.iter().map(|_| Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..o.jobs.max(1) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(k) = kernels.get(i) else { break };
+                        if let Ok(k) = k {
+                            let r = pipeline::compile_kernel(k, &o.run).map_err(|e| e.to_string());
+                            if let Ok(mut slot) = slots[i].lock() {
+                                *slot = Some(r);
                             }
                         }
-                    });
-                }
-            });
-            slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
-        };
-
-        // 3. Verify and time, one at a time.
-        for (((key, seen, state, eval_s), kernel), comp) in batch.into_iter().zip(kernels).zip(compiled) {
-            if time_up(&t0) {
-                break 'search;
+                    }
+                });
             }
-            let rejected: usize = report.rejected.values().sum();
-            let best_key = best.as_ref().map(|(t, k)| (*t, k.clone()));
-            progress(&Progress {
-                phase: &format!("measuring {key}"),
-                done: records.len(),
-                budget: o.budget,
-                rejected,
-                best: best_key.as_ref().map(|(t, k)| (*t, k.as_str())),
-            });
+        });
+        kernels.into_iter().zip(slots.into_iter().map(|m| m.into_inner().ok().flatten())).collect()
+    }
+
+    /// Step 3: each candidate verified and timed, one at a time ([`Pipeline::run`]); false when
+    /// the time budget ran out.
+    fn measure(
+        &mut self,
+        batch: Vec<Candidate>,
+        built: Vec<Built>,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<bool, String> {
+        for ((key, seen, state, eval_s), (kernel, comp)) in batch.into_iter().zip(built) {
+            if self.time_up() {
+                return Ok(false);
+            }
+            self.progress(progress, &format!("measuring {key}"));
             let mut r = Record::new(key, seen.clone(), Status::Ok, None);
             r.eval_s = eval_s;
             if let Err(e) = kernel {
@@ -452,111 +511,178 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
             } else {
                 if let Some(Ok((cached, secs))) = comp {
                     r.compile_s = if cached { 0.0 } else { secs };
-                    report.compile_s += r.compile_s;
+                    self.report.compile_s += r.compile_s;
                 }
                 let start = Instant::now();
-                // Verified with one timed run: a candidate far slower than the best so far is
-                // not timed further (its one run is its time).
-                let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
-                // Once there is a best, a candidate gets at most 20 times its time (at least
-                // 5 s) per run: a far slower one is a time-out, not minutes of measuring.
-                let timeout = best.as_ref().map_or(o.run.timeout, |(b, _)| {
-                    o.run.timeout.min(Duration::from_secs_f64((20.0 * b).max(5.0)))
-                });
-                let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
-                let pipe = Pipeline::with_state(candidate_program(o, &seen), state, screen);
-                match pipe.run(&KernelRef::Codegen(0)) {
-                    Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
-                        r.verification = Some(run.verification.clone());
-                        let first = run.time;
-                        let slow = match (first, &best) {
-                            (Some(t), Some((b, _))) => t.median_s > SCREEN * b,
-                            _ => false,
-                        };
-                        let t = match (slow, o.run.timing) {
-                            (false, Some(timing)) => match pipe.time(&evidence, timing) {
-                                Ok(t) => Some(t),
-                                Err(e) => {
-                                    r.status = classify(&e);
-                                    r.reason = Some(e.to_string());
-                                    None
-                                }
-                            },
-                            _ => first,
-                        };
-                        if slow {
-                            r.verification = r
-                                .verification
-                                .map(|v| format!("{v}; timed once: more than {SCREEN}x the best so far"));
-                        }
-                        r.median_s = t.map(|t| t.median_s);
-                        r.min_s = t.map(|t| t.min_s);
-                        r.spread = t.map(|t| t.spread());
-                        r.reps = t.map_or(0, |t| t.reps);
-                        r.gflops = t.map(|t| run.flops as f64 / t.median_s / 1e9);
-                        if r.median_s.is_none() && r.status == Status::Ok {
-                            r.status = Status::Error;
-                            r.reason = Some("verified but not timed".into());
-                        }
-                    }
-                    Ok(run) => {
-                        r.status = Status::Mismatch;
-                        r.reason = Some(format!(
-                            "does not match the reference ({}): {}",
-                            run.report.verification,
-                            run.report.worst.unwrap_or_default()
-                        ));
-                    }
-                    Err(e) => {
-                        r.status = classify(&e);
-                        r.reason = Some(e.to_string());
-                    }
-                }
+                self.verify_and_time(&mut r, &seen, state);
                 r.run_s = start.elapsed().as_secs_f64();
-                report.run_s += r.run_s;
+                self.report.run_s += r.run_s;
             }
-            search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
-            finish(&mut r, &mut records, &mut report, &mut best, true)?;
+            self.search.measured(&r.params, r.median_s.filter(|_| r.status == Status::Ok));
+            self.finish(r, true)?;
         }
-        if exhausted {
-            report.exhausted = true;
-            break;
-        }
+        Ok(true)
     }
-    report.candidates = records.len();
 
-    // 4. The leaders, re-verified, then re-measured in interleaved rounds with the anchors.
-    progress(&Progress {
-        phase: "re-measuring the leaders",
-        done: records.len(),
-        budget: o.budget,
-        rejected: report.rejected.values().sum(),
-        best: best.as_ref().map(|(t, k)| (*t, k.as_str())),
-    });
-    let mut ok: Vec<&Record> =
-        records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
-    ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
-    // Each contender evaluated once and verified once; its pipeline then times it (with an
-    // explicit timing) in the rounds.
-    let verified = |program: Program, opts: RunOptions| -> Result<(Pipeline, Verified), String> {
-        let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
-        match p.run(&KernelRef::Codegen(0)) {
-            Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
-            Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
-            Err(e) => Err(format!("failed re-verification: {e}")),
-        }
-    };
-    let mut contenders: Vec<(String, (Pipeline, Verified))> = Vec::new();
-    for r in ok.iter().take(o.leaders.max(1)) {
-        match verified(candidate_program(o, &r.params), o.run.clone()) {
-            Ok(p) => contenders.push((r.key.clone(), p)),
-            Err(e) => report.notes.push(format!("leader {}: {e}", r.key)),
+    /// Verifies one candidate with one timed run; times it further unless it is far slower
+    /// than the best so far (its one run is then its time).
+    fn verify_and_time(&self, r: &mut Record, seen: &[Seen], state: State) {
+        let o = self.o;
+        let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
+        // Once there is a best, a candidate gets at most 20 times its time (at least 5 s) per
+        // run: a far slower one is a time-out, not minutes of measuring.
+        let timeout = self
+            .best
+            .as_ref()
+            .map_or(o.run.timeout, |(b, _)| o.run.timeout.min(Duration::from_secs_f64((20.0 * b).max(5.0))));
+        let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
+        let pipe = Pipeline::with_state(candidate_program(o, seen), state, screen);
+        match pipe.run(&KernelRef::Codegen(0)) {
+            Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
+                r.verification = Some(run.verification.clone());
+                let first = run.time;
+                let slow = match (first, &self.best) {
+                    (Some(t), Some((b, _))) => t.median_s > SCREEN * b,
+                    _ => false,
+                };
+                let t = match (slow, o.run.timing) {
+                    (false, Some(timing)) => match pipe.time(&evidence, timing) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            r.status = classify(&e);
+                            r.reason = Some(e.to_string());
+                            None
+                        }
+                    },
+                    _ => first,
+                };
+                if slow {
+                    r.verification = r
+                        .verification
+                        .take()
+                        .map(|v| format!("{v}; timed once: more than {SCREEN}x the best so far"));
+                }
+                r.median_s = t.map(|t| t.median_s);
+                r.min_s = t.map(|t| t.min_s);
+                r.spread = t.map(|t| t.spread());
+                r.reps = t.map_or(0, |t| t.reps);
+                r.gflops = t.map(|t| run.flops as f64 / t.median_s / 1e9);
+                if r.median_s.is_none() && r.status == Status::Ok {
+                    r.status = Status::Error;
+                    r.reason = Some("verified but not timed".into());
+                }
+            }
+            Ok(run) => {
+                r.status = Status::Mismatch;
+                r.reason = Some(format!(
+                    "does not match the reference ({}): {}",
+                    run.report.verification,
+                    run.report.worst.unwrap_or_default()
+                ));
+            }
+            Err(e) => {
+                r.status = classify(&e);
+                r.reason = Some(e.to_string());
+            }
         }
     }
-    if !contenders.is_empty() {
+
+    /// Step 4: the leaders verified again, then timed in interleaved rounds with the
+    /// untransformed build and Polly; the winner written out.
+    fn final_round(mut self) -> Result<TuneReport, String> {
+        let o = self.o;
+        let mut ok: Vec<&Record> =
+            self.records.iter().filter(|r| r.status == Status::Ok && r.median_s.is_some()).collect();
+        ok.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+        let leaders: Vec<(String, Vec<Seen>)> =
+            ok.iter().take(o.leaders.max(1)).map(|r| (r.key.clone(), r.params.clone())).collect();
+        let contenders = self.contenders(&leaders);
+        let round_timing =
+            o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
+        let variants: Vec<(&Pipeline, &[Verified])> =
+            contenders.iter().map(|(_, (p, v))| (p, std::slice::from_ref(v))).collect();
+        let timed = pipeline::time_interleaved(&variants, round_timing, o.rounds);
+        for ((name, _), t) in contenders.iter().zip(timed) {
+            match t {
+                Ok(t) => self.report.final_round.push(Contender {
+                    name: name.clone(),
+                    median_s: t.stats.median_s,
+                    spread: t.stats.spread(),
+                    rounds_s: t.rounds_s,
+                }),
+                Err(e) => self.report.notes.push(format!("{name}: {e}")),
+            }
+        }
+        let report = &self.report;
+        let anchor = |n: &str| report.final_round.iter().find(|c| c.name == n).map(|c| c.median_s);
+        let (base, polly) = (anchor("untransformed"), anchor("polly"));
+        let mut cands: Vec<&Contender> =
+            report.final_round.iter().filter(|c| c.name != "untransformed" && c.name != "polly").collect();
+        cands.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+        if let Some(w) = cands.first() {
+            let lead = cands.get(1).map(|r| (r.median_s - w.median_s) / w.median_s);
+            let params = self
+                .records
+                .iter()
+                .find(|r| r.key == w.name)
+                .map(|r| r.params.iter().map(|s| (s.name.clone(), s.value.clone())).collect())
+                .unwrap_or_default();
+            let mut b = Best {
+                key: w.name.clone(),
+                params,
+                median_s: w.median_s,
+                spread: w.spread,
+                lead,
+                lead_exceeds_spread: lead.map(|l| l > w.spread),
+                speedup: base.map(|t| t / w.median_s),
+                vs_polly: polly.map(|t| t / w.median_s),
+                replay: None,
+                replay_error: None,
+                c: None,
+            };
+            if let Some((_, (pipe, _))) = contenders.iter().find(|(n, _)| *n == w.name) {
+                write_best(o, pipe, &mut b, &self.report)?;
+            }
+            self.report.best = Some(b);
+        }
+        let mut report = self.report;
+        report.wall_s = self.t0.elapsed().as_secs_f64();
+        std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(o.out.join("report.json"), json)
+            .map_err(|e| format!("cannot write the report: {e}"))?;
+        if let Err(e) = chart::svg(&report, &o.out.join("tuning.svg")) {
+            report.notes.push(format!("cannot draw the chart: {e}"));
+        }
+        Ok(report)
+    }
+
+    /// The contenders of the final round, each evaluated once and verified once (its pipeline
+    /// then times it): the leaders, the untransformed build, and Polly where installed.
+    fn contenders(&mut self, leaders: &[(String, Vec<Seen>)]) -> Vec<(String, (Pipeline, Verified))> {
+        let o = self.o;
+        let verified = |program: Program, opts: RunOptions| -> Result<(Pipeline, Verified), String> {
+            let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
+            match p.run(&KernelRef::Codegen(0)) {
+                Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
+                Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
+                Err(e) => Err(format!("failed re-verification: {e}")),
+            }
+        };
+        let notes = &mut self.report.notes;
+        let mut out = Vec::new();
+        for (key, params) in leaders {
+            match verified(candidate_program(o, params), o.run.clone()) {
+                Ok(p) => out.push((key.clone(), p)),
+                Err(e) => notes.push(format!("leader {key}: {e}")),
+            }
+        }
+        if out.is_empty() {
+            return out;
+        }
         match verified(untransformed_program(o), o.run.clone()) {
-            Ok(p) => contenders.push(("untransformed".into(), p)),
-            Err(e) => report.notes.push(format!("untransformed: {e}")),
+            Ok(p) => out.push(("untransformed".into(), p)),
+            Err(e) => notes.push(format!("untransformed: {e}")),
         }
         if o.anchors {
             match crate::runtime::compiler::polly() {
@@ -567,71 +693,18 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
                         ..o.run.clone()
                     };
                     match verified(untransformed_program(o), popts) {
-                        Ok(p) => contenders.push(("polly".into(), p)),
-                        Err(e) => report.notes.push(format!("polly: {e}")),
+                        Ok(p) => out.push(("polly".into(), p)),
+                        Err(e) => notes.push(format!("polly: {e}")),
                     }
                 }
-                Err(why) => report.notes.push(format!(
+                Err(why) => notes.push(format!(
                     "LLVM Polly not available ({why}); install it with `{}`",
                     crate::runtime::compiler::POLLY_INSTALL
                 )),
             }
         }
+        out
     }
-    let round_timing =
-        o.run.timing.map(|t| Timing { warmup: 1, min_reps: t.min_reps.min(3), ..t }).unwrap_or_default();
-    let variants: Vec<(&Pipeline, &[Verified])> =
-        contenders.iter().map(|(_, (p, v))| (p, std::slice::from_ref(v))).collect();
-    let timed = pipeline::time_interleaved(&variants, round_timing, o.rounds);
-    for ((name, _), t) in contenders.iter().zip(timed) {
-        match t {
-            Ok(t) => report.final_round.push(Contender {
-                name: name.clone(),
-                median_s: t.stats.median_s,
-                spread: t.stats.spread(),
-                rounds_s: t.rounds_s,
-            }),
-            Err(e) => report.notes.push(format!("{name}: {e}")),
-        }
-    }
-    let anchor = |n: &str| report.final_round.iter().find(|c| c.name == n).map(|c| c.median_s);
-    let (base, polly) = (anchor("untransformed"), anchor("polly"));
-    let mut cands: Vec<&Contender> =
-        report.final_round.iter().filter(|c| c.name != "untransformed" && c.name != "polly").collect();
-    cands.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
-    if let Some(w) = cands.first() {
-        let lead = cands.get(1).map(|r| (r.median_s - w.median_s) / w.median_s);
-        let params = records
-            .iter()
-            .find(|r| r.key == w.name)
-            .map(|r| r.params.iter().map(|s| (s.name.clone(), s.value.clone())).collect())
-            .unwrap_or_default();
-        let mut b = Best {
-            key: w.name.clone(),
-            params,
-            median_s: w.median_s,
-            spread: w.spread,
-            lead,
-            lead_exceeds_spread: lead.map(|l| l > w.spread),
-            speedup: base.map(|t| t / w.median_s),
-            vs_polly: polly.map(|t| t / w.median_s),
-            replay: None,
-            replay_error: None,
-            c: None,
-        };
-        if let Some((_, (pipe, _))) = contenders.iter().find(|(n, _)| *n == w.name) {
-            write_best(o, pipe, &mut b, &report)?;
-        }
-        report.best = Some(b);
-    }
-    report.wall_s = t0.elapsed().as_secs_f64();
-    std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
-    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    std::fs::write(o.out.join("report.json"), json).map_err(|e| format!("cannot write the report: {e}"))?;
-    if let Err(e) = chart::svg(&report, &o.out.join("tuning.svg")) {
-        report.notes.push(format!("cannot draw the chart: {e}"));
-    }
-    Ok(report)
 }
 
 /// Writes the winner's C and its path as a replayable `.teml` script into `o.out`.
