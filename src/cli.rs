@@ -359,26 +359,7 @@ fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
 
 /// The host in a line: cores, CPU model, memory (for the reports whose times depend on it).
 pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let mem_gib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0 / 1024.0);
-    format!(
-        "{} cores, {cpu}{}",
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        mem_gib.map_or(String::new(), |g| format!(", {g:.0} GiB"))
-    )
+    crate::runtime::host::Host::this().describe()
 }
 
 /// `teml check`: 0 if the program evaluates.
@@ -481,52 +462,34 @@ pub fn run(a: &RunArgs) -> i32 {
         return 0;
     }
     let mut reports: Vec<KernelReport> = Vec::new();
-    let mut failure: Option<String> = pipe.check_inputs().err().map(|e| e.to_string());
     // `-o`: each tensor as the last kernel that uses it left it.
     let mut last: Buffers = Buffers::new();
-    let mut mismatched: Vec<String> = Vec::new();
-    for (k, req) in state.kernels.iter().enumerate() {
-        if failure.is_some() {
-            break;
-        }
-        if !a.json && !a.quiet {
-            for (name, nest) in req.names.iter().zip(&req.nests) {
-                println!("{name} =\n{}", nest.tree().trim_end());
-            }
-        }
-        match pipe.run(&KernelRef::Codegen(k)) {
-            Ok(run) => {
-                let r = run.report;
-                if let Some(p) = &a.emit_c
-                    && let Ok(src) = std::fs::read_to_string(&r.c_path)
-                    && let Err(e) = std::fs::write(emit_path(p, k, n), src)
-                {
-                    failure = Some(format!("cannot write {}: {e}", p.display()));
+    let mut write_error: Option<String> = None;
+    let (json, quiet) = (a.json, a.quiet);
+    let outcome = pipe.run_all(
+        &mut |_, req| {
+            if !json && !quiet {
+                for (name, nest) in req.names.iter().zip(&req.nests) {
+                    println!("{name} =\n{}", nest.tree().trim_end());
                 }
-                if !a.json {
-                    println!("{}", r.summary());
-                }
-                let ok = r.verified;
-                reports.push(r);
-                if !ok {
-                    mismatched.push((k + 1).to_string());
-                }
-                last.extend(run.outputs);
             }
-            Err(e) => {
-                failure = Some(match &req.at {
-                    Some(at) => format!("{at}: kernel {}: {e}", k + 1),
-                    None => format!("kernel {}: {e}", k + 1),
-                })
+        },
+        &mut |k, run| {
+            let r = run.report;
+            if let Some(p) = &a.emit_c
+                && let Ok(src) = std::fs::read_to_string(&r.c_path)
+                && let Err(e) = std::fs::write(emit_path(p, k, n), src)
+            {
+                write_error.get_or_insert(format!("cannot write {}: {e}", p.display()));
             }
-        }
-    }
-    if failure.is_none() && !mismatched.is_empty() {
-        failure = Some(match mismatched.as_slice() {
-            [k] => format!("kernel {k} does not match the reference: not reported as a speedup"),
-            ks => format!("kernels {} do not match the reference: not reported as speedups", ks.join(", ")),
-        });
-    }
+            if !json {
+                println!("{}", r.summary());
+            }
+            reports.push(r);
+            last.extend(run.outputs);
+        },
+    );
+    let mut failure = outcome.err().map(|e| e.to_string()).or(write_error);
     if failure.is_none() {
         for (name, path) in &a.output {
             if let Err(e) = pipeline::save_npy(&last, name, path) {

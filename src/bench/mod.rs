@@ -17,7 +17,7 @@ pub mod numpy;
 pub mod roofline;
 
 use crate::ir::{DType, Name, State};
-use crate::pipeline::{self, KernelRef, Pipeline, Program, RunOptions, Timing};
+use crate::pipeline::{self, Pipeline, Program, RunOptions, Timing};
 use crate::runtime::compiler;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -224,25 +224,23 @@ fn variant(
     };
     let writes = written(pipe.state());
     let mut outputs = Buffers::new();
-    let mut evidence = Vec::new();
-    for k in 0..pipe.state().kernels.len() {
-        match pipe.run(&KernelRef::Codegen(k)) {
-            Ok(run) => {
-                r.verification.push(run.report.verification.clone());
-                r.flops += run.report.flops;
-                outputs.extend(run.outputs);
-                evidence.extend(run.verified);
-            }
-            Err(e) => {
-                r.error = Some(e.to_string());
-                return (r, outputs, writes, Some(pipe.state().clone()), None);
-            }
+    let outcome = pipe.run_all(&mut |_, _| {}, &mut |_, run| {
+        r.verification.push(run.report.verification.clone());
+        r.flops += run.report.flops;
+        outputs.extend(run.outputs);
+    });
+    let state = pipe.state().clone();
+    match outcome {
+        Ok(evidence) => {
+            r.verified = true;
+            (r, outputs, writes, Some(state), Some((pipe, evidence)))
+        }
+        Err(pipeline::RunAllError::Mismatched(_)) => (r, outputs, writes, Some(state), None),
+        Err(e) => {
+            r.error = Some(e.to_string());
+            (r, outputs, writes, Some(state), None)
         }
     }
-    r.verified = evidence.len() == pipe.state().kernels.len();
-    let state = pipe.state().clone();
-    let timer = r.verified.then_some((pipe, evidence));
-    (r, outputs, writes, Some(state), timer)
 }
 
 /// Times the verified variants in interleaved rounds ([`pipeline::time_interleaved`]): each
@@ -289,12 +287,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
         }
     }
     let cc = crate::runtime::Compiler::detect().map(|c| c.identity().to_string()).unwrap_or_default();
-    let host = format!(
-        "{} cores, {}; {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        cc,
-        o.run.flags.opt.join(" ")
-    );
+    let host =
+        format!("{}; {cc}; {}", crate::runtime::host::Host::this().describe(), o.run.flags.opt.join(" "));
     Report { host, machine, kernels }
 }
 

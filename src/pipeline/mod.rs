@@ -37,6 +37,6 @@ pub use options::{RunError, RunOptions};
 pub use program::{EvalFn, PROGRAM_DIRECTIVE, Program, eval_file, eval_file_in, program_of};
 pub use report::KernelReport;
 pub use run::{
-    KernelRef, KernelRun, Pipeline, Verified, compile_kernel, flop_count, reference_cost, run_request,
-    run_source, symbol, toolchain, untransformed,
+    KernelRef, KernelRun, Pipeline, RunAllError, Verified, compile_kernel, flop_count, reference_cost,
+    run_request, run_source, symbol, toolchain, untransformed,
 };

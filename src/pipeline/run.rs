@@ -208,6 +208,27 @@ pub struct KernelRun {
     pub verified: Option<Verified>,
 }
 
+/// Why [`Pipeline::run_all`] failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunAllError {
+    /// A kernel could not run (or an input is unused): the located message.
+    #[error("{0}")]
+    Failed(String),
+    /// These kernels (1-based) did not match the reference; every kernel ran.
+    #[error("{}", mismatch_message(.0))]
+    Mismatched(Vec<usize>),
+}
+
+fn mismatch_message(ks: &[usize]) -> String {
+    match ks {
+        [k] => format!("kernel {k} does not match the reference: not reported as a speedup"),
+        ks => format!(
+            "kernels {} do not match the reference: not reported as speedups",
+            ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 /// Evidence that one kernel of a program verified: only [`Pipeline::run`] gives one, from a
 /// verified run, and [`Pipeline::time`] and [`time_interleaved`] take one, so that nothing is
 /// timed that was not verified first.
@@ -272,6 +293,42 @@ impl Pipeline {
     /// The options kernels run with.
     pub fn options(&self) -> &RunOptions {
         &self.opts
+    }
+
+    /// Runs every kernel of the program in order, each an independent variant, under the one
+    /// failure policy of `teml run` and `teml bench`: the `-i` inputs are checked first; a
+    /// kernel that cannot run (a compile error, a crash, a refusal) stops the whole with its
+    /// error, located at its `codegen`; a kernel that does not verify is reported and the
+    /// others still run, and the whole then fails with the list of those that did not.
+    /// `before` hears of each kernel before it runs, `each` is handed its run (nothing is
+    /// held here). Returns the evidence of every kernel, all verified.
+    pub fn run_all(
+        &self,
+        before: &mut dyn FnMut(usize, &KernelRequest),
+        each: &mut dyn FnMut(usize, KernelRun),
+    ) -> Result<Vec<Verified>, RunAllError> {
+        self.check_inputs().map_err(|e| RunAllError::Failed(e.to_string()))?;
+        let mut evidence = Vec::new();
+        let mut mismatched = Vec::new();
+        for (k, req) in self.state.kernels.iter().enumerate() {
+            before(k, req);
+            match self.run(&KernelRef::Codegen(k)) {
+                Ok(run) => {
+                    match &run.verified {
+                        Some(v) => evidence.push(v.clone()),
+                        None => mismatched.push(k + 1),
+                    }
+                    each(k, run);
+                }
+                Err(e) => {
+                    return Err(RunAllError::Failed(match &req.at {
+                        Some(at) => format!("{at}: kernel {}: {e}", k + 1),
+                        None => format!("kernel {}: {e}", k + 1),
+                    }));
+                }
+            }
+        }
+        if mismatched.is_empty() { Ok(evidence) } else { Err(RunAllError::Mismatched(mismatched)) }
     }
 
     /// Every `-i` input must be used by some kernel of the program.

@@ -194,7 +194,7 @@ impl Compiler {
         field(b"teml-kernel-cache-v1");
         field(self.identity.as_bytes());
         if args.iter().any(|a| a.contains("native")) {
-            field(host_cpu().as_bytes());
+            field(super::host::Host::this().cpu_key().as_bytes());
         }
         field(&(args.len() as u64).to_le_bytes());
         for arg in &args {
@@ -339,19 +339,6 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
     file.write_all(bytes).map_err(|e| RuntimeError::io("cannot write", file.path().to_path_buf(), e))?;
     file.persist(path).map_err(|e| RuntimeError::io("cannot write", path, e.error))?;
     Ok(())
-}
-
-/// The host CPU's model and feature flags (from `/proc/cpuinfo` where there is one), so that a
-/// cache shared between machines never hands out code built for another CPU.
-fn host_cpu() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let first = |key: &str| {
-        info.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
-            .map(|l| l.trim().to_string())
-            .unwrap_or_default()
-    };
-    format!("{}\n{}\n{}", std::env::consts::ARCH, first("model name"), first("flags"))
 }
 
 /// The compiler's diagnostics, followed by the generated source line of each error in

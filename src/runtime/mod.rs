@@ -39,6 +39,7 @@
 pub mod compiler;
 mod error;
 pub mod exec;
+pub mod host;
 pub mod interrupt;
 pub mod npy;
 mod worker;
