@@ -1,8 +1,8 @@
 //! Golden tests for generated C: the paper's Fig. 4-6 listings, and readable C for the
-//! transformations. Refresh the files under tests/golden/ with `TEML_BLESS=1 cargo test`.
+//! transformations. Refresh the files under tests/golden/ with
+//! `TEML_BLESS=1 cargo test --release --test it codegen_golden::`.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::codegen::generate;
 use teml::ir::{Name, State};
 
