@@ -15,9 +15,8 @@ fn golden(name: &str, actual: &str) {
     let expected =
         std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {path:?}: run with TEML_BLESS=1"));
     if expected != actual {
-        panic!(
-            "{name} differs from the golden file (TEML_BLESS=1 to update)\n--- expected\n{expected}\n--- actual\n{actual}"
-        );
+        let diff = unified_diff(&expected, actual, &format!("tests/golden/{name}"), "generated");
+        panic!("{name} differs from the golden file (TEML_BLESS=1 to update):\n{diff}");
     }
 }
 

@@ -150,6 +150,16 @@ pub fn verify_kernels(s: &State) {
     }
 }
 
+/// A unified diff from `expected` to `actual` (lines starting `-` are expected, `+` actual),
+/// with three lines of context: what a golden-file mismatch prints.
+pub fn unified_diff(expected: &str, actual: &str, expected_name: &str, actual_name: &str) -> String {
+    similar::TextDiff::from_lines(expected, actual)
+        .unified_diff()
+        .context_radius(3)
+        .header(expected_name, actual_name)
+        .to_string()
+}
+
 /// Set in a process [`in_own_process`] starts: the test it runs there.
 const OWN_PROCESS: &str = "TEML_IT_OWN_PROCESS";
 
