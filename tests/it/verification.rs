@@ -3,6 +3,7 @@
 //! them; inputs given for the full size verify at a reduced size; the REPL's `:def` evaluates
 //! again what depends on the constant.
 
+use crate::common::in_own_process;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -161,25 +162,33 @@ fn an_input_no_kernel_uses_is_an_error() {
 #[test]
 fn def_evaluates_again_what_depends_on_the_constant() {
     use teml::repl::{Mode, Repl};
+    // The REPL runs kernels with the default options (the cache is `$TEML_CACHE_DIR`) and
+    // installs the process-wide measurer: in a process of its own, with the variable set there,
+    // no other test sees either.
     let d = tempfile::tempdir().unwrap();
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("TEML_CACHE_DIR", d.path().join("cache")) };
-    let mut r = Repl::new(teml::ir::State::new().with_const("N", 8), Mode::Teml);
-    for line in
-        ["A = tensor([N])", "B = add(A, A, [[i], [i]] -> [i])", "l = build(B)", "s = stripmine(l, 1, 4)"]
-    {
-        r.handle(line).unwrap();
-    }
-    // With N = 8 the blocks divide the extent: no `min` in the inner bound.
-    assert!(r.handle(":tree s").unwrap().contains("for i in [4*io, 4*io+3]"));
-    let msg = r.handle(":def N=10").unwrap();
-    assert!(msg.starts_with("N = 10 ("), "{msg}");
-    let tree = r.handle(":tree s").unwrap();
-    assert!(tree.contains("min(4*io+3, N-1)"), "{tree}");
-    let out = r.handle(":run s").unwrap();
-    assert!(out.contains("verified"), "{out}");
-    // A redefinition the session cannot take is refused, and nothing is lost.
-    let e = r.handle(":def N=-3").unwrap_err();
-    assert!(e.starts_with(":def N=-3: the session cannot be evaluated again with it (N stays 10)"), "{e}");
-    assert!(r.handle(":tree s").unwrap().contains("min(4*io+3, N-1)"));
+    let cache = d.path().join("cache");
+    let envs = [("TEML_CACHE_DIR", cache.as_os_str())];
+    in_own_process("verification::def_evaluates_again_what_depends_on_the_constant", &envs, || {
+        let mut r = Repl::new(teml::ir::State::new().with_const("N", 8), Mode::Teml);
+        for line in
+            ["A = tensor([N])", "B = add(A, A, [[i], [i]] -> [i])", "l = build(B)", "s = stripmine(l, 1, 4)"]
+        {
+            r.handle(line).unwrap();
+        }
+        // With N = 8 the blocks divide the extent: no `min` in the inner bound.
+        assert!(r.handle(":tree s").unwrap().contains("for i in [4*io, 4*io+3]"));
+        let msg = r.handle(":def N=10").unwrap();
+        assert!(msg.starts_with("N = 10 ("), "{msg}");
+        let tree = r.handle(":tree s").unwrap();
+        assert!(tree.contains("min(4*io+3, N-1)"), "{tree}");
+        let out = r.handle(":run s").unwrap();
+        assert!(out.contains("verified"), "{out}");
+        // A redefinition the session cannot take is refused, and nothing is lost.
+        let e = r.handle(":def N=-3").unwrap_err();
+        assert!(
+            e.starts_with(":def N=-3: the session cannot be evaluated again with it (N stays 10)"),
+            "{e}"
+        );
+        assert!(r.handle(":tree s").unwrap().contains("min(4*io+3, N-1)"));
+    });
 }

@@ -2,8 +2,7 @@
 //! random perfect nests keep every access within the extents of the tensor it indexes, at every
 //! point of the iteration space; and they keep the multiset of statement instances.
 
-mod common;
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use teml::ir::{Dim, Expr, Nest, State};
 

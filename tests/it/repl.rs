@@ -2,7 +2,10 @@
 //! it, make mistakes, and keep working.
 
 use rexpect::session::{PtySession, spawn_command};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 type R = Result<(), rexpect::error::Error>;
 
@@ -73,6 +76,39 @@ fn a_session_survives_its_errors() -> R {
     Ok(())
 }
 
+/// The pid of the worker process running the timed kernel of the REPL started by [`repl`] with
+/// `d`, once it has started; panics after `limit`. The REPL prints nothing before a kernel
+/// runs, so the test looks for the process (Linux `/proc`): `teml __worker JOB` whose
+/// environment holds this REPL's `TEML_CACHE_DIR` (the other tests run REPLs and workers of
+/// their own) and whose job has timing: `:time` of a large kernel first verifies it at a
+/// reduced size, in a short untimed run, and the timed run comes after.
+fn timed_worker(d: &tempfile::TempDir, limit: Duration) -> u32 {
+    let env = format!("TEML_CACHE_DIR={}", d.path().join("cache").display());
+    let start = Instant::now();
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            // Any of these reads fails once the process has gone: skip it.
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            if args.get(1) != Some(&teml::runtime::WORKER_ARG.as_bytes()) {
+                continue;
+            }
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+            if !environ.split(|b| *b == 0).any(|v| v == env.as_bytes()) {
+                continue;
+            }
+            let job = args.get(2).and_then(|a| std::fs::read(Path::new(std::ffi::OsStr::from_bytes(a))).ok());
+            let job: Option<serde_json::Value> = job.and_then(|j| serde_json::from_slice(&j).ok());
+            if job.is_some_and(|j| j["timing"].is_object()) {
+                return pid;
+            }
+        }
+        assert!(start.elapsed() < limit, "no timed kernel of the REPL ran within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Ctrl-C during a long `:time` stops the kernel (its worker), not the session: the bindings
 /// survive and the next command runs.
 #[test]
@@ -86,10 +122,13 @@ fn ctrl_c_stops_the_kernel_and_the_session_goes_on() -> R {
     step(&mut p, "C = contract(A, B, [2, 1])", "C:", t)?;
     step(&mut p, "l = build(C)", "for", t)?;
     p.send_line(":time l")?;
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Ctrl-C once the kernel runs (untransformed, 2000^3 multiply-adds, at least four timed
+    // runs: many seconds), not while it compiles or is verified at the reduced size.
+    let worker = timed_worker(&d, Duration::from_secs(120));
     p.send_control('c')?;
-    p.exp_string("interrupted (Ctrl-C)")?;
+    p.exp_string("interrupted (Ctrl-C): the kernel was stopped")?;
     p.exp_string(t)?;
+    assert!(!Path::new(&format!("/proc/{worker}")).exists(), "the worker {worker} still runs");
     step(&mut p, ":state", "l: a loop nest of depth 3", t)?;
     // the session still compiles and runs kernels
     step(&mut p, "D = tensor([64])", "D: tensor", t)?;

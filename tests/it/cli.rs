@@ -226,7 +226,8 @@ fn the_language_reference_is_generated_from_the_table() {
     let committed = std::fs::read_to_string(&path).unwrap();
     assert!(
         committed == generated,
-        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test)"
+        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test --release --test it cli::):\n{}",
+        crate::common::unified_diff(&committed, &generated, "docs/reference.md", "teml builtins")
     );
     // every example in the table is valid syntax (Rhai ones start with `let`)
     for b in teml::ops::builtins().iter().filter(|b| !b.example.starts_with("let ")) {

@@ -2,8 +2,7 @@
 //! paper: each builds the tree its equation composes from core builtins, and (compiled and
 //! run) computes what the reference interpreter computes.
 
-mod common;
-use common::{instance_set, verify_kernels};
+use crate::common::{instance_set, verify_kernels};
 use teml::ir::{Nest, State, Value};
 use teml::script::{Stdlib, eval};
 

@@ -21,10 +21,10 @@
 //! Programs are decoded from a vector of choices (proptest shrinks it: fewer and smaller
 //! choices give shorter, simpler programs; a choice past the end is 0, the simplest).
 //!
-//! CI runs a few cases (`cargo test --test fuzz`). A campaign:
+//! CI runs a few cases (`cargo test --release --test it fuzz::`). A campaign:
 //!
 //! ```text
-//! TEML_FUZZ_CASES=2000 cargo test --release --test fuzz -- --nocapture
+//! TEML_FUZZ_CASES=2000 cargo test --release --test it fuzz:: -- --nocapture
 //! ```
 //!
 //! prints the statistics (programs, paths, kernels compiled, refusals, mismatches, oracle

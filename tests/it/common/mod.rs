@@ -1,6 +1,8 @@
 //! A tiny statement runner for tests of the core (no parser needed).
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
+use std::process::Command;
 use teml::ir::{Expr, Nest, State, TExpr, Value};
 use teml::ops::{ArgVal, exec};
 
@@ -146,4 +148,44 @@ pub fn verify_kernels(s: &State) {
             teml::pipeline::run_request(s, req, k, &opts).unwrap_or_else(|e| panic!("{:?}: {e}", req.names));
         assert!(r.verified, "{:?}: {}", req.names, r.summary());
     }
+}
+
+/// A unified diff from `expected` to `actual` (lines starting `-` are expected, `+` actual),
+/// with three lines of context: what a golden-file mismatch prints.
+pub fn unified_diff(expected: &str, actual: &str, expected_name: &str, actual_name: &str) -> String {
+    similar::TextDiff::from_lines(expected, actual)
+        .unified_diff()
+        .context_radius(3)
+        .header(expected_name, actual_name)
+        .to_string()
+}
+
+/// Set in a process [`in_own_process`] starts: the test it runs there.
+const OWN_PROCESS: &str = "TEML_IT_OWN_PROCESS";
+
+/// Runs `body`, the test `name` (its path in this binary, `module::test`), in a process of its
+/// own: this test binary again, running that test only, with `envs` added to its environment.
+/// The integration tests are one binary, whose tests run side by side in one process; a test
+/// that reads or sets what is process-wide (the compiler-invocation counter, an environment
+/// variable, the measurer `time(l)` calls) runs alone this way. Panics, with what the test
+/// printed, unless that process ran the test and it passed.
+pub fn in_own_process(name: &str, envs: &[(&str, &OsStr)], body: impl FnOnce()) {
+    if std::env::var_os(OWN_PROCESS).is_some_and(|v| v == name) {
+        body();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let o = Command::new(exe)
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(OWN_PROCESS, name)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("the test binary runs again");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let all = format!("{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{name}, in a process of its own:\n{all}");
+    assert!(
+        stdout.contains("test result: ok. 1 passed;"),
+        "{name} did not run in a process of its own:\n{all}"
+    );
 }

@@ -3,8 +3,7 @@
 //! instances of the nest it transforms, and (compiled and run) computes what the untransformed
 //! program computes.
 
-mod common;
-use common::{instance_set, instances, verify_kernels};
+use crate::common::{instance_set, instances, verify_kernels};
 use teml::ir::{Nest, State, Value};
 use teml::script::{Stdlib, eval};
 

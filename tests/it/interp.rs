@@ -1,7 +1,6 @@
 //! The reference interpreter computes what the statements mean.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::interp::{Buffers, buffers_for, run as interp};
 use teml::ir::{Nest, State};
 

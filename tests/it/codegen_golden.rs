@@ -1,8 +1,8 @@
 //! Golden tests for generated C: the paper's Fig. 4-6 listings, and readable C for the
-//! transformations. Refresh the files under tests/golden/ with `TEML_BLESS=1 cargo test`.
+//! transformations. Refresh the files under tests/golden/ with
+//! `TEML_BLESS=1 cargo test --release --test it codegen_golden::`.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::codegen::generate;
 use teml::ir::{Name, State};
 
@@ -15,9 +15,8 @@ fn golden(name: &str, actual: &str) {
     let expected =
         std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {path:?}: run with TEML_BLESS=1"));
     if expected != actual {
-        panic!(
-            "{name} differs from the golden file (TEML_BLESS=1 to update)\n--- expected\n{expected}\n--- actual\n{actual}"
-        );
+        let diff = unified_diff(&expected, actual, &format!("tests/golden/{name}"), "generated");
+        panic!("{name} differs from the golden file (TEML_BLESS=1 to update):\n{diff}");
     }
 }
 
@@ -130,13 +129,46 @@ fn unsafe_marks_are_refused() {
     let ns = vec![(Name::from("a"), nest(&s, "a"))];
     let e = generate(&s, "k", &ns).unwrap_err().to_string();
     assert!(e.starts_with("codegen: cannot parallelize loop `k` ([0, 5]): loop `k` accumulates into C[i][j], which varies inside the loop"), "{e}");
-    // an in-place shift carries a dependence
-    let s = State::new();
-    let s = run(&s, "A", "tensor", vec![shape("9")]);
-    let s = run(&s, "A", "eq", vec![id("A"), its("i"), its("i")]);
-    let s = run(&s, "X", "tensor", vec![shape("8")]);
-    let s = run(&s, "t", "vadd", vec![id("X"), id("X"), list(vec![its("i"), its("i")])]);
-    let _ = s;
+    // In place, `X[i][j] = X[i][j] + X[i][0]`: X[i][0], written at j = 0, is read at every later
+    // j, so loop `j` carries a dependence. (A shift, X[j+1] reading X[j], cannot be written in
+    // place: the shifted read leaves fewer iterations than the declared extent of X.) Marking
+    // `j` is refused at the mark, with the two iterations; loop `i` carries none: its mark is
+    // accepted and generated.
+    let s = run(&State::new(), "X", "tensor", vec![shape("4, 6")]);
+    let args = [id("X"), id("X"), list(vec![its("i, j"), its("i, 0")]), its("i, j")];
+    let s = teml::ops::exec(&s, "Y", Some("X"), "add", &args).unwrap_or_else(|e| panic!("{e}"));
+    let s = run(&s, "l", "build", vec![id("Y")]);
+    let marks = [("parallelize", "parallelized"), ("vectorize", "vectorized")];
+    for (mark, marked) in marks {
+        let e = fails(&s, "m", mark, vec![id("l"), int(2)]);
+        assert_eq!(
+            e,
+            format!(
+                "{mark}: illegal: X[0][0] is written by statement 1 (`X[i][j] = X[i][j] + X[i][0]`) at \
+                 (i=0, j=0) and read by statement 1 (`X[i][j] = X[i][j] + X[i][0]`) at (i=0, j=1); loop `j` \
+                 is {marked} and runs the two in different iterations"
+            )
+        );
+    }
+    let p = run(&s, "p", "parallelize", vec![id("l"), int(1)]);
+    let c = c_for(&p, &["p"]);
+    assert!(c.contains("#pragma omp parallel for\n"), "{c}");
+    // Marked without the check (`--unchecked`), the code generator still refuses the pragma.
+    let mut u = s;
+    u.unchecked = true;
+    for (mark, _) in marks {
+        let u = run(&u, "m", mark, vec![id("l"), int(2)]);
+        let ns = vec![(Name::from("m"), nest(&u, "m"))];
+        let e = generate(&u, "k", &ns).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "codegen: cannot {mark} loop `j` ([0, 5]): loop `j` accumulates into X[i][j] and also reads \
+                 `X` in the loop; expected iterations that write disjoint elements, or a reduction into one \
+                 element"
+            )
+        );
+    }
 }
 
 /// Unrolled copies accumulate into several elements fixed for the loop (`C[i][0]`,

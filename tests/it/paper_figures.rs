@@ -1,7 +1,6 @@
 //! The trees of the paper's Fig. 4, 5 and 6, node by node, and the loop trees `build` gives.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::ir::{AssignMode, Dim, Expr, Iters, Op, Shape, State};
 
 #[test]

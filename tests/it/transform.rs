@@ -1,8 +1,7 @@
 //! The loop transformations of eq. 20-25: their patterns, edge cases, and that they keep the
 //! statement instances a nest executes.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::ir::State;
 use teml::ops::ArgVal;
 

@@ -1,8 +1,7 @@
 //! Printing and saving: both kinds of trees print readably, and any value and the whole
 //! state round-trip through serde_json exactly.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::ir::{State, Value};
 
 fn program() -> State {

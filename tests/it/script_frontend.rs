@@ -57,7 +57,7 @@ fn fig6_gives_the_trees_of_the_teml_program() {
         assert_eq!(get(&r, id).paper(), get(&t, id).paper(), "{id}");
     }
     assert_eq!(r.vars.keys().collect::<Vec<_>>(), t.vars.keys().collect::<Vec<_>>());
-    // The strings of tests/paper_figures.rs.
+    // The strings of tests/it/paper_figures.rs.
     let d = "⟨(+, [N, N], •), [⟨(A, [N, N], [i1, i2]), []⟩, ⟨(B, [N, N], [i1, i2]), []⟩]⟩";
     assert_eq!(get(&r, "D").paper(), d);
     assert_eq!(

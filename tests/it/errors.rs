@@ -1,8 +1,7 @@
 //! Every malformed program is an error value naming the builtin, the argument, what was
 //! expected and what was found; never a panic. One test (at least) per error class.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::ir::State;
 
 fn base() -> State {

@@ -1,8 +1,7 @@
 //! End to end: every core transformation, compiled with the system C compiler, run in a
 //! worker process on real data and compared with the reference interpreter.
 
-mod common;
-use common::*;
+use crate::common::*;
 use teml::ir::{KernelRequest, Name, State};
 use teml::pipeline::{RunOptions, run_request};
 use teml::runtime::Timing;

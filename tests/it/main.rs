@@ -1,0 +1,33 @@
+//! The integration tests, as one test binary: each module is what was once its own file under
+//! `tests/` (and its own binary, linking the whole crate again). Run one module with
+//! `cargo test --release --test it MODULE::`, e.g. `cargo test --release --test it fuzz::`.
+
+mod common;
+
+mod bench;
+mod cli;
+mod codegen_golden;
+mod errors;
+mod examples;
+mod fuzz;
+mod interp;
+mod lang_errors;
+mod lang_eval;
+mod lang_prop;
+mod lang_syntax;
+mod legality;
+mod oracle;
+mod paper_figures;
+mod prop_safety;
+mod repl;
+mod run_kernels;
+mod runtime_cache;
+mod runtime_exec;
+mod runtime_npy;
+mod script_frontend;
+mod state_json;
+mod stdlib_loops;
+mod stdlib_tensors;
+mod transform;
+mod tune;
+mod verification;
