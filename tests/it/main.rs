@@ -29,5 +29,6 @@ mod state_json;
 mod stdlib_loops;
 mod stdlib_tensors;
 mod transform;
+mod trust;
 mod tune;
 mod verification;
