@@ -585,8 +585,9 @@ pub fn reference() -> String {
         String::from("# TeML language reference\n\nGenerated from the builtin table (`teml builtins`).\n\n");
     out.push_str("| builtin | signature | paper | meaning | example |\n|---|---|---|---|---|\n");
     for b in crate::ops::builtins() {
+        let checked = if b.checked { " The result is checked for legality (docs/legality.md)." } else { "" };
         out.push_str(&format!(
-            "| `{}` | `{}` | {} | {} | `{}` |\n",
+            "| `{}` | `{}` | {} | {}{checked} | `{}` |\n",
             b.name, b.signature, b.equation, b.summary, b.example
         ));
     }

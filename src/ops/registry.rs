@@ -88,6 +88,10 @@ pub struct Builtin {
     pub example: &'static str,
     /// What it returns.
     pub returns: Returns,
+    /// It reorders a nest or marks its loops: after the rewrite, the registry checks the
+    /// result against the dependences of the nest's statements ([`legal`], isl) and refuses it
+    /// with a witness (skipped under `--unchecked`).
+    pub checked: bool,
     /// The implementation.
     pub call: Call,
 }
@@ -109,10 +113,12 @@ fn unknown_builtin(name: &str) -> Error {
 /// Calls the expression builtin `name` on `args`.
 pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
     match lookup(name).map(|b| b.call) {
+        // Validation (arguments, levels, patterns) inside `f`, then the rewrite, then the
+        // legality of the result for the builtins whose entry says `checked`.
         Some(Call::Value(f)) => {
             let mut v = f(state, args)?;
             if let Value::Nest(n) = &mut v {
-                if TRANSFORMATIONS.contains(&name) && !state.unchecked {
+                if lookup(name).is_some_and(|b| b.checked) && !state.unchecked {
                     legal(state, name, n)?;
                 }
                 n.history = History::step(name, args.iter().map(|a| step_arg(state, a)).collect());
@@ -645,6 +651,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "how the real tensor t gets its initial data when kernels run (default: seeded random)",
         example: "init(A, \"a.npy\")",
         returns: Returns::Stmt,
+        checked: false,
         call: Call::Stmt(b_init),
     },
     Builtin {
@@ -654,6 +661,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "asks for one C kernel running the nests in order, named by the optional last string (else by its nests); `teml run` compiles, runs, verifies and times it",
         example: "codegen(ld, l2, \"transpose_then_scale\")",
         returns: Returns::Stmt,
+        checked: false,
         call: Call::Stmt(b_codegen),
     },
     Builtin {
@@ -663,6 +671,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "a new scalar ⟨(□, [], •), []⟩; takes no iterators",
         example: "alpha = scalar()",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_scalar),
     },
     Builtin {
@@ -672,6 +681,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "a new real tensor ⟨(□, S, ε), []⟩; extents are integers or named constants, type double (default) or float",
         example: "A = tensor(double, [N, 250])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_tensor),
     },
     Builtin {
@@ -681,6 +691,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the assignment □[I1] = t[I0]; I0 is omitted when t already carries iterators",
         example: "B = eq(A, [i1, i2] -> [i2, i1])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_eq),
     },
     Builtin {
@@ -690,6 +701,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual element-wise sum t0[I0] + t1[I1]",
         example: "D = vadd(A, B, [[i1, i2], [i1, i2]])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_vadd),
     },
     Builtin {
@@ -699,6 +711,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual element-wise difference t0[I0] - t1[I1]",
         example: "D = vsub(A, B, [[i], [i+1]])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_vsub),
     },
     Builtin {
@@ -708,6 +721,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual product t0[I0] * t1[I1] (no summation)",
         example: "P = vmul(A, B, [[i, k], [k, j]])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_vmul),
     },
     Builtin {
@@ -717,6 +731,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual quotient t0[I0] / t1[I1]",
         example: "Q = vdiv(A, 3.0, [[i], ])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_vdiv),
     },
     Builtin {
@@ -726,6 +741,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] + t1[I1]; add(A, t, ...) onto A accumulates onto what A held",
         example: "D = @C: add(A, B, [[i1, i2], [i1, i2]] -> [i1, i2])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_add),
     },
     Builtin {
@@ -735,6 +751,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] - t1[I1]",
         example: "E = sub(A, B, [[i], [i]] -> [i])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_sub),
     },
     Builtin {
@@ -744,6 +761,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] * t1[I1]",
         example: "E = mul(C, D, [[i1, i2], ] -> [i1, i2])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_mul),
     },
     Builtin {
@@ -753,6 +771,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "□[I2] = t0[I0] / t1[I1]",
         example: "E = div(A, B, [[i], [i]] -> [i])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_div),
     },
     Builtin {
@@ -762,6 +781,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the virtual contraction Σk t0[..k..] * t1[..k..] over 1-based dimension pairs; free iterators i1, i2, ...",
         example: "tmp = vcontract(B, Dt, [3, 1])",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_vcontract),
     },
     Builtin {
@@ -771,6 +791,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the tensor being defined (□) read as its own accumulator, zero before its nest: t' in add(t', t2, [I', ] -> I'); only as an operand in place (stdlib, Rhai): bound to a name (`Z = accumulator(...)`) it is refused; in .teml, assign a vcontract (`C = eq(P, -> [i1, i2])`), which is zeroed the same way",
         example: "let A = add(accumulator([N, N]), P, [[i, j], ()], [i, j]);",
         returns: Returns::Tensor,
+        checked: false,
         call: Call::Value(b_accumulator),
     },
     Builtin {
@@ -780,6 +801,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "the perfect loop nest around the assignment t; ranges inferred, every access checked in bounds",
         example: "l = build(E)",
         returns: Returns::Nest,
+        checked: false,
         call: Call::Value(b_build),
     },
     Builtin {
@@ -789,6 +811,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "splits the loop at level r into blocks of v iterations (outer <i>o, inner keeps i); remainders handled",
         example: "l1 = stripmine(l, 2, 32)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_stripmine),
     },
     Builtin {
@@ -798,6 +821,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "swaps the loops at levels r1 and r2 of a perfect part of the nest",
         example: "l2 = interchange(l1, [2, 3])",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_interchange),
     },
     Builtin {
@@ -807,6 +831,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fuses two nests whose loops at levels 1..r are the same; l1's body runs first",
         example: "l = fuse_outer(l4, l5, 5)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_fuse_outer),
     },
     Builtin {
@@ -816,6 +841,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fuses the sibling loops at level r (same range) into one",
         example: "l2 = fuse_inner(l1, 2)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_fuse_inner),
     },
     Builtin {
@@ -825,6 +851,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "fully unrolls the loop at level r; level 1 yields a top-level sequence",
         example: "l2 = unroll(l1, 3)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_unroll),
     },
     Builtin {
@@ -834,6 +861,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "marks the loop at level r to run on several threads (OpenMP)",
         example: "l1 = parallelize(l, 1)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_parallelize),
     },
     Builtin {
@@ -843,6 +871,7 @@ static BUILTINS: &[Builtin] = &[
         summary: "marks the loop at level r to run in SIMD lanes",
         example: "l1 = vectorize(l, 3)",
         returns: Returns::Nest,
+        checked: true,
         call: Call::Value(b_vectorize),
     },
 ];
@@ -863,11 +892,6 @@ pub fn named_accumulator(id: &str) -> Error {
         ),
     }
 }
-
-/// The builtins that reorder a nest or mark its loops: their result is checked against the
-/// dependences of the nest's statements (`analysis::legality`).
-pub const TRANSFORMATIONS: &[&str] =
-    &["stripmine", "interchange", "fuse_outer", "fuse_inner", "unroll", "parallelize", "vectorize"];
 
 /// Refuses a transformed nest that reverses a dependence of its statements, or marks a loop
 /// that carries one, with a witness.
