@@ -524,8 +524,8 @@ pub fn run(a: &RunArgs) -> i32 {
 /// `teml bench`.
 pub fn bench(a: &BenchArgs) -> i32 {
     for k in &a.kernels {
-        if !crate::bench::KERNELS.contains(&k.as_str()) {
-            eprintln!("error: --kernel: expected one of {}, found `{k}`", crate::bench::KERNELS.join(", "));
+        if !crate::suite::KERNELS.contains(&k.as_str()) {
+            eprintln!("error: --kernel: expected one of {}, found `{k}`", crate::suite::KERNELS.join(", "));
             return 1;
         }
     }
@@ -536,7 +536,7 @@ pub fn bench(a: &BenchArgs) -> i32 {
         );
         return 1;
     }
-    let o = crate::bench::BenchOptions {
+    let o = crate::suite::BenchOptions {
         root: a.root.clone(),
         quick: a.quick,
         threads: a.threads.max(1),
@@ -547,12 +547,12 @@ pub fn bench(a: &BenchArgs) -> i32 {
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));
-    let report = crate::bench::run(&o, &mut |what| bar.set_message(what.to_string()));
+    let report = crate::suite::run(&o, &mut |what| bar.set_message(what.to_string()));
     bar.finish_and_clear();
     let results = &report.kernels;
     let ok = results.iter().all(|k| k.variants.iter().all(|v| v.verified && v.error.is_none()));
     if let Some(p) = &a.svg
-        && let Err(e) = crate::bench::chart::svg(&report, p)
+        && let Err(e) = crate::suite::chart::svg(&report, p)
     {
         eprintln!("error: cannot write {}: {e}", p.display());
         return 1;
@@ -564,7 +564,7 @@ pub fn bench(a: &BenchArgs) -> i32 {
         });
         println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
     } else {
-        print!("{}", crate::bench::table(&report));
+        print!("{}", crate::suite::table(&report));
         for k in results {
             for n in &k.notes {
                 println!("{}: {n}", k.kernel);

@@ -230,7 +230,7 @@ fn mismatch_message(ks: &[usize]) -> String {
 }
 
 /// Evidence that one kernel of a program verified: only [`Pipeline::run`] gives one, from a
-/// verified run, and [`Pipeline::time`] and [`time_interleaved`] take one, so that nothing is
+/// verified run, and [`Pipeline::time`] and [`super::time_interleaved`] take one, so that nothing is
 /// timed that was not verified first.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verified(KernelRef);
@@ -277,7 +277,7 @@ impl Pipeline {
     }
 
     /// Times one kernel that [`Pipeline::run`] verified, without checking it again
-    /// ([`time_interleaved`] calls this once per round and variant).
+    /// ([`super::time_interleaved`] calls this once per round and variant).
     pub fn time(&self, verified: &Verified, timing: Timing) -> Result<TimeStats, RunError> {
         let which = verified.kernel();
         let req = which.request(&self.state)?;

@@ -1,5 +1,7 @@
-//! `teml bench`: the paper's Table 1 kernels, each through its optimization paths, measured in
-//! one run on one machine (Figure 11's question: how much faster than sequential C).
+//! The kernel suite of `teml bench`: the paper's Table 1 kernels, each through its optimization
+//! paths, measured in one run on one machine (Figure 11's question: how much faster than
+//! sequential C). The top-level `bench/` is another thing: criterion benchmarks of teml itself
+//! (`cargo bench`) and measurement scripts.
 //!
 //! For each kernel, the variants are files: the untransformed program (`examples/<k>.teml`, run
 //! single-threaded: the baseline, sequential C as in Figure 11), Pluto's path of Table 2
