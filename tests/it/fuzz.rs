@@ -898,7 +898,7 @@ fn cases() -> u32 {
 }
 
 #[test]
-fn random_programs_agree_three_ways() {
+fn random_programs_agree_four_ways() {
     let config = ProptestConfig {
         cases: cases(),
         failure_persistence: None,
