@@ -59,7 +59,7 @@ while True:
 for n, a in out.items():
     np.save(spec["dir"] + "/out_" + n + ".npy", np.ascontiguousarray(a, dtype=np.float64))
 times.sort()
-print(json.dumps({"median_s": times[len(times) // 2], "min_s": times[0], "max_s": times[-1], "outputs": list(out)}))
+print(json.dumps({"times_s": times, "outputs": list(out)}))
 "#;
 
 /// `python3` with numpy, or why not.
@@ -130,8 +130,13 @@ pub fn run(
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-    let median = v["median_s"].as_f64().ok_or("no median from numpy")?;
-    let (lo, hi) = (v["min_s"].as_f64().unwrap_or(median), v["max_s"].as_f64().unwrap_or(median));
+    // The one definition of median and spread (runtime::TimeStats), as for every variant.
+    let times: Vec<f64> = v["times_s"].as_array().into_iter().flatten().filter_map(|t| t.as_f64()).collect();
+    let stats = crate::runtime::TimeStats::from(times.as_slice());
+    if stats.reps == 0 {
+        return Err("no times from numpy".into());
+    }
+    let median = stats.median_s;
     let flops = {
         let mut f = 0;
         for req in &state.kernels {
@@ -147,7 +152,7 @@ pub fn run(
         verified: true,
         verification: vec!["outputs compared with the untransformed program's".into()],
         median_s: Some(median),
-        spread: Some(if median > 0.0 { (hi - lo) / median } else { 0.0 }),
+        spread: Some(if median > 0.0 { stats.spread() } else { 0.0 }),
         flops,
         gflops: Some(flops as f64 / median / 1e9),
         speedup: None,
