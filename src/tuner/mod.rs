@@ -43,6 +43,15 @@ use strategy::{Search, Strategy};
 /// exhausted (random and evolutionary search of a small space).
 const MAX_REPEATS: usize = 100;
 
+/// A candidate's run may take this many times the reference time (the untransformed build's,
+/// measured before the first candidate, or the best so far when faster), and at least
+/// [`LIMIT_FLOOR_S`]: a bad loop order is a time-out after a few times the baseline, not minutes
+/// of measuring.
+const LIMIT_FACTOR: f64 = 20.0;
+
+/// The least time a candidate's run is given (the timed repetitions of a tiny kernel need it).
+const LIMIT_FLOOR_S: f64 = 5.0;
+
 /// A candidate whose first run takes more than this many times the best median so far is not
 /// timed further: its one run is its time (it cannot win; the time saved goes to other
 /// candidates).
@@ -150,6 +159,9 @@ pub struct TuneReport {
     pub shard: Option<String>,
     /// Threads of the kernels.
     pub threads: Option<usize>,
+    /// The untransformed build's time (one verified run, measured before the first candidate),
+    /// seconds: candidates' runs are limited from it.
+    pub baseline_s: Option<f64>,
     /// Candidates considered (logged ones included).
     pub candidates: usize,
     /// Candidates measured by this run.
@@ -312,6 +324,23 @@ struct Tuning<'a> {
     repeats: usize,
     /// The best median so far, and its key.
     best: Option<(f64, String)>,
+    /// The untransformed build, verified, and its time (one run): the reference of the run
+    /// limit, and a contender of the final round.
+    baseline: Option<(Pipeline, Verified, f64)>,
+}
+
+/// One run, no warm-up: a screening measurement.
+const ONCE: Timing = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
+
+/// A program evaluated once and verified once: its pipeline (which then times it) and the
+/// evidence.
+fn verified(program: Program, opts: RunOptions) -> Result<(Pipeline, Verified), String> {
+    let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
+    match p.run(&KernelRef::Codegen(0)) {
+        Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
+        Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
+        Err(e) => Err(format!("failed re-verification: {e}")),
+    }
 }
 
 impl<'a> Tuning<'a> {
@@ -328,6 +357,7 @@ impl<'a> Tuning<'a> {
             seed: o.seed,
             shard: o.shard.map(|(k, n)| format!("{k}/{n}")),
             threads: o.run.threads,
+            baseline_s: None,
             candidates: 0,
             measured: 0,
             resumed: 0,
@@ -353,7 +383,7 @@ impl<'a> Tuning<'a> {
         if first.map_err(|e| e.to_string())?.kernels.is_empty() {
             return Err(no_kernel(&o.space));
         }
-        Ok(Tuning {
+        let mut t = Tuning {
             o,
             t0,
             logged,
@@ -363,6 +393,37 @@ impl<'a> Tuning<'a> {
             done: BTreeSet::new(),
             repeats: 0,
             best: None,
+            baseline: None,
+        };
+        // The untransformed build first: its time limits every candidate's run from the first on.
+        progress(&Progress {
+            phase: "timing the untransformed build",
+            done: 0,
+            budget: o.budget,
+            rejected: 0,
+            best: None,
+        });
+        match verified(untransformed_program(o), o.run.clone()).and_then(|(p, v)| {
+            let t = p.time(&v, ONCE).map_err(|e| e.to_string())?;
+            Ok((p, v, t.median_s))
+        }) {
+            Ok(b) => {
+                t.report.baseline_s = Some(b.2);
+                t.baseline = Some(b);
+            }
+            Err(e) => t.report.notes.push(format!("untransformed: {e}")),
+        }
+        Ok(t)
+    }
+
+    /// How long one run of a candidate may take: [`LIMIT_FACTOR`] times the reference (the
+    /// untransformed build's time, or the best so far when faster), at least [`LIMIT_FLOOR_S`],
+    /// at most `--timeout`.
+    fn limit(&self) -> Duration {
+        let reference =
+            [self.report.baseline_s, self.best.as_ref().map(|b| b.0)].into_iter().flatten().reduce(f64::min);
+        reference.map_or(self.o.run.timeout, |r| {
+            self.o.run.timeout.min(Duration::from_secs_f64((LIMIT_FACTOR * r).max(LIMIT_FLOOR_S)))
         })
     }
 
@@ -528,14 +589,7 @@ impl<'a> Tuning<'a> {
     /// than the best so far (its one run is then its time).
     fn verify_and_time(&self, r: &mut Record, seen: &[Seen], state: State) {
         let o = self.o;
-        let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
-        // Once there is a best, a candidate gets at most 20 times its time (at least 5 s) per
-        // run: a far slower one is a time-out, not minutes of measuring.
-        let timeout = self
-            .best
-            .as_ref()
-            .map_or(o.run.timeout, |(b, _)| o.run.timeout.min(Duration::from_secs_f64((20.0 * b).max(5.0))));
-        let screen = RunOptions { timing: Some(once), timeout, ..o.run.clone() };
+        let screen = RunOptions { timing: Some(ONCE), timeout: self.limit(), ..o.run.clone() };
         let pipe = Pipeline::with_state(candidate_program(o, seen), state, screen);
         match pipe.run(&KernelRef::Codegen(0)) {
             Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
@@ -661,14 +715,6 @@ impl<'a> Tuning<'a> {
     /// then times it): the leaders, the untransformed build, and Polly where installed.
     fn contenders(&mut self, leaders: &[(String, Vec<Seen>)]) -> Vec<(String, (Pipeline, Verified))> {
         let o = self.o;
-        let verified = |program: Program, opts: RunOptions| -> Result<(Pipeline, Verified), String> {
-            let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
-            match p.run(&KernelRef::Codegen(0)) {
-                Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
-                Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
-                Err(e) => Err(format!("failed re-verification: {e}")),
-            }
-        };
         let notes = &mut self.report.notes;
         let mut out = Vec::new();
         for (key, params) in leaders {
@@ -680,9 +726,9 @@ impl<'a> Tuning<'a> {
         if out.is_empty() {
             return out;
         }
-        match verified(untransformed_program(o), o.run.clone()) {
-            Ok(p) => out.push(("untransformed".into(), p)),
-            Err(e) => notes.push(format!("untransformed: {e}")),
+        // Verified before the search (its failure is noted then).
+        if let Some((p, v, _)) = self.baseline.take() {
+            out.push(("untransformed".into(), (p, v)));
         }
         if o.anchors {
             match crate::runtime::compiler::polly() {
@@ -826,6 +872,13 @@ pub fn summary(r: &TuneReport) -> String {
         r.run_s,
         if r.exhausted { "; the space is exhausted" } else { "" }
     );
+    if let Some(b) = r.baseline_s {
+        s.push_str(&format!(
+            "untransformed build: {:.3} ms (one run, before the first candidate); a candidate's run may take \
+             {LIMIT_FACTOR}x that or the best so far (at least {LIMIT_FLOOR_S} s)\n",
+            b * 1e3
+        ));
+    }
     if !r.final_round.is_empty() {
         s.push_str("final round (interleaved):\n");
         for c in &r.final_round {

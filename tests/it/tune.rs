@@ -321,3 +321,42 @@ fn a_space_with_errors_is_the_users_to_fix() {
         Command::new(env!("CARGO_BIN_EXE_teml")).args(["tune", "x.rhai", "--shard", "3/3"]).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected 0 <= K < N, found `3/3`"));
 }
+
+/// A candidate's run is limited from the untransformed build's time from the first candidate
+/// on: a hanging first candidate is a time-out after the floor of 5 s, not after `--timeout`
+/// (30 s by default), even before any candidate has a time.
+#[test]
+fn the_run_limit_follows_the_untransformed_build_from_the_first_candidate() {
+    let space = "// program: mm.teml\n\
+        let kind = param(\"kind\", [\"hang\", \"good\"]);\n\
+        if kind == \"hang\" { let MARK_HANG = l; codegen(MARK_HANG); }\n\
+        if kind == \"good\" { let good = parallelize(l, 1); codegen(good); }\n";
+    let dir = setup(space);
+    let hang = dir.path().join("hang.h");
+    std::fs::write(
+        &hang,
+        "#include <unistd.h>\n__attribute__((constructor)) static void nap(void) { sleep(12); }\n",
+    )
+    .unwrap();
+    let cc = dir.path().join("hangcc");
+    std::fs::write(
+        &cc,
+        format!(
+            "#!/bin/sh\nsrc=\nfor a in \"$@\"; do case \"$a\" in *.c) src=\"$a\";; esac; done\n\
+             if [ -n \"$src\" ] && grep -q MARK_HANG \"$src\"; then exec gcc -include {} \"$@\"; fi\n\
+             exec gcc \"$@\"\n",
+            hang.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (r, _) =
+        tune(dir.path(), &["--strategy", "exhaustive", "--budget", "2", "--cc", cc.to_str().unwrap()]);
+    assert!(r["baseline_s"].as_f64().is_some_and(|b| b > 0.0), "{r}");
+    let recs = log(&dir.path().join("out/log.jsonl"));
+    let hung = recs.iter().find(|x| x["key"] == "kind=hang").unwrap_or_else(|| panic!("{recs:?}"));
+    assert_eq!(hung["status"], "timeout", "{hung}");
+    assert!(hung["reason"].as_str().is_some_and(|w| w.contains("5 s")), "{hung}");
+    assert_eq!(r["best"]["key"], "kind=good", "{r}");
+}
