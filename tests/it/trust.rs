@@ -124,3 +124,39 @@ fn repl_loads_a_path_with_a_space_and_defines_follow_one_rule() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("expected a constant name (a C identifier)"), "{err}");
 }
+
+/// gcc 12.2 miscompiles this valid kernel (sddmm 9x6, unroll-and-jammed; no pragmas) at `-O3`
+/// with 512-bit vectors (`-march=native` on an AVX-512 machine): the reproducer of issue 19,
+/// kept so that verification keeps catching it. Whatever the compiler and the machine, the
+/// kernel built with the default flags is either verified, and then computes what the `-O2`
+/// build computes, or reported as a mismatch with no time; the `-O2` build always verifies.
+#[test]
+fn the_gcc12_avx512_miscompile_reproducer_is_never_reported_as_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("sddmm9x6.teml");
+    std::fs::write(
+        &f,
+        "X0 = tensor([9, 6])\nX1 = tensor([6, 6])\nv2 = vcontract(X0, X1, [2, 1])\nT3 = entrywise_mul(X0, v2)\n\
+         l4 = build(T3)\nl5 = unroll(l4, 3)\nl6 = unroll_and_jam(l5, 2, 2)\ncodegen(l6)\n",
+    )
+    .unwrap();
+    let (f, o2, o3) = (f.to_str().unwrap(), d.path().join("o2.npy"), d.path().join("o3.npy"));
+    let safe = format!("T3={}", o2.display());
+    let o = teml(d.path(), &["run", f, "--cflags", "-O2 -fopenmp", "-o", &safe]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("verified"), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let default = format!("T3={}", o3.display());
+    let o = teml(d.path(), &["run", f, "--time", "--min-time", "0.01", "-o", &default]);
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    if out.contains("MISMATCH") {
+        // The miscompile happened here (gcc 12, AVX-512): caught, and not timed.
+        assert!(!o.status.success() && !out.contains("time:"), "{out}");
+    } else {
+        assert!(o.status.success() && out.contains("verified") && out.contains("time:"), "{out}");
+        let (a, b) = (teml::runtime::read_npy(&o2).unwrap(), teml::runtime::read_npy(&o3).unwrap());
+        assert_eq!(a.shape, b.shape);
+        for (x, y) in a.data.to_f64().iter().zip(&b.data.to_f64()) {
+            assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0), "{x} vs {y}");
+        }
+    }
+}
