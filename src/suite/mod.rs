@@ -280,18 +280,33 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
         peak_gflops: a.peak_gflops.max(b.peak_gflops),
         bandwidth_gbs: a.bandwidth_gbs.max(b.bandwidth_gbs),
     }) {
-        for k in &mut kernels {
-            let b = roofline::bound_s(&m, k.flops, k.bytes);
-            k.bound_s = Some(b);
-            for v in &mut k.variants {
-                v.roofline = v.median_s.map(|t| b / t);
-            }
-        }
+        kernels.iter_mut().for_each(|k| apply_roofline(&m, k));
     }
     let cc = crate::runtime::Compiler::detect().map(|c| c.identity().to_string()).unwrap_or_default();
     let host =
         format!("{}; {cc}; {}", crate::runtime::host::Host::this().describe(), o.run.flags.opt.join(" "));
     Report { host, machine, kernels }
+}
+
+/// Each variant's fraction of the kernel's roofline bound on machine `m`. A figure above 100 %
+/// cannot be a result (the bound is what the machine can do): it means the probes under-measured
+/// the machine in this run, and the kernel's notes say so.
+fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
+    let b = roofline::bound_s(m, k.flops, k.bytes);
+    k.bound_s = Some(b);
+    for v in &mut k.variants {
+        v.roofline = v.median_s.map(|t| b / t);
+    }
+    for v in k.variants.iter().filter(|v| v.roofline.is_some_and(|x| x > 1.0)) {
+        k.notes.push(format!(
+            "{}: {:.0}% of the roofline, above the bound: the probes under-measured this machine in this run \
+             (peak {:.1} GFLOP/s, triad {:.1} GB/s); the figure is marked, not a result",
+            v.variant,
+            v.roofline.unwrap_or_default() * 100.0,
+            m.peak_gflops,
+            m.bandwidth_gbs
+        ));
+    }
 }
 
 fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
@@ -477,7 +492,13 @@ pub fn table(report: &Report) -> String {
             let spread = v.spread.map_or("—".into(), |x| format!("{:.0}%", x * 100.0));
             let gf = v.gflops.map_or("—".into(), |g| format!("{g:.2}"));
             let sp = v.speedup.map_or("—".into(), |x| format!("{x:.2}x"));
-            let roof = v.roofline.map_or("—".into(), |x| format!("{:.0}%", x * 100.0));
+            let roof = v.roofline.map_or("—".into(), |x| {
+                if x > 1.0 {
+                    format!("{:.0}% (above the bound: see the note)", x * 100.0)
+                } else {
+                    format!("{:.0}%", x * 100.0)
+                }
+            });
             let vs = match (polly, v.median_s) {
                 (Some(p), Some(m)) => format!("{:.2}x", p / m),
                 _ => "—".into(),
@@ -499,6 +520,43 @@ pub fn table(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A variant faster than the probes' bound is marked with a note, never reported silently.
+    #[test]
+    fn a_figure_above_the_roofline_is_explained() {
+        let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
+        let variant = |name: &str, median: f64| VariantResult {
+            variant: name.into(),
+            file: String::new(),
+            threads: 2,
+            verified: true,
+            verification: Vec::new(),
+            median_s: Some(median),
+            spread: None,
+            flops: 0,
+            gflops: None,
+            speedup: None,
+            roofline: None,
+            error: None,
+        };
+        // 1e9 flops at 100 GFLOP/s: the bound is 10 ms (the 1 MB move takes 0.1 ms).
+        let mut k = KernelResult {
+            kernel: "mm".into(),
+            sizes: BTreeMap::new(),
+            variants: vec![variant("untransformed", 0.1), variant("best", 0.008)],
+            notes: Vec::new(),
+            flops: 1_000_000_000,
+            bytes: 1_000_000,
+            bound_s: None,
+        };
+        apply_roofline(&m, &mut k);
+        assert!(k.variants[0].roofline.is_some_and(|x| (x - 0.1).abs() < 1e-12));
+        assert!(k.variants[1].roofline.is_some_and(|x| (x - 1.25).abs() < 1e-12));
+        assert_eq!(k.notes.len(), 1);
+        assert!(k.notes[0].starts_with("best: 125% of the roofline, above the bound"), "{:?}", k.notes);
+        let table = table(&Report { host: String::new(), machine: vec![m], kernels: vec![k] });
+        assert!(table.contains("125% (above the bound: see the note)"), "{table}");
+    }
 
     #[test]
     fn test_sizes_are_read_from_the_test_line() {
