@@ -72,6 +72,9 @@ pub fn realise(
     if !(l.annot.parallel || l.annot.vectorize) {
         return Ok(None);
     }
+    if l.annot.collapse > 1 {
+        return realise_band(state, nest, l, body).map(Some);
+    }
     let what = match (l.annot.parallel, l.annot.vectorize) {
         (true, true) => "parallelize and vectorize",
         (true, false) => "parallelize",
@@ -106,6 +109,60 @@ pub fn realise(
         ));
     }
     Ok(Some(plan))
+}
+
+/// A collapsed band (`collapse(n)` on `l`) as code generation prints it: `n` loops perfectly
+/// nested (no zeroing between them), each marked parallel, each one's bounds free of the
+/// band's outer iterators (OpenMP's rectangular `collapse`), and none carrying a dependence,
+/// reductions included (a reduction would need private accumulators per loop).
+fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::result::Result<Plan, String> {
+    let n = l.annot.collapse;
+    let cannot = |why: String| format!("cannot collapse the {n} loops from `{}`: {why}", l.iter);
+    let mut band: Vec<&Loop> = vec![l];
+    let mut rest = body;
+    while band.len() < n {
+        match rest {
+            [GNode::Loop(inner, b)] => {
+                band.push(inner);
+                rest = b;
+            }
+            _ => {
+                return Err(cannot(format!(
+                    "expected {n} perfectly nested loops, found {} (a statement or a zeroing between them; \
+                     keep the accumulator's loops inside the band)",
+                    band.len()
+                )));
+            }
+        }
+    }
+    for (k, x) in band.iter().enumerate() {
+        if !x.annot.parallel || x.annot.vectorize {
+            return Err(cannot(format!(
+                "expected every loop of the band marked parallel only, found `{}` {:?}",
+                x.iter,
+                x.annot.words()
+            )));
+        }
+        if let Some(o) =
+            band[..k].iter().find(|o| x.lb.vars().contains(&o.iter) || x.ub.vars().contains(&o.iter))
+        {
+            return Err(cannot(format!(
+                "the bounds of `{}` ({}) depend on `{}`: expected a rectangular band",
+                x.iter,
+                x.range(),
+                o.iter
+            )));
+        }
+        if super::legality::carries(state, nest, x).unwrap_or(true)
+            && reduction::plan(x) != Ok(Plan::Independent)
+        {
+            return Err(cannot(format!(
+                "loop `{}` carries a dependence (a reduction included): expected iterations that write disjoint elements",
+                x.iter
+            )));
+        }
+    }
+    Ok(Plan::Independent)
 }
 
 /// The first loop marked parallel at or below `x`.

@@ -126,6 +126,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             params: &params,
             state,
             nest: n,
+            collapsed: 0,
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -426,6 +427,8 @@ struct Cx<'a> {
     state: &'a State,
     /// The nest being printed (the legality analysis reads its statements' instances).
     nest: &'a Nest,
+    /// Loops still to print inside a collapsed band (they get no pragma of their own).
+    collapsed: usize,
 }
 
 impl Cx<'_> {
@@ -484,14 +487,25 @@ impl Cx<'_> {
     }
 
     fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
-        let plan = kernel::realise(self.state, self.nest, l, body)?;
+        // An inner loop of a collapsed band: the band's one pragma covers it.
+        let in_band = self.collapsed > 0;
+        if in_band {
+            self.collapsed -= 1;
+        }
+        let plan = if in_band { None } else { kernel::realise(self.state, self.nest, l, body)? };
         let header = self.header(l);
-        let mut pragma = match (l.annot.parallel, l.annot.vectorize) {
+        let mut pragma = match (l.annot.parallel && !in_band, l.annot.vectorize) {
             (true, true) => Some("#pragma omp parallel for simd".to_string()),
             (true, false) => Some("#pragma omp parallel for".to_string()),
             (false, true) => Some("#pragma omp simd".to_string()),
             _ => None,
         };
+        if l.annot.collapse > 1
+            && let Some(p) = pragma.as_mut()
+        {
+            p.push_str(&format!(" collapse({})", l.annot.collapse));
+            self.collapsed = l.annot.collapse - 1;
+        }
         let mut reduction_vars: Vec<(String, std::sync::Arc<TNode>, Option<String>)> = Vec::new();
         let mut depth = depth;
         if let Some(Plan::Reduction(targets)) = &plan {

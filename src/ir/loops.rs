@@ -20,17 +20,28 @@ pub struct Annotations {
     /// `vectorize`: run the iterations in SIMD lanes.
     #[serde(default)]
     pub vectorize: bool,
+    /// `collapse`: this loop and the `collapse - 1` loops perfectly nested in it (all marked
+    /// parallel) run as one parallel iteration space (OpenMP `collapse(n)`); 0 where none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub collapse: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Annotations {
     /// The marks, as words.
-    pub fn words(&self) -> Vec<&'static str> {
+    pub fn words(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.parallel {
-            w.push("parallel");
+            w.push("parallel".to_string());
         }
         if self.vectorize {
-            w.push("vectorize");
+            w.push("vectorize".to_string());
+        }
+        if self.collapse > 1 {
+            w.push(format!("collapse({})", self.collapse));
         }
         w
     }
@@ -40,6 +51,7 @@ impl Annotations {
         Annotations {
             parallel: self.parallel || other.parallel,
             vectorize: self.vectorize || other.vectorize,
+            collapse: self.collapse.max(other.collapse),
         }
     }
 }

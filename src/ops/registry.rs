@@ -570,6 +570,11 @@ fn b_parallelize(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::parallelize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
+fn b_collapse(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("collapse", s, a, 3, 3, "collapse(l, r, n)")?;
+    Ok(n(transform::collapse(&a.nest(1, "nest")?, a.int(2, "level")?, a.int(3, "count")?)?))
+}
+
 fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("vectorize", s, a, 2, 2, "vectorize(l, r)")?;
     Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
@@ -863,6 +868,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: true,
         call: Call::Value(b_parallelize),
+    },
+    Builtin {
+        name: "collapse",
+        signature: "collapse(l, r, n)",
+        equation: "OpenMP collapse",
+        summary: "marks the n perfectly nested loops from level r to run on threads as one iteration space (`parallel for collapse(n)`): for parallel loops whose outer trip count is small",
+        example: "l1 = collapse(l, 1, 2)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_collapse),
     },
     Builtin {
         name: "vectorize",

@@ -479,6 +479,87 @@ pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
     })
 }
 
+/// `collapse(l, r, n)` (OpenMP `collapse(n)`): the `n` loops from level `r`, perfectly nested
+/// on the nest's single path, run as one parallel iteration space, for parallel loops whose
+/// outer trip count alone is too small to feed every thread. Every loop of the band is marked
+/// parallel (so the registry checks that none carries a dependence) and the outermost says
+/// how many it collapses. Refused where an inner loop's bounds depend on an outer loop of the
+/// band (OpenMP's rectangular collapse), where a loop of the band is vectorized, or inside a
+/// vectorized loop.
+///
+/// ```text
+/// for i in [0, 3]                  for i in [0, 3]  parallel collapse(2)
+///   for j in [0, N-1]      →         for j in [0, N-1]  parallel
+///     S(i, j)                           S(i, j)
+/// ```
+pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
+    let b = "collapse";
+    let first = locate(nest, level, b, &level_arg(2))?;
+    let depth = nest.path().len() as i64;
+    if n < 2 || level + n - 1 > depth {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "count"),
+            expected: if depth - level + 1 >= 2 {
+                format!(
+                    "2..={} (the loops from level {level} on the single path of the nest)",
+                    depth - level + 1
+                )
+            } else {
+                format!(
+                    "at least 2 loops from level {level} on the single path of the nest, which has {} there",
+                    depth - level + 1
+                )
+            },
+            found: n.to_string(),
+        });
+    }
+    let band: Vec<Arc<Loop>> = nest.path()[level as usize - 1..(level + n - 1) as usize].to_vec();
+    if let Some(outer) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+        return Err(simd_around_parallel(b, outer, &first));
+    }
+    for (k, x) in band.iter().enumerate() {
+        if x.annot.vectorize {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` is vectorized: expected a band of loops that run on threads only (vectorize \
+                     the loop inside the band instead)",
+                    x.iter
+                ),
+            });
+        }
+        if let Some(o) =
+            band[..k].iter().find(|o| x.lb.vars().contains(&o.iter) || x.ub.vars().contains(&o.iter))
+        {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "the bounds of loop `{}` ({}) depend on `{}`: expected a rectangular band (OpenMP \
+                     collapses loops whose bounds are independent)",
+                    x.iter,
+                    x.range(),
+                    o.iter
+                ),
+            });
+        }
+    }
+    fn mark(l: &Arc<Loop>, k: usize, n: usize) -> Arc<Loop> {
+        let mut l2 = (**l).clone();
+        l2.annot.parallel = true;
+        if k == 0 {
+            l2.annot.collapse = n;
+        }
+        if k + 1 < n
+            && let [LNode::Loop(inner)] = l.body.as_slice()
+        {
+            l2.body = vec![LNode::Loop(mark(inner, k + 1, n))];
+        }
+        Arc::new(l2)
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(mark(l, 0, n as usize))]))
+}
+
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }

@@ -583,7 +583,7 @@ impl Gen<'_> {
         let lv = |c: &mut Choices| 1 + c.pick(depth + 1);
         let v = 2 + self.c.pick(4);
         let new = self.name("l");
-        let call = match self.c.pick(11) {
+        let call = match self.c.pick(12) {
             0 | 1 => format!("stripmine({cur}, {}, {v})", lv(&mut self.c)),
             2 => format!("interchange({cur}, {}, {})", lv(&mut self.c), lv(&mut self.c)),
             3 => format!("unroll({cur}, {})", lv(&mut self.c)),
@@ -593,6 +593,7 @@ impl Gen<'_> {
             7 => format!("tile({cur}, {v})"),
             8 => format!("unroll_by({cur}, {}, {v})", lv(&mut self.c)),
             9 => format!("unroll_and_jam({cur}, {}, {v})", lv(&mut self.c)),
+            10 => format!("collapse({cur}, {}, {})", lv(&mut self.c), 2 + self.c.pick(2)),
             _ => format!("interchange({cur}, [{}, {}])", lv(&mut self.c), lv(&mut self.c)),
         };
         let line = format!("{new} = {call}");

@@ -7,6 +7,7 @@ mod common;
 mod bench;
 mod cli;
 mod codegen_golden;
+mod collapse;
 mod errors;
 mod examples;
 mod fuzz;
