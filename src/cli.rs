@@ -489,7 +489,10 @@ pub fn run(a: &RunArgs) -> i32 {
             last.extend(run.outputs);
         },
     );
-    let mut failure = outcome.err().map(|e| e.to_string()).or(write_error);
+    let mut failure = match (outcome.err(), write_error) {
+        (Some(e), Some(w)) => Some(format!("{e}; {w}")),
+        (e, w) => e.map(|e| e.to_string()).or(w),
+    };
     if failure.is_none() {
         for (name, path) in &a.output {
             if let Err(e) = pipeline::save_npy(&last, name, path) {

@@ -95,11 +95,16 @@ pub enum Error {
     #[error("{builtin}: {reason}")]
     Illegal { builtin: String, reason: String },
 
-    /// A mark (`parallelize`, `vectorize`) that code generation cannot realise as correct C (a
-    /// parallel loop accumulating into an element that varies inside it), or a kernel whose
-    /// tensors it cannot lay out (one tensor used with two shapes).
+    /// A mark (`parallelize`, `vectorize`, `collapse`) that code generation cannot realise as
+    /// correct C (a parallel loop accumulating into an element that varies inside it).
     #[error("{builtin}: {reason}")]
     Unrealizable { builtin: String, reason: String },
+
+    /// A program teml cannot turn into loops or C as it is written (a contraction where its sum
+    /// does not distribute over the nest, a tensor used with two shapes in one kernel): the
+    /// program, not the path, must change.
+    #[error("{builtin}: {reason}")]
+    Inexpressible { builtin: String, reason: String },
 
     /// A limit of the generated code or of teml: an integer outside C `int` (loop bounds,
     /// indices, extents, named constants), a tensor larger than the address space, a trip
@@ -143,6 +148,7 @@ impl Error {
             Error::FuseMismatch { .. }
             | Error::Illegal { .. }
             | Error::Unrealizable { .. }
+            | Error::Inexpressible { .. }
             | Error::Limit { .. }
             | Error::Environment { .. }
             | Error::Internal { .. } => None,
@@ -164,6 +170,7 @@ impl Error {
             | Error::BelowBranch { builtin, .. }
             | Error::Illegal { builtin, .. }
             | Error::Unrealizable { builtin, .. }
+            | Error::Inexpressible { builtin, .. }
             | Error::Limit { builtin, .. }
             | Error::Environment { builtin, .. }
             | Error::Internal { builtin, .. } => builtin,

@@ -38,7 +38,8 @@ pub struct Tensor {
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
 pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
-    let tensors = tensors(nests).map_err(unrealizable)?;
+    let tensors =
+        tensors(nests).map_err(|reason| Error::Inexpressible { builtin: "codegen".into(), reason })?;
     let (_, consts) = iters_and_constants(nests, &tensors);
     check_ranges(state, &tensors, nests, &consts)
         .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
@@ -183,6 +184,7 @@ pub fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
     )
 }
 
+/// True if a zeroing of `access` is among `body`'s items, at any depth.
 fn zeroes_inside(body: &[GNode], access: &str) -> bool {
     body.iter().any(|g| match g {
         GNode::Zero(z) => z.target.access() == access,

@@ -91,7 +91,8 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             found: format!("`{name}`"),
         });
     }
-    let tensors = kernel::tensors(nests).map_err(unrealizable)?;
+    let tensors = kernel::tensors(nests)
+        .map_err(|reason| Error::Inexpressible { builtin: "codegen".into(), reason })?;
     let (iters, consts) = kernel::iters_and_constants(nests, &tensors);
     kernel::check_ranges(state, &tensors, nests, &consts)
         .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
@@ -598,7 +599,6 @@ impl Cx<'_> {
     }
 }
 
-/// True if a zeroing of `access` is among `body`'s items, at any depth.
 #[cfg(test)]
 mod tests {
     use super::*;

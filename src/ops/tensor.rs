@@ -340,7 +340,7 @@ fn check_reductions(builtin: &str, stmt: &TNode, lenient: bool) -> Result<()> {
     let Some(y) = stmt.value() else { return Ok(()) };
     fn go(builtin: &str, n: &TNode, linear: bool, parent: &str) -> Result<()> {
         match &n.op {
-            Op::Contract(ks) if !linear => Err(Error::Illegal {
+            Op::Contract(ks) if !linear => Err(Error::Inexpressible {
                 builtin: builtin.into(),
                 reason: format!(
                     "the contraction `{n}` (a sum over {}) is an operand of {parent}, where the \

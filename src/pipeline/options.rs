@@ -1,6 +1,5 @@
 //! How kernels run ([`RunOptions`]) and what can stop one from being reported ([`RunError`]).
 
-use crate::error::ProgramError;
 use crate::ir::Name;
 use crate::runtime::{self, Flags, RuntimeError, Timing};
 use std::collections::BTreeMap;
@@ -19,9 +18,6 @@ pub enum RunError {
     /// Input data that does not fit, or the reference could not run.
     #[error("{0}")]
     Data(String),
-    /// The program did not evaluate again (at a reduced size, for verification).
-    #[error("{0}")]
-    Program(#[from] ProgramError),
 }
 
 impl RunError {
@@ -30,7 +26,6 @@ impl RunError {
     pub fn is_refusal(&self) -> bool {
         match self {
             RunError::Meta(e) => e.is_refusal(),
-            RunError::Program(e) => e.is_refusal(),
             _ => false,
         }
     }

@@ -233,12 +233,16 @@ fn mismatch_message(ks: &[usize]) -> String {
 /// verified run, and [`Pipeline::time`] and [`super::time_interleaved`] take one, so that nothing is
 /// timed that was not verified first.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Verified(KernelRef);
+pub struct Verified {
+    which: KernelRef,
+    /// The pipeline that verified it (evidence is not transferable).
+    pipeline: u64,
+}
 
 impl Verified {
     /// The kernel that verified.
     pub fn kernel(&self) -> &KernelRef {
-        &self.0
+        &self.which
     }
 }
 
@@ -247,6 +251,8 @@ impl Verified {
 /// files, `init` statements, else the seeded fill) and is verified against the reference
 /// running its own untransformed statements from that data.
 pub struct Pipeline {
+    /// Which pipeline this is, for its [`Verified`] evidence.
+    id: u64,
     program: Program,
     state: State,
     opts: RunOptions,
@@ -256,12 +262,14 @@ impl Pipeline {
     /// Evaluates `program`; fails with the program's located error.
     pub fn new(program: Program, opts: RunOptions) -> Result<Pipeline, ProgramError> {
         let state = program.eval()?;
-        Ok(Pipeline { program, state, opts })
+        Ok(Pipeline::with_state(program, state, opts))
     }
 
     /// A pipeline over `program` already evaluated to `state` (the REPL's current state).
     pub fn with_state(program: Program, state: State, opts: RunOptions) -> Pipeline {
-        Pipeline { program, state, opts }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Pipeline { id, program, state, opts }
     }
 
     /// The state at full size.
@@ -279,6 +287,13 @@ impl Pipeline {
     /// Times one kernel that [`Pipeline::run`] verified, without checking it again
     /// ([`super::time_interleaved`] calls this once per round and variant).
     pub fn time(&self, verified: &Verified, timing: Timing) -> Result<TimeStats, RunError> {
+        if verified.pipeline != self.id {
+            return Err(RunError::Data(
+                "internal error: evidence of verification from another pipeline: run this kernel through this \
+                 pipeline first"
+                    .into(),
+            ));
+        }
         let which = verified.kernel();
         let req = which.request(&self.state)?;
         let kernel = self.generate(which)?;
@@ -293,6 +308,13 @@ impl Pipeline {
     /// The options kernels run with.
     pub fn options(&self) -> &RunOptions {
         &self.opts
+    }
+
+    /// Changes how long one worker job may run (a tuner gives a candidate's timed job more than
+    /// its screening run); returns the pipeline.
+    pub fn set_timeout(&mut self, timeout: std::time::Duration) -> &mut Pipeline {
+        self.opts.timeout = timeout;
+        self
     }
 
     /// Runs every kernel of the program in order, each an independent variant, under the one
@@ -367,7 +389,7 @@ impl Pipeline {
     /// report with `verified: false`, not an error.
     pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
         let mut run = self.execute(which)?;
-        run.verified = run.report.verified.then(|| Verified(which.clone()));
+        run.verified = run.report.verified.then(|| Verified { which: which.clone(), pipeline: self.id });
         Ok(run)
     }
 

@@ -379,11 +379,10 @@ impl Repl {
             }
             ":state" => Ok(self.state_listing()),
             ":def" => {
-                let (n, v) = need("NAME=INT")?.split_once('=').ok_or(":def: expected NAME=INT")?;
-                let v: i64 =
-                    v.trim().parse().map_err(|_| format!(":def: expected an integer, found `{v}`"))?;
+                // One rule with `-D` (ir::parse_define): a C identifier, then an integer.
+                let def = crate::ir::parse_define(need("NAME=INT")?).map_err(|e| format!(":def: {e}"))?;
                 let snap = self.snapshot(line);
-                let msg = self.define(&[(n.trim().to_string(), v)], ":def")?;
+                let msg = self.define(&[def], ":def")?;
                 self.changed(snap);
                 Ok(msg)
             }

@@ -127,8 +127,20 @@ impl Stdlib {
                 };
             }
             let err = host.error("stdlib", &call, e, None);
-            // A library function stopped by an error of its own (not a builtin's, not `fail`).
-            err.error.unwrap_or(Error::Internal { builtin: name.into(), reason: err.message })
+            // Stopped from outside (Ctrl-C, the time limit) or by a sandbox limit: not a bug.
+            let stopped = matches!(
+                e.unwrap_inner(),
+                EvalAltResult::ErrorTerminated(..)
+                    | EvalAltResult::ErrorTooManyOperations(..)
+                    | EvalAltResult::ErrorStackOverflow(..)
+                    | EvalAltResult::ErrorDataTooLarge(..)
+            );
+            match err.error {
+                Some(core) => core,
+                None if stopped => Error::Limit { builtin: name.into(), reason: err.message },
+                // A library function stopped by an error of its own (not a builtin's, not `fail`).
+                None => Error::Internal { builtin: name.into(), reason: err.message },
+            }
         };
         match result {
             Ok(d) => to_value(&d).ok_or_else(|| Error::WrongKind {

@@ -338,8 +338,8 @@ fn verified(program: Program, opts: RunOptions) -> Result<(Pipeline, Verified), 
     let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
     match p.run(&KernelRef::Codegen(0)) {
         Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
-        Ok(run) => Err(format!("failed re-verification: {}", run.report.worst.unwrap_or_default())),
-        Err(e) => Err(format!("failed re-verification: {e}")),
+        Ok(run) => Err(format!("failed verification: {}", run.report.worst.unwrap_or_default())),
+        Err(e) => Err(format!("failed verification: {e}")),
     }
 }
 
@@ -420,11 +420,15 @@ impl<'a> Tuning<'a> {
     /// untransformed build's time, or the best so far when faster), at least [`LIMIT_FLOOR_S`],
     /// at most `--timeout`.
     fn limit(&self) -> Duration {
-        let reference =
-            [self.report.baseline_s, self.best.as_ref().map(|b| b.0)].into_iter().flatten().reduce(f64::min);
-        reference.map_or(self.o.run.timeout, |r| {
+        self.reference_s().map_or(self.o.run.timeout, |r| {
             self.o.run.timeout.min(Duration::from_secs_f64((LIMIT_FACTOR * r).max(LIMIT_FLOOR_S)))
         })
+    }
+
+    /// The time candidates are held to: the best so far, or the untransformed build's when it is
+    /// faster (or there is no best yet).
+    fn reference_s(&self) -> Option<f64> {
+        [self.report.baseline_s, self.best.as_ref().map(|b| b.0)].into_iter().flatten().reduce(f64::min)
     }
 
     fn time_up(&self) -> bool {
@@ -589,18 +593,30 @@ impl<'a> Tuning<'a> {
     /// than the best so far (its one run is then its time).
     fn verify_and_time(&self, r: &mut Record, seen: &[Seen], state: State) {
         let o = self.o;
-        let screen = RunOptions { timing: Some(ONCE), timeout: self.limit(), ..o.run.clone() };
-        let pipe = Pipeline::with_state(candidate_program(o, seen), state, screen);
+        // The limit is per run; a worker job runs the kernel several times: the screening job
+        // twice (the timed run, then the checked one).
+        let per_run = self.limit();
+        let screen =
+            RunOptions { timing: Some(ONCE), timeout: o.run.timeout.min(2 * per_run), ..o.run.clone() };
+        let mut pipe = Pipeline::with_state(candidate_program(o, seen), state, screen);
         match pipe.run(&KernelRef::Codegen(0)) {
             Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
                 r.verification = Some(run.verification.clone());
                 let first = run.time;
-                let slow = match (first, &self.best) {
-                    (Some(t), Some((b, _))) => t.median_s > SCREEN * b,
+                // Far slower than the reference (the best so far, or the untransformed build
+                // before there is one): its one run is its time.
+                let slow = match (first, self.reference_s()) {
+                    (Some(t), Some(b)) => t.median_s > SCREEN * b,
                     _ => false,
                 };
+                // The timed job: a warm-up, the timed repetitions (at least `min_reps`, and
+                // `min_time_s`), then the checked run.
+                let job = |timing: Timing| {
+                    let runs = timing.warmup + timing.min_reps + 1;
+                    o.run.timeout.min(per_run * runs + Duration::from_secs_f64(timing.min_time_s.max(0.0)))
+                };
                 let t = match (slow, o.run.timing) {
-                    (false, Some(timing)) => match pipe.time(&evidence, timing) {
+                    (false, Some(timing)) => match pipe.set_timeout(job(timing)).time(&evidence, timing) {
                         Ok(t) => Some(t),
                         Err(e) => {
                             r.status = classify(&e);
@@ -614,7 +630,7 @@ impl<'a> Tuning<'a> {
                     r.verification = r
                         .verification
                         .take()
-                        .map(|v| format!("{v}; timed once: more than {SCREEN}x the best so far"));
+                        .map(|v| format!("{v}; timed once: more than {SCREEN}x the reference time"));
                 }
                 r.median_s = t.map(|t| t.median_s);
                 r.min_s = t.map(|t| t.min_s);
