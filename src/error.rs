@@ -256,8 +256,9 @@ mod tests {
         let limit = e(|builtin, reason| Error::Limit { builtin, reason });
         let env = e(|builtin, reason| Error::Environment { builtin, reason });
         let internal = e(|builtin, reason| Error::Internal { builtin, reason });
+        let program = e(|builtin, reason| Error::Inexpressible { builtin, reason });
         assert!(illegal.is_refusal() && unreal.is_refusal());
-        assert!(!limit.is_refusal() && !env.is_refusal() && !internal.is_refusal());
+        assert!(!limit.is_refusal() && !env.is_refusal() && !internal.is_refusal() && !program.is_refusal());
         assert!(env.hint().is_some_and(|h| h.contains("--unchecked")));
         assert_eq!(internal.to_string(), "b: internal error: why");
         let p = ProgramError { message: "error: b: why".into(), error: Some(env) };

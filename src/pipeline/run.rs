@@ -669,6 +669,22 @@ mod tests {
         .unwrap()
     }
 
+    /// Evidence of verification is bound to the pipeline that gave it: another pipeline (even
+    /// over the same program) will not time its kernel on that evidence.
+    #[test]
+    fn evidence_is_not_transferable() {
+        let d = tempfile::tempdir().unwrap();
+        let opts = RunOptions { cache_dir: Some(d.path().to_path_buf()), ..RunOptions::default() };
+        let program = || Program::new("mm", BTreeMap::new(), |_| Ok(mm(8)));
+        let a = Pipeline::with_state(program(), mm(8), opts.clone());
+        let b = Pipeline::with_state(program(), mm(8), opts);
+        let v = a.run(&KernelRef::Codegen(0)).unwrap().verified.expect("mm verifies");
+        let once = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 };
+        assert!(a.time(&v, once).is_ok());
+        let e = b.time(&v, once).unwrap_err().to_string();
+        assert!(e.contains("evidence of verification from another pipeline"), "{e}");
+    }
+
     /// The spot check catches a full-size output that differs from the meaning, and passes the
     /// right one (computed here by the interpreter, standing in for a kernel).
     #[test]
