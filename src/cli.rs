@@ -357,11 +357,6 @@ fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
     Ok((n.to_string(), PathBuf::from(p)))
 }
 
-/// The host in a line: cores, CPU model, memory (for the reports whose times depend on it).
-pub fn machine() -> String {
-    crate::runtime::host::Host::this().describe()
-}
-
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
     let defines = a.program.define.iter().map(|(n, v)| (n.as_str(), *v));
@@ -510,7 +505,7 @@ pub fn run(a: &RunArgs) -> i32 {
             "compiler": tools.as_ref().map(|t| t.0.clone()),
             "flags": tools.as_ref().map(|t| t.1.clone()),
             "threads": a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-            "machine": machine(),
+            "machine": crate::runtime::host::Host::this().describe(),
             "kernels": reports,
         });
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());

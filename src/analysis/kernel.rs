@@ -1,12 +1,12 @@
 //! Can the kernel of these nests be realised as correct C? The one answer both callers need:
 //! a `codegen` statement validates its request with [`check`] (so that `teml check` and every
-//! front-end refuse what `teml run` would), and code generation asks [`realise`] how to print
-//! each marked loop. No C is generated here.
+//! front-end refuse what `teml run` would), and code generation asks [`layout`] what the kernel
+//! is made of and [`realise`] how to print each marked loop. No C is generated here.
 //!
-//! - **Tensors** ([`tensors`]): every real tensor the nests use, with one shape and one
-//!   element type.
-//! - **Integer ranges** ([`check_ranges`]): named constants, loop bounds, indices and extents
-//!   fit the C `int` the generated loops run over; every tensor fits the address space.
+//! - **Tensors** ([`layout`]): every real tensor the nests use, with one shape and one element
+//!   type.
+//! - **Integer ranges** ([`layout`]): named constants, loop bounds, indices and extents fit the
+//!   C `int` the generated loops run over; every tensor fits the address space.
 //! - **Marks** ([`realise`]): isl decides whether a marked loop carries a dependence
 //!   (docs/legality.md); one that carries none runs as it is, one that carries reductions sums
 //!   into private accumulators ([`reduction::plan`], whose range test decides alone where the
@@ -38,11 +38,7 @@ pub struct Tensor {
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
 pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
-    let tensors =
-        tensors(nests).map_err(|reason| Error::Inexpressible { builtin: "codegen".into(), reason })?;
-    let (_, consts) = iters_and_constants(nests, &tensors);
-    check_ranges(state, &tensors, nests, &consts)
-        .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
+    layout(state, nests)?;
     fn walk(state: &State, nest: &Nest, g: &GNode) -> std::result::Result<(), String> {
         if let GNode::Loop(l, body) = g {
             realise(state, nest, l, body)?;
@@ -54,6 +50,18 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
         zeroing::place(n.items()).iter().try_for_each(|g| walk(state, n, g)).map_err(unrealizable)?;
     }
     Ok(())
+}
+
+/// What the kernel of `nests` is made of, checked: its tensors (one shape each, else
+/// [`Error::Inexpressible`]), its loop iterators and the named constants it uses, every integer
+/// within C `int` (else [`Error::Limit`]).
+pub fn layout(state: &State, nests: &[(Name, Nest)]) -> Result<(Vec<Tensor>, BTreeSet<Name>, Vec<Name>)> {
+    let tensors =
+        tensors(nests).map_err(|reason| Error::Inexpressible { builtin: "codegen".into(), reason })?;
+    let (iters, consts) = iters_and_constants(nests, &tensors);
+    check_ranges(state, &tensors, nests, &consts)
+        .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
+    Ok((tensors, iters, consts))
 }
 
 /// How code generation realises the loop `l` of `nest` (its body with the zeroings placed):
@@ -136,22 +144,20 @@ fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::re
             }
         }
     }
-    for (k, x) in band.iter().enumerate() {
+    if let Some((x, o)) = not_rectangular(&band) {
+        return Err(cannot(format!(
+            "the bounds of `{}` ({}) depend on `{}`: expected a rectangular band",
+            x.iter,
+            x.range(),
+            o.iter
+        )));
+    }
+    for x in &band {
         if !x.annot.parallel || x.annot.vectorize {
             return Err(cannot(format!(
                 "expected every loop of the band marked parallel only, found `{}` {:?}",
                 x.iter,
                 x.annot.words()
-            )));
-        }
-        if let Some(o) =
-            band[..k].iter().find(|o| x.lb.vars().contains(&o.iter) || x.ub.vars().contains(&o.iter))
-        {
-            return Err(cannot(format!(
-                "the bounds of `{}` ({}) depend on `{}`: expected a rectangular band",
-                x.iter,
-                x.range(),
-                o.iter
             )));
         }
         if super::legality::carries(state, nest, x).unwrap_or(true)
@@ -164,6 +170,15 @@ fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::re
         }
     }
     Ok(Plan::Independent)
+}
+
+/// The first loop of a band (outermost first) whose bounds use the iterator of a loop outside
+/// it in the band, with that loop: OpenMP collapses rectangular bands only. The one check of
+/// `collapse` and of its realisation.
+pub fn not_rectangular<'a>(band: &[&'a Loop]) -> Option<(&'a Loop, &'a Loop)> {
+    band.iter()
+        .enumerate()
+        .find_map(|(k, x)| band[..k].iter().find(|o| x.bounds_mention(&o.iter)).map(|o| (*x, *o)))
 }
 
 /// The first loop marked parallel at or below `x`.
@@ -194,7 +209,7 @@ fn zeroes_inside(body: &[GNode], access: &str) -> bool {
 }
 
 /// The real tensors the nests use, in order of first appearance.
-pub fn tensors(nests: &[(Name, Nest)]) -> Result<Vec<Tensor>, String> {
+fn tensors(nests: &[(Name, Nest)]) -> Result<Vec<Tensor>, String> {
     let mut out: Vec<Tensor> = Vec::new();
     for (_, n) in nests {
         for s in n.stmts() {
@@ -249,7 +264,7 @@ type RangeCheck<'a> = dyn Fn(&Expr, &dyn Fn() -> String) -> Result<(), String> +
 /// Every integer of the kernel fits the C `int` its loops run over, and every tensor fits in
 /// memory's address range: named constants' values, loop bounds and indices (their
 /// coefficients, and their values where the named constants give them).
-pub fn check_ranges(
+fn check_ranges(
     state: &State,
     tensors: &[Tensor],
     nests: &[(Name, Nest)],
@@ -326,7 +341,7 @@ fn collect_vars(x: &LNode, out: &mut BTreeSet<Name>) {
 
 /// The loop iterators of `nests`, and the named constants their bounds, accesses and tensor
 /// shapes use.
-pub fn iters_and_constants(nests: &[(Name, Nest)], tensors: &[Tensor]) -> (BTreeSet<Name>, Vec<Name>) {
+fn iters_and_constants(nests: &[(Name, Nest)], tensors: &[Tensor]) -> (BTreeSet<Name>, Vec<Name>) {
     let mut iters = BTreeSet::new();
     for (_, n) in nests {
         for x in n.items() {

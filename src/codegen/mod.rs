@@ -91,11 +91,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             found: format!("`{name}`"),
         });
     }
-    let tensors = kernel::tensors(nests)
-        .map_err(|reason| Error::Inexpressible { builtin: "codegen".into(), reason })?;
-    let (iters, consts) = kernel::iters_and_constants(nests, &tensors);
-    kernel::check_ranges(state, &tensors, nests, &consts)
-        .map_err(|reason| Error::Limit { builtin: "codegen".into(), reason })?;
+    let (tensors, iters, consts) = kernel::layout(state, nests)?;
     let mut params: Vec<Param> = tensors
         .into_iter()
         .map(|t| Param {

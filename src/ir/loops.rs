@@ -89,6 +89,12 @@ impl Loop {
         }
     }
 
+    /// True if the bounds use iterator `iter` (the loop cannot move outside that loop, nor be
+    /// collapsed with it).
+    pub fn bounds_mention(&self, iter: &str) -> bool {
+        self.lb.mentions(iter) || self.ub.mentions(iter)
+    }
+
     /// True if both loops iterate over the same range (iterator names may differ).
     pub fn same_range(&self, other: &Loop) -> bool {
         self.lb == other.lb && self.ub == other.ub && self.step == other.step

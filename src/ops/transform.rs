@@ -11,7 +11,7 @@
 //! single path from the root; a level below a branch is an error.
 
 use super::tensor::fresh;
-use crate::analysis::kernel::{parallel_loop, simd_around_parallel_reason};
+use crate::analysis::kernel::{not_rectangular, parallel_loop, simd_around_parallel_reason};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
 use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, State};
@@ -217,13 +217,13 @@ pub fn interchange(nest: &Nest, r1: i64, r2: i64) -> Result<Nest> {
     let mids = &chain[1..chain.len() - 1];
     // Step 1. Check: the inner loop moves outside the outer one and the loops between.
     for passed in std::iter::once(outer).chain(mids) {
-        if inner.lb.mentions(&passed.iter) || inner.ub.mentions(&passed.iter) {
+        if inner.bounds_mention(&passed.iter) {
             return Err(illegal_move(b, inner, passed));
         }
     }
     // The outer loop moves inside the loops between.
     for m in mids {
-        if m.lb.mentions(&outer.iter) || m.ub.mentions(&outer.iter) {
+        if m.bounds_mention(&outer.iter) {
             return Err(illegal_move(b, m, outer));
         }
     }
@@ -514,11 +514,24 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
             found: n.to_string(),
         });
     }
-    let band: Vec<Arc<Loop>> = nest.path()[level as usize - 1..(level + n - 1) as usize].to_vec();
-    if let Some(outer) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+    let path = nest.path();
+    let band: Vec<&Loop> = path[level as usize - 1..(level + n - 1) as usize].iter().map(|l| &**l).collect();
+    if let Some(outer) = path.iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
         return Err(simd_around_parallel(b, outer, &first));
     }
-    for (k, x) in band.iter().enumerate() {
+    if let Some((x, o)) = not_rectangular(&band) {
+        return Err(Error::Illegal {
+            builtin: b.into(),
+            reason: format!(
+                "the bounds of loop `{}` ({}) depend on `{}`: expected a rectangular band (OpenMP \
+                 collapses loops whose bounds are independent)",
+                x.iter,
+                x.range(),
+                o.iter
+            ),
+        });
+    }
+    for x in &band {
         if x.annot.vectorize {
             return Err(Error::Illegal {
                 builtin: b.into(),
@@ -526,20 +539,6 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
                     "loop `{}` is vectorized: expected a band of loops that run on threads only (vectorize \
                      the loop inside the band instead)",
                     x.iter
-                ),
-            });
-        }
-        if let Some(o) =
-            band[..k].iter().find(|o| x.lb.vars().contains(&o.iter) || x.ub.vars().contains(&o.iter))
-        {
-            return Err(Error::Illegal {
-                builtin: b.into(),
-                reason: format!(
-                    "the bounds of loop `{}` ({}) depend on `{}`: expected a rectangular band (OpenMP \
-                     collapses loops whose bounds are independent)",
-                    x.iter,
-                    x.range(),
-                    o.iter
                 ),
             });
         }

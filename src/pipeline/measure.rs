@@ -33,14 +33,10 @@ pub fn time_interleaved(
     let mut times: Vec<Result<Vec<f64>, RunError>> = variants.iter().map(|_| Ok(Vec::new())).collect();
     for _ in 0..rounds.max(1) {
         for ((pipe, kernels), slot) in variants.iter().zip(times.iter_mut()) {
-            if slot.is_err() {
-                continue;
-            }
-            let sum = kernels.iter().try_fold(0.0, |acc, v| Ok(acc + pipe.time(v, per_round)?.median_s));
-            match (sum, slot.as_mut()) {
-                (Ok(x), Ok(ts)) => ts.push(x),
-                (Err(e), _) => *slot = Err(e),
-                _ => {}
+            let Ok(ts) = slot else { continue };
+            match kernels.iter().try_fold(0.0, |acc, v| Ok(acc + pipe.time(v, per_round)?.median_s)) {
+                Ok(x) => ts.push(x),
+                Err(e) => *slot = Err(e),
             }
         }
     }

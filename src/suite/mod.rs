@@ -98,6 +98,26 @@ pub struct VariantResult {
     pub error: Option<String>,
 }
 
+impl VariantResult {
+    /// A variant not run yet: not verified, no time.
+    pub fn new(variant: &str, file: &str, threads: usize) -> VariantResult {
+        VariantResult {
+            variant: variant.to_string(),
+            file: file.to_string(),
+            threads,
+            verified: false,
+            verification: Vec::new(),
+            median_s: None,
+            spread: None,
+            flops: 0,
+            gflops: None,
+            speedup: None,
+            roofline: None,
+            error: None,
+        }
+    }
+}
+
 /// One kernel.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelResult {
@@ -202,20 +222,7 @@ fn variant(
     threads: usize,
     opts: &RunOptions,
 ) -> (VariantResult, Buffers, Vec<Name>, Option<State>, Option<Timer>) {
-    let mut r = VariantResult {
-        variant: variant.to_string(),
-        file: file.display().to_string(),
-        threads,
-        verified: false,
-        verification: Vec::new(),
-        median_s: None,
-        spread: None,
-        flops: 0,
-        gflops: None,
-        speedup: None,
-        roofline: None,
-        error: None,
-    };
+    let mut r = VariantResult::new(variant, &file.display().to_string(), threads);
     let verify = RunOptions { threads: Some(threads), timing: None, ..opts.clone() };
     let pipe = match Pipeline::new(Program::file(file, defines.clone(), false), verify) {
         Ok(p) => p,
@@ -526,18 +533,9 @@ mod tests {
     fn a_figure_above_the_roofline_is_explained() {
         let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
         let variant = |name: &str, median: f64| VariantResult {
-            variant: name.into(),
-            file: String::new(),
-            threads: 2,
             verified: true,
-            verification: Vec::new(),
             median_s: Some(median),
-            spread: None,
-            flops: 0,
-            gflops: None,
-            speedup: None,
-            roofline: None,
-            error: None,
+            ..VariantResult::new(name, "", 2)
         };
         // 1e9 flops at 100 GFLOP/s: the bound is 10 ms (the 1 MB move takes 0.1 ms).
         let mut k = KernelResult {

@@ -146,18 +146,13 @@ pub fn run(
         f
     };
     let mut r = VariantResult {
-        variant: "numpy".into(),
-        file: "numpy (matmul / einsum)".into(),
-        threads: opts.threads.unwrap_or(1),
         verified: true,
         verification: vec!["outputs compared with the untransformed program's".into()],
         median_s: Some(median),
         spread: Some(if median > 0.0 { stats.spread() } else { 0.0 }),
         flops,
         gflops: Some(flops as f64 / median / 1e9),
-        speedup: None,
-        roofline: None,
-        error: None,
+        ..VariantResult::new("numpy", "numpy (matmul / einsum)", opts.threads.unwrap_or(1))
     };
     let mag = pipeline::magnitude(&initial);
     for name in v["outputs"].as_array().into_iter().flatten().filter_map(|x| x.as_str()) {

@@ -232,12 +232,17 @@ fn candidate_program(o: &TuneOptions, seen: &[Seen]) -> Program {
 fn untransformed_program(o: &TuneOptions) -> Program {
     let (space, first) = (o.space.clone(), o.program(Params::default()));
     Program::new("untransformed", o.defines.clone(), move |consts| {
-        let s = first.eval_with(consts)?;
-        let req = s.kernels.first().ok_or_else(|| no_kernel(&space))?;
-        let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
-        let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
-        Ok(State { kernels: vec![KernelRequest { names, nests, at: None, label: None }], ..s })
+        untransformed_state(&space, first.eval_with(consts)?)
     })
+}
+
+/// The space's state `s` (at its first choices) with its kernel replaced by the untransformed
+/// build of the same statements.
+fn untransformed_state(space: &Path, s: State) -> Result<State, ProgramError> {
+    let req = s.kernels.first().ok_or_else(|| no_kernel(space))?;
+    let nests = pipeline::untransformed(&s, req).map_err(|e| e.to_string())?;
+    let names = (1..=nests.len()).map(|k| Name::from(format!("untransformed{k}").as_str())).collect();
+    Ok(State { kernels: vec![KernelRequest { names, nests, at: None, label: None }], ..s })
 }
 
 fn no_kernel(space: &Path) -> String {
@@ -335,7 +340,11 @@ const ONCE: Timing = Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps:
 /// A program evaluated once and verified once: its pipeline (which then times it) and the
 /// evidence.
 fn verified(program: Program, opts: RunOptions) -> Result<(Pipeline, Verified), String> {
-    let p = Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?;
+    verify(Pipeline::new(program, RunOptions { timing: None, ..opts }).map_err(|e| e.to_string())?)
+}
+
+/// Verifies the pipeline's kernel: the pipeline and the evidence.
+fn verify(p: Pipeline) -> Result<(Pipeline, Verified), String> {
     match p.run(&KernelRef::Codegen(0)) {
         Ok(KernelRun { verified: Some(v), .. }) => Ok((p, v)),
         Ok(run) => Err(format!("failed verification: {}", run.report.worst.unwrap_or_default())),
@@ -380,7 +389,8 @@ impl<'a> Tuning<'a> {
             best: None,
         });
         let (first, _, _) = evaluate(o, BTreeMap::new(), None);
-        if first.map_err(|e| e.to_string())?.kernels.is_empty() {
+        let first = first.map_err(|e| e.to_string())?;
+        if first.kernels.is_empty() {
             return Err(no_kernel(&o.space));
         }
         let mut t = Tuning {
@@ -396,17 +406,15 @@ impl<'a> Tuning<'a> {
             baseline: None,
         };
         // The untransformed build first: its time limits every candidate's run from the first on.
-        progress(&Progress {
-            phase: "timing the untransformed build",
-            done: 0,
-            budget: o.budget,
-            rejected: 0,
-            best: None,
-        });
-        match verified(untransformed_program(o), o.run.clone()).and_then(|(p, v)| {
+        t.progress(progress, "timing the untransformed build");
+        // Built from the state just evaluated (the space is not evaluated again).
+        let baseline = untransformed_state(&o.space, first).map_err(|e| e.to_string()).and_then(|s| {
+            let opts = RunOptions { timing: None, ..o.run.clone() };
+            let (p, v) = verify(Pipeline::with_state(untransformed_program(o), s, opts))?;
             let t = p.time(&v, ONCE).map_err(|e| e.to_string())?;
             Ok((p, v, t.median_s))
-        }) {
+        });
+        match baseline {
             Ok(b) => {
                 t.report.baseline_s = Some(b.2);
                 t.baseline = Some(b);

@@ -1,14 +1,8 @@
 //! `collapse(l, r, n)`: a band of perfectly nested parallel loops run as one iteration space
 //! (OpenMP `collapse(n)`), checked like every mark, realised as one pragma, verified.
 
-use std::process::Command;
-
 fn teml(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
-        .output()
-        .unwrap();
+    let o = crate::common::teml_in(dir, args);
     (
         o.status.success(),
         format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),

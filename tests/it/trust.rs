@@ -1,15 +1,8 @@
 //! Regression tests for the promises "nothing is timed that is not verified" and "no input
 //! crashes the process" (issue 18's defects), through the real binary.
 
-use std::process::{Command, Output};
-
-fn teml(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
-        .output()
-        .unwrap()
-}
+use crate::common::teml_in as teml;
+use std::process::Command;
 
 /// Flags that make a correct kernel wrong, deterministically: every `double` buffer is read
 /// as `float`, so the kernel computes garbage that verification must catch.

@@ -189,3 +189,12 @@ pub fn in_own_process(name: &str, envs: &[(&str, &OsStr)], body: impl FnOnce()) 
         "{name} did not run in a process of its own:\n{all}"
     );
 }
+
+/// Runs the `teml` binary with `args`, its compile cache in `dir` (never the user's).
+pub fn teml_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap()
+}
