@@ -39,15 +39,30 @@ pub struct Tensor {
 pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     layout(state, nests)?;
-    fn walk(state: &State, nest: &Nest, g: &GNode) -> std::result::Result<(), String> {
+    fn walk<'a>(
+        state: &State,
+        nest: &Nest,
+        g: &'a GNode,
+        outer: &mut Vec<&'a Loop>,
+    ) -> std::result::Result<(), String> {
         if let GNode::Loop(l, body) = g {
             realise(state, nest, l, body)?;
-            body.iter().try_for_each(|c| walk(state, nest, c))?;
+            // `registers` marks moved by interchange or fusion are checked where they are now.
+            for t in &l.annot.registers {
+                super::registers::units(outer, l, t)?;
+            }
+            outer.push(l);
+            let r = body.iter().try_for_each(|c| walk(state, nest, c, outer));
+            outer.pop();
+            r?;
         }
         Ok(())
     }
     for (_, n) in nests {
-        zeroing::place(n.items()).iter().try_for_each(|g| walk(state, n, g)).map_err(unrealizable)?;
+        zeroing::place(n.items())
+            .iter()
+            .try_for_each(|g| walk(state, n, g, &mut Vec::new()))
+            .map_err(unrealizable)?;
     }
     Ok(())
 }

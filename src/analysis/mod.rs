@@ -6,6 +6,8 @@ pub mod isl;
 pub mod kernel;
 pub mod legality;
 pub mod reduction;
+pub mod registers;
+pub mod vector;
 pub mod zeroing;
 
 pub use legality::{Illegal, Verdict, check};

@@ -54,7 +54,8 @@ pub enum GNode {
 }
 
 impl GNode {
-    fn accesses(&self, tensor: &Name, out: &mut Vec<String>) {
+    /// The accesses to `tensor` below, as (text, indices).
+    fn accesses(&self, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) {
         match self {
             GNode::Loop(_, body) => body.iter().for_each(|g| g.accesses(tensor, out)),
             GNode::Stmt(s) => {
@@ -64,20 +65,32 @@ impl GNode {
             }
             GNode::Zero(z) => {
                 if z.target.id() == Some(tensor) {
-                    out.push(z.target.access());
+                    out.push((z.target.access(), z.target.index_list().unwrap_or(&[]).to_vec()));
                 }
             }
         }
     }
+
+    /// The iterators of the loops below (those of a zeroing's own loops included).
+    fn iters(&self, out: &mut Vec<Name>) {
+        match self {
+            GNode::Loop(l, body) => {
+                out.push(l.iter.clone());
+                body.iter().for_each(|g| g.iters(out));
+            }
+            GNode::Stmt(_) => {}
+            GNode::Zero(z) => out.extend(z.loops.iter().map(|l| l.iter.clone())),
+        }
+    }
 }
 
-fn accesses_of(lw: &Lowered, tensor: &Name, out: &mut Vec<String>) {
+fn accesses_of(lw: &Lowered, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) {
     if lw.target.id() == Some(tensor) {
-        out.push(lw.target.access());
+        out.push((lw.target.access(), lw.target.index_list().unwrap_or(&[]).to_vec()));
     }
     lw.rhs.visit(&mut |n| {
         if n.id() == Some(tensor) {
-            out.push(n.access());
+            out.push((n.access(), n.index_list().unwrap_or(&[]).to_vec()));
         }
     });
 }
@@ -138,10 +151,13 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
             kept.push(GNode::Zero(z));
             continue;
         };
-        // Only past items that do not touch the accumulator.
-        let mut before = Vec::new();
+        // Only past items that do not touch the elements it zeroes.
+        let mut before: Vec<(String, Vec<Expr>)> = Vec::new();
         kept.iter().for_each(|k| k.accesses(&tensor, &mut before));
-        let out = if before.is_empty() { hoist_one(l, &z, &tensor, &all) } else { None };
+        let mut moving: Vec<Name> = vec![l.iter.clone()];
+        all.iter().for_each(|g| g.iters(&mut moving));
+        let clear = before.iter().all(|(_, index)| apart(&z.target, index, &moving));
+        let out = if clear { hoist_one(l, &z, &tensor, &all) } else { None };
         match out {
             Some(Some(z2)) => hoisted.push(GNode::Zero(z2)),
             Some(None) => {} // never runs
@@ -183,12 +199,16 @@ fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode]) -> Option<Option
     if !(in_target || in_loops) || z.guard.is_empty() {
         return None;
     }
-    // A target index: a loop of zeroings. Every access to the accumulator in the loop must be
-    // this one, and different iterations must touch different elements.
+    // A target index: a loop of zeroings. Every other access to the accumulator in the loop
+    // must be to other elements (a nonzero constant apart in an index that no iterator of the
+    // loop moves: the rows of an unroll-and-jam), and different iterations must touch
+    // different elements.
     let mut acc = Vec::new();
     body.iter().for_each(|g| g.accesses(tensor, &mut acc));
+    let mut moving: Vec<Name> = vec![v.clone()];
+    body.iter().for_each(|g| g.iters(&mut moving));
     let me = z.target.access();
-    if acc.iter().any(|a| *a != me) {
+    if acc.iter().any(|(text, index)| *text != me && !apart(&z.target, index, &moving)) {
         return None;
     }
     let injective = if in_target {
@@ -204,6 +224,18 @@ fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode]) -> Option<Option
     let mut loops = vec![header];
     loops.extend(z.loops.iter().cloned());
     Some(Some(Zero { loops, ..z.clone() }))
+}
+
+/// True if the access `other` never touches an element the zeroing of `target` writes: they
+/// are a nonzero constant apart in an index that none of the `moving` iterators changes (the
+/// rows of an unroll-and-jam).
+fn apart(target: &TExpr, other: &[Expr], moving: &[Name]) -> bool {
+    let mine = target.index_list().unwrap_or(&[]);
+    other.len() == mine.len()
+        && other.iter().zip(mine).any(|(a, b)| {
+            moving.iter().all(|m| !a.mentions(m) && !b.mentions(m))
+                && a.sub(b).as_const().is_some_and(|d| d != 0)
+        })
 }
 
 /// True if the ranges of `inner` for different values of `v` are disjoint blocks.

@@ -20,9 +20,12 @@
 
 use crate::analysis::kernel;
 use crate::analysis::reduction::Plan;
+use crate::analysis::vector::{self, Lanes, Target};
 use crate::analysis::zeroing::{self, GNode, Zero};
 use crate::error::{Error, Result};
-use crate::ir::{Atom, DType, Expr, Loop, Name, Nest, Op, State, TNode, Update, is_c_ident, lower};
+use crate::ir::{
+    Atom, DType, Expr, Iters, Loop, Lowered, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -80,8 +83,13 @@ pub struct CKernel {
     pub consts: Vec<Name>,
 }
 
-/// Generates one kernel running `nests` in order.
+/// Generates one kernel running `nests` in order, for the host's vectors ([`Target::native`]).
 pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKernel> {
+    generate_for(state, name, nests, &Target::native())
+}
+
+/// Generates one kernel running `nests` in order, with explicit vectors of `target`'s width.
+pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &Target) -> Result<CKernel> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     if !is_c_ident(name) {
         return Err(Error::BadArgument {
@@ -116,7 +124,7 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
         }
         let _ = writeln!(body, "  /* {nname} */");
         let mut cx = Cx {
-            out: &mut body,
+            out: String::new(),
             helpers: &mut helpers,
             accs: BTreeMap::new(),
             acc_count: &mut acc_count,
@@ -124,10 +132,14 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
             state,
             nest: n,
             collapsed: 0,
+            target: *target,
+            outer: Vec::new(),
+            bands: Vec::new(),
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
         }
+        body.push_str(&cx.out);
     }
 
     // Extents may use the helpers too (an inferred `min(N-2, 2)`): the parameters need them.
@@ -176,6 +188,25 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
     if helpers.min || helpers.max || helpers.floordiv {
         src.push('\n');
     }
+    if !helpers.vtypes.is_empty() {
+        src.push_str(
+            "/* Explicit vectors (GCC/Clang vector extensions): unaligned, and allowed to alias their elements. */\n",
+        );
+        for (dtype, w) in &helpers.vtypes {
+            let (ty, vt) = (dtype.c_name(), vtype(*dtype, *w));
+            let bytes = w * if *dtype == DType::Float { 4 } else { 8 };
+            let align = if *dtype == DType::Float { 4 } else { 8 };
+            let _ = writeln!(
+                src,
+                "typedef {ty} {vt} __attribute__((vector_size({bytes}), aligned({align}), may_alias));"
+            );
+        }
+        for (dtype, w) in &helpers.splats {
+            let (ty, vt) = (dtype.c_name(), vtype(*dtype, *w));
+            let _ = writeln!(src, "static inline {vt} teml_splat_{vt}({ty} x) {{ return x - ({vt}){{0}}; }}");
+        }
+        src.push('\n');
+    }
     let decls: Vec<String> = params.iter().map(|p| param_decl(p, &names)).collect();
     let _ = writeln!(src, "void {name}({})\n{{\n{body}}}\n", decls.join(", "));
     let casts: Vec<String> =
@@ -208,11 +239,20 @@ fn param_cast(p: &Param, names: &Rc<CNames>) -> String {
     }
 }
 
+/// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
+fn vtype(dtype: DType, w: usize) -> String {
+    format!("teml_{}{w}", if dtype == DType::Float { "f" } else { "d" })
+}
+
 #[derive(Default)]
 struct Helpers {
     min: bool,
     max: bool,
     floordiv: bool,
+    /// Vector types used: (element type, lanes).
+    vtypes: BTreeSet<(DType, usize)>,
+    /// Broadcasts of a whole scalar expression used.
+    splats: BTreeSet<(DType, usize)>,
     /// The C spellings of the kernel's names.
     names: Rc<CNames>,
 }
@@ -413,8 +453,39 @@ fn c_expr(e: &Expr, h: &mut Helpers, paren: bool) -> String {
     if paren && e.is_compound() && e.as_const().is_none() { format!("({s})") } else { s }
 }
 
+/// A block of lanes of an explicit vector loop: its iterator stands for `base`, `base+1`, ...,
+/// `base+width-1`.
+struct Lane {
+    iter: Name,
+    base: Expr,
+    width: usize,
+    dtype: DType,
+}
+
+/// A loop marked `registers`, being printed: the variables its body has asked for so far.
+struct Band {
+    /// The tensors it keeps.
+    tensors: Vec<Name>,
+    /// Its iterator and those of the loops inside it.
+    inner: Vec<Name>,
+    /// The variables, in order of first use.
+    regs: Vec<Reg>,
+}
+
+/// One variable of a band: an element, or a block of lanes.
+struct Reg {
+    /// The C text of the memory it stands for (an lvalue).
+    mem: String,
+    /// The variable.
+    var: String,
+    /// Its C type.
+    ty: String,
+    /// Written in the band (stored back after it).
+    written: bool,
+}
+
 struct Cx<'a> {
-    out: &'a mut String,
+    out: String,
     helpers: &'a mut Helpers,
     /// Target accesses summed in private accumulators: access text -> variable.
     accs: BTreeMap<String, String>,
@@ -426,6 +497,12 @@ struct Cx<'a> {
     nest: &'a Nest,
     /// Loops still to print inside a collapsed band (they get no pragma of their own).
     collapsed: usize,
+    /// The vectors explicit vector loops use.
+    target: Target,
+    /// The loops around the one being printed, outermost first.
+    outer: Vec<Loop>,
+    /// The `registers` loops around the statement being printed, outermost first.
+    bands: Vec<Band>,
 }
 
 impl Cx<'_> {
@@ -435,28 +512,38 @@ impl Cx<'_> {
 
     fn node(&mut self, x: &GNode, depth: usize) -> std::result::Result<(), String> {
         match x {
-            GNode::Zero(z) => {
-                self.zero(z, depth);
-                Ok(())
-            }
+            GNode::Zero(z) => self.zero(z, None, depth),
             GNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
-                let rhs = self.c_value(&lw.rhs);
-                let op = if lw.update == Update::Add { "+=" } else { "=" };
-                let target = lw.target.access();
-                let lhs = match self.accs.get(&target) {
-                    Some(acc) if lw.update == Update::Add => acc.clone(),
-                    _ => self.c_leaf(&lw.target),
-                };
-                self.line(depth, &format!("{lhs} {op} {rhs};"));
-                Ok(())
+                self.stmt(&lw, None, depth)
             }
             GNode::Loop(l, body) => self.loop_(l, body, depth),
         }
     }
 
-    /// `C[i][j] = 0.0;`, inside its loops and under its guard.
-    fn zero(&mut self, z: &Zero, depth: usize) {
+    /// `target (=|+=) rhs;`, scalar or for one block of lanes.
+    fn stmt(&mut self, lw: &Lowered, lane: Option<&Lane>, depth: usize) -> std::result::Result<(), String> {
+        let mut vector = false;
+        let rhs = self.c_value(&lw.rhs, lane, &mut vector)?;
+        let op = if lw.update == Update::Add { "+=" } else { "=" };
+        let target = lw.target.access();
+        let lhs = match self.accs.get(&target) {
+            Some(acc) if lw.update == Update::Add && lane.is_none() => acc.clone(),
+            _ => self.mem(&lw.target, lane, true)?.0,
+        };
+        let rhs = match lane {
+            Some(ln) if ln.width > 1 && !vector => {
+                self.helpers.splats.insert((ln.dtype, ln.width));
+                format!("teml_splat_{}({rhs})", vtype(ln.dtype, ln.width))
+            }
+            _ => rhs,
+        };
+        self.line(depth, &format!("{lhs} {op} {rhs};"));
+        Ok(())
+    }
+
+    /// `C[i][j] = 0.0;`, inside its loops and under its guard (for one block of lanes).
+    fn zero(&mut self, z: &Zero, lane: Option<&Lane>, depth: usize) -> std::result::Result<(), String> {
         let mut depth = depth;
         if !z.guard.is_empty() {
             let conds: Vec<String> =
@@ -469,8 +556,13 @@ impl Cx<'_> {
             self.line(depth, &h);
             depth += 1;
         }
-        let target = self.c_leaf(&z.target);
-        self.line(depth, &format!("{target} = 0.0;"));
+        let (target, vector) = self.mem(&z.target, lane, true)?;
+        let zero = match lane {
+            Some(ln) if vector => format!("({}){{0}}", vtype(ln.dtype, ln.width)),
+            _ => "0.0".to_string(),
+        };
+        self.line(depth, &format!("{target} = {zero};"));
+        Ok(())
     }
 
     fn header(&mut self, l: &Loop) -> String {
@@ -484,12 +576,72 @@ impl Cx<'_> {
     }
 
     fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        if !l.annot.registers.is_empty() {
+            return self.band(l, body, depth);
+        }
+        self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+        let r = self.marked_loop(l, body, depth);
+        self.outer.pop();
+        r
+    }
+
+    /// A loop marked `registers`: its variables declared and loaded before it, stored after.
+    fn band(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        let outer: Vec<&Loop> = self.outer.iter().collect();
+        for t in &l.annot.registers {
+            crate::analysis::registers::units(&outer, l, t)?;
+        }
+        let mut inner = vec![l.iter.clone()];
+        for x in &l.body {
+            x.loop_iters(&mut inner);
+        }
+        self.bands.push(Band { tensors: l.annot.registers.clone(), inner, regs: Vec::new() });
+        let saved = std::mem::take(&mut self.out);
+        self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+        let r = self.marked_loop(l, body, depth + 1);
+        self.outer.pop();
+        let printed = std::mem::replace(&mut self.out, saved);
+        let band = self.bands.pop();
+        r?;
+        let Some(band) = band else { return Ok(()) };
+        // An empty loop must not touch elements it would never have accessed.
+        let runs = vector::constant_trip(l).is_some_and(|n| n >= 1);
+        let open = if runs {
+            "{".to_string()
+        } else {
+            format!("if ({} <= {}) {{", c_expr(&l.lb, self.helpers, true), c_expr(&l.ub, self.helpers, true))
+        };
+        let ts: Vec<&str> = band.tensors.iter().map(|t| self.helpers.names.tensor(t)).collect();
+        let ts = ts.join(", ");
+        self.line(
+            depth,
+            &format!("{open} /* {ts} in registers across `{}` */", self.helpers.names.var(&l.iter)),
+        );
+        for r in &band.regs {
+            self.line(depth + 1, &format!("{} {} = {};", r.ty, r.var, r.mem));
+        }
+        self.out.push_str(&printed);
+        for r in band.regs.iter().filter(|r| r.written) {
+            self.line(depth + 1, &format!("{} = {};", r.mem, r.var));
+        }
+        self.line(depth, "}");
+        Ok(())
+    }
+
+    fn marked_loop(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         // An inner loop of a collapsed band: the band's one pragma covers it.
         let in_band = self.collapsed > 0;
         if in_band {
             self.collapsed -= 1;
         }
         let plan = if in_band { None } else { kernel::realise(self.state, self.nest, l, body)? };
+        let mut simd_note = None;
+        if l.annot.vectorize && !l.annot.parallel && plan == Some(Plan::Independent) {
+            match self.explicit_lanes(l, body) {
+                Ok(lanes) => return self.vector_loop(l, body, &lanes, depth),
+                Err(why) => simd_note = Some(why),
+            }
+        }
         let header = self.header(l);
         let mut pragma = match (l.annot.parallel && !in_band, l.annot.vectorize) {
             (true, true) => Some("#pragma omp parallel for simd".to_string()),
@@ -525,12 +677,24 @@ impl Cx<'_> {
                 p.push_str(&format!(" reduction(+: {})", vars.join(", ")));
             }
         }
-        if let Some(p) = &pragma {
+        if let (Some(p), Some(why)) = (&pragma, &simd_note)
+            && self.target.vector_bits > 0
+        {
+            let p = format!("{p}  /* compiler-vectorized: {} */", why.replace("*/", "* /"));
+            self.line(depth, &p);
+        } else if let Some(p) = &pragma {
             // pragmas start at column 0 in many codebases; indenting them reads better here
             self.line(depth, p);
         }
         self.line(depth, &header);
-        let single = matches!(body, [GNode::Loop(..) | GNode::Stmt(_)]);
+        // One C statement: a statement, or a loop that is not printed as blocks of lanes.
+        let single = match body {
+            [GNode::Stmt(_)] => true,
+            [GNode::Loop(c, b)] => {
+                !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
+            }
+            _ => false,
+        };
         if single {
             self.node(&body[0], depth + 1)?;
         } else {
@@ -545,7 +709,7 @@ impl Cx<'_> {
                 // Add the partial sum to the enclosing accumulator, or to the element itself.
                 let target = match &outer {
                     Some(o) => o.clone(),
-                    None => self.c_leaf(&leaf),
+                    None => self.mem(&leaf, None, true)?.0,
                 };
                 self.line(depth, &format!("{target} += {var};"));
                 match outer {
@@ -556,6 +720,147 @@ impl Cx<'_> {
             self.line(depth - 1, "}");
         }
         Ok(())
+    }
+
+    /// The lanes of a vectorized loop that carries no dependence, printed with explicit
+    /// vectors, or why it keeps its pragma.
+    fn explicit_lanes(&self, l: &Loop, body: &[GNode]) -> std::result::Result<Lanes, String> {
+        for g in body {
+            match g {
+                GNode::Stmt(_) => {}
+                GNode::Zero(z) if z.loops.is_empty() && z.guard.iter().all(|g| !g.mentions(&l.iter)) => {}
+                GNode::Zero(_) => {
+                    return Err(format!("an accumulator is zeroed by a loop inside `{}`", l.iter));
+                }
+                GNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
+            }
+        }
+        vector::lanes(l, &self.target, !self.bands.is_empty())
+    }
+
+    /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors
+    /// and a scalar remainder.
+    fn vector_loop(
+        &mut self,
+        l: &Loop,
+        body: &[GNode],
+        lanes: &Lanes,
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        let i = self.helpers.names.var(&l.iter).to_string();
+        match lanes {
+            Lanes::Unrolled { dtype, blocks } => {
+                let widths: Vec<String> = blocks.iter().map(|(_, w)| w.to_string()).collect();
+                self.line(depth, &format!("/* {i} in {}: lanes {} */", l.range(), widths.join(" + ")));
+                for (off, w) in blocks {
+                    let lane =
+                        Lane { iter: l.iter.clone(), base: l.lb.add_int(*off), width: *w, dtype: *dtype };
+                    self.lanes_body(body, &lane, depth)?;
+                }
+            }
+            Lanes::Strided { dtype, width } => {
+                let whole = vector::constant_trip(l).is_some_and(|n| n % *width as i64 == 0);
+                let lb = c_expr(&l.lb, self.helpers, false);
+                let last = c_expr(&l.ub.add_int(-(*width as i64 - 1)), self.helpers, true);
+                let lane = Lane {
+                    iter: l.iter.clone(),
+                    base: Expr::var_name(&l.iter),
+                    width: *width,
+                    dtype: *dtype,
+                };
+                if whole {
+                    self.line(depth, &format!("for (int {i} = {lb}; {i} <= {last}; {i} += {width})"));
+                    self.line(depth, "{");
+                    self.lanes_body(body, &lane, depth + 1)?;
+                    self.line(depth, "}");
+                } else {
+                    let ub = c_expr(&l.ub, self.helpers, true);
+                    self.line(depth, "{");
+                    self.line(depth + 1, &format!("int {i} = {lb};"));
+                    self.line(depth + 1, &format!("for (; {i} <= {last}; {i} += {width})"));
+                    self.line(depth + 1, "{");
+                    self.lanes_body(body, &lane, depth + 2)?;
+                    self.line(depth + 1, "}");
+                    self.line(depth + 1, &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"));
+                    self.line(depth + 1, "{");
+                    for g in body {
+                        self.node(g, depth + 2)?;
+                    }
+                    self.line(depth + 1, "}");
+                    self.line(depth, "}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lanes_body(&mut self, body: &[GNode], lane: &Lane, depth: usize) -> std::result::Result<(), String> {
+        for g in body {
+            match g {
+                GNode::Stmt(s) => {
+                    let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
+                    self.stmt(&lw, Some(lane), depth)?;
+                }
+                GNode::Zero(z) => self.zero(z, Some(lane), depth)?,
+                GNode::Loop(..) => return Err("a loop inside explicit vector lanes".into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The C text of an access (an lvalue): the element, a vector of lanes, or the variable a
+    /// `registers` band keeps it in; and whether it is a vector.
+    fn mem(
+        &mut self,
+        leaf: &TNode,
+        lane: Option<&Lane>,
+        write: bool,
+    ) -> std::result::Result<(String, bool), String> {
+        let (leaf, width, dtype) = match lane {
+            Some(ln) if leaf.index_list().is_some_and(|xs| xs.iter().any(|x| x.mentions(&ln.iter))) => {
+                let xs: Vec<Expr> =
+                    leaf.index_list().unwrap_or(&[]).iter().map(|x| x.subst(&ln.iter, &ln.base)).collect();
+                (TNode { iters: Iters::List(xs), ..leaf.clone() }, ln.width, ln.dtype)
+            }
+            _ => (leaf.clone(), 1, leaf.dtype),
+        };
+        let element = self.c_leaf(&leaf);
+        let memory = if width > 1 {
+            self.helpers.vtypes.insert((dtype, width));
+            format!("*({} *)&{element}", vtype(dtype, width))
+        } else {
+            element
+        };
+        let Some(tensor) = leaf.id().cloned() else { return Ok((memory, width > 1)) };
+        let Some(b) = self.bands.iter().rposition(|b| b.tensors.contains(&tensor)) else {
+            return Ok((memory, width > 1));
+        };
+        let moving = self.bands[b]
+            .inner
+            .iter()
+            .find(|v| leaf.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(v)))
+            .cloned();
+        if let Some(v) = moving {
+            return Err(format!(
+                "cannot keep `{tensor}` in registers: {} varies with `{v}` as printed (is a vectorized loop \
+                 inside the band compiler-vectorized?)",
+                leaf.access()
+            ));
+        }
+        let band = &mut self.bands[b];
+        if let Some(r) = band.regs.iter_mut().find(|r| r.mem == memory) {
+            r.written |= write;
+            return Ok((r.var.clone(), width > 1));
+        }
+        let k = band
+            .regs
+            .iter()
+            .filter(|r| r.var.starts_with(&format!("teml_{}", self.helpers.names.tensor(&tensor))))
+            .count();
+        let var = format!("teml_{}{k}", self.helpers.names.tensor(&tensor));
+        let ty = if width > 1 { vtype(dtype, width) } else { dtype.c_name().to_string() };
+        band.regs.push(Reg { mem: memory, var: var.clone(), ty, written: write });
+        Ok((var, width > 1))
     }
 
     fn c_leaf(&mut self, t: &TNode) -> String {
@@ -573,25 +878,45 @@ impl Cx<'_> {
         }
     }
 
-    fn c_value(&mut self, t: &TNode) -> String {
+    /// An arithmetic expression; `vector` is set where a block of lanes reads a vector.
+    fn c_value(
+        &mut self,
+        t: &TNode,
+        lane: Option<&Lane>,
+        vector: &mut bool,
+    ) -> std::result::Result<String, String> {
         let prec = |t: &TNode| match t.op {
             Op::Add | Op::Sub => 1,
             Op::Mul | Op::Div => 2,
             _ => 3,
         };
-        match t.op {
+        Ok(match t.op {
             Op::Add | Op::Sub | Op::Mul | Op::Div => {
                 let p = prec(t);
                 let (l, r) = (&t.children[0], &t.children[1]);
-                let ls = self.c_value(l);
-                let rs = self.c_value(r);
+                let ls = self.c_value(l, lane, vector)?;
+                let rs = self.c_value(r, lane, vector)?;
                 let ls = if prec(l) < p { format!("({ls})") } else { ls };
                 let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
                 let rs = if rp { format!("({rs})") } else { rs };
                 format!("{ls} {} {rs}", t.op.symbol())
             }
+            Op::Lit(x) => {
+                let s = crate::ir::texpr::fmt_lit(x);
+                // A double literal beside float vectors would be a narrowing conversion.
+                if lane.is_some_and(|ln| ln.dtype == DType::Float && ln.width > 1) {
+                    format!("{s}f")
+                } else {
+                    s
+                }
+            }
+            _ if t.is_tensor_leaf() => {
+                let (text, is_vec) = self.mem(t, lane, false)?;
+                *vector |= is_vec;
+                text
+            }
             _ => self.c_leaf(t),
-        }
+        })
     }
 }
 

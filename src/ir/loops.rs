@@ -24,6 +24,10 @@ pub struct Annotations {
     /// parallel) run as one parallel iteration space (OpenMP `collapse(n)`); 0 where none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collapse: usize,
+    /// `registers`: the tensors whose elements this loop's body accesses are kept in local
+    /// variables (registers) for the loop's duration (`analysis::registers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registers: Vec<Name>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -43,6 +47,10 @@ impl Annotations {
         if self.collapse > 1 {
             w.push(format!("collapse({})", self.collapse));
         }
+        if !self.registers.is_empty() {
+            let ts: Vec<&str> = self.registers.iter().map(|t| &**t).collect();
+            w.push(format!("registers({})", ts.join(", ")));
+        }
         w
     }
 
@@ -52,6 +60,11 @@ impl Annotations {
             parallel: self.parallel || other.parallel,
             vectorize: self.vectorize || other.vectorize,
             collapse: self.collapse.max(other.collapse),
+            registers: {
+                let mut r = self.registers.clone();
+                r.extend(other.registers.iter().filter(|t| !self.registers.contains(t)).cloned());
+                r
+            },
         }
     }
 }

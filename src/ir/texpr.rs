@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub type TExpr = Arc<TNode>;
 
 /// Element type of a real tensor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum DType {
     /// 64-bit IEEE float (the default).
     #[default]

@@ -580,6 +580,25 @@ fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
+fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("registers", s, a, 3, 3, "registers(l, r, T)")?;
+    let l = a.nest(1, "nest")?;
+    let level = a.int(2, "level")?;
+    if let ArgVal::Str(name) = a.get(3) {
+        return match s.real_tensor(name) {
+            Some(_) => Ok(n(transform::registers(&l, level, &Name::from(name.as_str()))?)),
+            None => Err(a.wrong(3, "tensor", "the name of a real tensor")),
+        };
+    }
+    let t = a.tensor(3, "tensor", false)?;
+    let name = match (&t.op, t.target()) {
+        (Op::Id(n), _) => n.clone(),
+        (_, Some(x)) if x.id().is_some() => x.id().cloned().unwrap_or_else(|| "".into()),
+        _ => return Err(a.wrong(3, "tensor", "a real tensor (declared, or the target of an assignment)")),
+    };
+    Ok(n(transform::registers(&l, level, &name)?))
+}
+
 fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
     let a = Args::new("init", s, a, 2, 2, "init(t, random | number | \"file.npy\")")?;
     let name = a.word(1).cloned().ok_or_else(|| a.wrong(1, "tensor", "the identifier of a real tensor"))?;
@@ -878,6 +897,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: true,
         call: Call::Value(b_collapse),
+    },
+    Builtin {
+        name: "registers",
+        signature: "registers(l, r, T)",
+        equation: "scalar replacement",
+        summary: "keeps the elements of tensor T that the loop at level r accesses in local variables (vector registers inside explicit vector lanes) for the loop's duration: loaded before it, stored after it",
+        example: "l2 = registers(l1, 4, C)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_registers),
     },
     Builtin {
         name: "vectorize",

@@ -559,6 +559,53 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(mark(l, 0, n as usize))]))
 }
 
+/// `registers(l, r, T)` (scalar replacement): the elements of tensor `T` that the body of the
+/// loop at level `r` accesses are kept in local variables for the loop's duration: loaded
+/// before it, stored after it if written (`analysis::registers`). Inside an explicit vector
+/// loop, a block of lanes is one vector register. Refused where an access to `T` varies inside
+/// the loop, where two accesses may be the same element, or where a loop of the band runs on
+/// threads. `registers(l, 3, C)` after unroll-and-jam of `i` by 2:
+///
+/// ```text
+/// for k in [0, K-1]                         c0 = C[2*io][j]; c1 = C[2*io+1][j]
+///   C[2*io][j] += A[2*io][k] * B[k][j]   →  for k in [0, K-1]  registers(C)
+///   C[2*io+1][j] += A[2*io+1][k] * B[k][j]     c0 += A[2*io][k] * B[k][j]
+///                                              c1 += A[2*io+1][k] * B[k][j]
+///                                           C[2*io][j] = c0; C[2*io+1][j] = c1
+/// ```
+pub fn registers(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
+    let b = "registers";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    let path = nest.path();
+    let outer: Vec<&Loop> = path.iter().take(level as usize - 1).map(|o| &**o).collect();
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    let kept_by = |x: &Loop| x.annot.registers.contains(tensor);
+    if let Some(o) = outer.iter().find(|o| kept_by(o)) {
+        return Err(illegal(format!(
+            "`{tensor}` is already kept in registers across the enclosing loop `{}`: expected one band \
+             per tensor",
+            o.iter
+        )));
+    }
+    fn inner_keeps(body: &[LNode], t: &Name) -> Option<Name> {
+        body.iter().filter_map(|x| x.as_loop()).find_map(|x| {
+            if x.annot.registers.contains(t) { Some(x.iter.clone()) } else { inner_keeps(&x.body, t) }
+        })
+    }
+    if let Some(i) = inner_keeps(&l.body, tensor) {
+        return Err(illegal(format!(
+            "`{tensor}` is already kept in registers across the inner loop `{i}`: expected one band per tensor"
+        )));
+    }
+    let mut l2 = (*l).clone();
+    if !l2.annot.registers.contains(tensor) {
+        l2.annot.registers.push(tensor.clone());
+    }
+    crate::analysis::registers::units(&outer, &l2, tensor).map_err(illegal)?;
+    let l2 = Arc::new(l2);
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![LNode::Loop(l2.clone())]))
+}
+
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }

@@ -92,11 +92,33 @@ fn inputs_and_outputs_are_npy_files() {
 fn emit_c_and_no_run() {
     let d = tempfile::tempdir().unwrap();
     let c = d.path().join("k.c");
-    let o = teml(&["run", "examples/paper/fig6.teml", "--no-run", "--emit-c", c.to_str().unwrap()], d.path());
-    assert!(o.status.success(), "{:?}", text(&o));
-    let src = std::fs::read_to_string(&c).unwrap();
+    let emit = |bits: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+            .args(["run", "examples/paper/fig6.teml", "--no-run", "--emit-c", c.to_str().unwrap()])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("TEML_CACHE_DIR", d.path().join("cache"))
+            .env("TEML_VECTOR_BITS", bits)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{:?}", text(&o));
+        std::fs::read_to_string(&c).unwrap()
+    };
+    // Fig. 6 as the paper prints it: pragmas only
+    let src = emit("0");
     assert!(
         src.contains("#pragma omp parallel for")
+            && src.contains("#pragma omp simd")
+            && src.contains("E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2]);"),
+        "{src}"
+    );
+    // with AVX-512: explicit 8-lane vectors, and a scalar remainder loop (N is a named constant)
+    let src = emit("512");
+    assert!(
+        src.contains("#pragma omp parallel for")
+            && src.contains("for (; i2 <= (N-8); i2 += 8)")
+            && src.contains(
+                "*(teml_d8 *)&E[i1][i2] = *(teml_d8 *)&C[i1][i2] * (*(teml_d8 *)&A[i1][i2] + *(teml_d8 *)&B[i1][i2]);"
+            )
             && src.contains("E[i1][i2] = C[i1][i2] * (A[i1][i2] + B[i1][i2]);"),
         "{src}"
     );

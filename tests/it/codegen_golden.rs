@@ -3,7 +3,8 @@
 //! `TEML_BLESS=1 cargo test --release --test it codegen_golden::`.
 
 use crate::common::*;
-use teml::codegen::generate;
+use teml::analysis::vector::Target;
+use teml::codegen::{generate, generate_for};
 use teml::ir::{Name, State};
 
 fn golden(name: &str, actual: &str) {
@@ -24,9 +25,14 @@ fn squash(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join("")
 }
 
+/// The C for `nests`, with 512-bit explicit vectors (AVX-512), whatever the host has.
 fn c_for(s: &State, nests: &[&str]) -> String {
+    c_for_bits(s, nests, 512)
+}
+
+fn c_for_bits(s: &State, nests: &[&str], vector_bits: u32) -> String {
     let ns: Vec<(Name, teml::ir::Nest)> = nests.iter().map(|n| (Name::from(*n), nest(s, n))).collect();
-    generate(s, "teml_kernel", &ns).unwrap_or_else(|e| panic!("{e}")).source
+    generate_for(s, "teml_kernel", &ns, &Target { vector_bits }).unwrap_or_else(|e| panic!("{e}")).source
 }
 
 fn fig(n: u8) -> State {
@@ -116,8 +122,15 @@ fn reduction_loops_get_private_accumulators() {
     // the outer loops are independent: plain pragmas
     let s = run(&s, "q", "parallelize", vec![id("l"), int(1)]);
     let s = run(&s, "q", "vectorize", vec![id("q"), int(2)]);
-    let c = c_for(&s, &["q"]);
+    let c = c_for_bits(&s, &["q"], 0);
     assert!(c.contains("#pragma omp parallel for\n") && c.contains("#pragma omp simd\n"), "{c}");
+    // `j` innermost, with vectors: its 5 lanes are one 4-lane vector and a scalar copy
+    let s = run(&s, "w", "interchange", vec![id("l"), int(2), int(3)]);
+    let s = run(&s, "w", "vectorize", vec![id("w"), int(3)]);
+    let c = c_for(&s, &["w"]);
+    assert!(c.contains("/* j in [0, 4]: lanes 4 + 1 */"), "{c}");
+    assert!(c.contains("*(teml_d4 *)&C[i][0] += A[i][k] * *(teml_d4 *)&B[k][0];"), "{c}");
+    assert!(c.contains("C[i][4] += A[i][k] * B[k][4];"), "{c}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod legality;
 mod oracle;
 mod paper_figures;
 mod prop_safety;
+mod registers;
 mod repl;
 mod run_kernels;
 mod runtime_cache;

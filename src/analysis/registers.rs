@@ -1,0 +1,181 @@
+//! Scalar replacement (register tiles): which elements of a tensor a loop band keeps in local
+//! variables, and whether that keeps the nest's meaning.
+//!
+//! `registers(l, r, T)` marks the loop at level `r`; code generation then loads every element
+//! of `T` that the loop's body accesses into a local variable before the loop, computes on the
+//! variables, and stores the written ones back after it (Carr and Kennedy's scalar replacement;
+//! Exo's `stage_mem`, TVM's `cache_write(.., "local")`, Halide's `store_in(Register)`). Inside an
+//! explicit vector loop ([`super::vector`]) a block of lanes is one variable: a vector register.
+//!
+//! That is the same computation exactly when, for every tensor the loop keeps:
+//! - every access to it in the loop's body is **invariant**: its indices mention neither the
+//!   loop's iterator nor that of any loop inside it, except the lanes of an innermost vectorized
+//!   loop of constant trip count whose bounds are themselves invariant and whose accesses are
+//!   contiguous (each such access covers a fixed range of the last index);
+//! - two different accesses never touch the same element: they differ by a nonzero constant in
+//!   some index (in the last, by at least the range they cover), so no element has two
+//!   variables;
+//! - no loop of the band runs on threads (a variable is private to the thread that declared
+//!   it), the marked loop is not itself vectorized, and no loop around it is.
+//!
+//! Tensors are distinct arrays (the kernel's parameters are `restrict`), so nothing else in the
+//! loop can read or write those elements behind the variables' back. The order of iterations
+//! is unchanged: no dependence analysis is needed.
+
+use super::vector;
+use crate::ir::{Expr, LNode, Loop, Name, TNode, lower};
+
+/// One element (or fixed range of lanes) a band keeps in a variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unit {
+    /// The access, with the lanes' iterator at its first lane.
+    pub index: Vec<Expr>,
+    /// Lanes covered in the last index (1: one element).
+    pub lanes: i64,
+    /// The access as the program writes it.
+    pub text: String,
+}
+
+/// Checks the loop `l` (marked `registers` for `tensor`, inside the loops `outer`) and returns
+/// the distinct units it keeps, or why that would change the nest's meaning.
+pub fn units(outer: &[&Loop], l: &Loop, tensor: &Name) -> Result<Vec<Unit>, String> {
+    let cannot = |why: String| format!("cannot keep `{tensor}` in registers across loop `{}`: {why}", l.iter);
+    if l.annot.parallel || l.annot.vectorize {
+        return Err(cannot(format!(
+            "the loop is marked {}; expected an unmarked loop (keep the registers on a loop outside \
+             the vector lanes, inside the threads)",
+            l.annot.words().join(" and ")
+        )));
+    }
+    if let Some(o) = outer.iter().find(|o| o.annot.vectorize) {
+        return Err(cannot(format!("it is inside the vectorized loop `{}`", o.iter)));
+    }
+    let mut band: Vec<Name> = vec![l.iter.clone()];
+    for x in &l.body {
+        x.loop_iters(&mut band);
+    }
+    let mut found: Vec<Unit> = Vec::new();
+    walk(&l.body, &band, tensor, None, &mut found).map_err(cannot)?;
+    if found.is_empty() {
+        return Err(cannot(format!("the loop's body does not access `{tensor}`")));
+    }
+    // Distinct units never overlap.
+    for (k, a) in found.iter().enumerate() {
+        for b in &found[k + 1..] {
+            if !disjoint(a, b) {
+                return Err(cannot(format!(
+                    "{} and {} may be the same element: expected accesses that are equal or differ by a \
+                     constant",
+                    a.text, b.text
+                )));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The lanes of the innermost vectorized loop an access is in: its iterator, lower bound and
+/// trip count.
+type LaneLoop<'a> = Option<(&'a Name, &'a Expr, i64)>;
+
+fn walk(
+    body: &[LNode],
+    band: &[Name],
+    tensor: &Name,
+    lanes: LaneLoop<'_>,
+    out: &mut Vec<Unit>,
+) -> Result<(), String> {
+    for x in body {
+        match x {
+            LNode::Loop(inner) => {
+                if inner.annot.parallel {
+                    return Err(format!("loop `{}` inside it runs on threads", inner.iter));
+                }
+                let lane = if inner.annot.vectorize && touches(inner, tensor) {
+                    vector::contiguous(inner).map_err(|why| {
+                        format!("the vectorized loop `{}` cannot be lanes: {why}", inner.iter)
+                    })?;
+                    let trip = vector::constant_trip(inner).ok_or_else(|| {
+                        format!(
+                            "the vectorized loop `{}` has no constant trip count ({}): expected a block \
+                             of lanes (strip-mine it by the register tile's width first)",
+                            inner.iter,
+                            inner.range()
+                        )
+                    })?;
+                    if !vector::bounds_free_of(inner, band) {
+                        return Err(format!(
+                            "the lanes of the vectorized loop `{}` ({}) move with the band's loops",
+                            inner.iter,
+                            inner.range()
+                        ));
+                    }
+                    Some((&inner.iter, &inner.lb, trip))
+                } else {
+                    None
+                };
+                walk(&inner.body, band, tensor, lane, out)?;
+            }
+            LNode::Stmt(s) => {
+                let Some(lw) = lower(s) else { continue };
+                let mut leaves: Vec<TNode> = vec![(*lw.target).clone()];
+                lw.rhs.visit(&mut |n| {
+                    if n.is_tensor_leaf() {
+                        leaves.push(n.clone());
+                    }
+                });
+                for leaf in leaves.iter().filter(|n| n.id() == Some(tensor)) {
+                    let u = unit(leaf, band, lanes)?;
+                    if !out.iter().any(|o| o.index == u.index && o.lanes == u.lanes) {
+                        out.push(u);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn touches(l: &Loop, tensor: &Name) -> bool {
+    l.body.iter().flat_map(|x| x.stmts()).any(|s| {
+        s.target().and_then(|t| t.id()) == Some(tensor)
+            || s.indexed_leaves().iter().any(|n| n.id() == Some(tensor))
+    })
+}
+
+fn unit(leaf: &TNode, band: &[Name], lanes: LaneLoop<'_>) -> Result<Unit, String> {
+    let mut index: Vec<Expr> = leaf.index_list().unwrap_or(&[]).to_vec();
+    let mut width = 1;
+    if let Some((iter, lb, trip)) = lanes
+        && index.iter().any(|x| x.mentions(iter))
+    {
+        vector::lane_access(leaf, iter, false)?;
+        if let Some(last) = index.last_mut() {
+            *last = last.subst(iter, lb);
+        }
+        width = trip;
+    }
+    if let Some(v) = band.iter().find(|v| index.iter().any(|x| x.mentions(v))) {
+        return Err(format!(
+            "{} varies with `{v}`: expected an access at the same element for the whole loop",
+            leaf.access()
+        ));
+    }
+    Ok(Unit { index, lanes: width, text: leaf.access() })
+}
+
+/// Two different units touch no common element.
+fn disjoint(a: &Unit, b: &Unit) -> bool {
+    if a.index.len() != b.index.len() {
+        return false;
+    }
+    let n = a.index.len();
+    for (d, (x, y)) in a.index.iter().zip(&b.index).enumerate() {
+        let Some(diff) = y.checked_sub(x).ok().and_then(|e| e.as_const()) else { continue };
+        let (wa, wb) = if d + 1 == n { (a.lanes, b.lanes) } else { (1, 1) };
+        if diff >= wa || -diff >= wb {
+            return true;
+        }
+    }
+    false
+}

@@ -1,0 +1,251 @@
+//! Explicit vector code: whether a vectorized loop is printed with explicit vector types
+//! (GCC/Clang vector extensions: vector loads and stores, broadcasts, multiply-adds), and in
+//! which blocks of lanes, instead of being left to the compiler's loop vectorizer behind
+//! `#pragma omp simd`.
+//!
+//! A loop marked `vectorize` that isl shows carries no dependence is printed with explicit
+//! vectors when its body is statements only, every tensor it accesses has one element type, and
+//! every access is either contiguous in the loop (the loop's iterator appears only in the last
+//! index, with coefficient 1: a vector load or store) or, for a read, does not depend on it (a
+//! broadcast). Its lanes are then:
+//! - **unrolled** for a constant trip count of at most [`MAX_BLOCKS`] vectors: the iterations
+//!   are cut into whole vectors of the target's width, then narrower vectors, then scalar
+//!   copies (a trip count of 12 doubles on AVX-512 is one 8-lane and one 4-lane vector): no loop
+//!   is left, and [`super::registers`] can keep each block in a vector register;
+//! - **strided** otherwise: a loop stepping by the width while a whole vector fits, then a
+//!   scalar remainder loop.
+//!
+//! Anything else keeps the pragma (the reason is printed beside it). The width comes from the
+//! [`Target`]: the host's widest vectors (AVX-512: 512 bits), or `TEML_VECTOR_BITS` (0: no
+//! explicit vectors, every vectorized loop keeps its pragma). Vector types of any width build on
+//! every GCC or Clang target (a 512-bit vector becomes two 256-bit ones without AVX-512), so the
+//! choice changes speed, never results; verification compares every kernel.
+
+use crate::ir::{DType, Expr, LNode, Loop, Name, TNode, lower};
+
+/// Most vectors an unrolled vector loop is cut into.
+pub const MAX_BLOCKS: i64 = 16;
+
+/// What the generated C may assume about the machine's vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The width of the widest vector registers, in bits (0: no explicit vectors).
+    pub vector_bits: u32,
+}
+
+impl Target {
+    /// The host's target: `TEML_VECTOR_BITS` if set (0, 128, 256 or 512), else the widest
+    /// vectors the CPU has (AVX-512F: 512, AVX: 256, SSE2 or NEON: 128).
+    pub fn native() -> Target {
+        if let Some(bits) = std::env::var("TEML_VECTOR_BITS").ok().and_then(|v| v.trim().parse::<u32>().ok())
+        {
+            return Target { vector_bits: bits };
+        }
+        Target { vector_bits: detect_bits() }
+    }
+
+    /// Lanes of a full vector of `dtype` (1: no explicit vectors).
+    pub fn lanes(&self, dtype: DType) -> usize {
+        let bytes = (self.vector_bits / 8) as usize;
+        let elem = if dtype == DType::Float { 4 } else { 8 };
+        (bytes / elem).max(1)
+    }
+}
+
+#[allow(unreachable_code)]
+fn detect_bits() -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return 512;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            return 256;
+        }
+        return 128;
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        return 128;
+    }
+    0
+}
+
+/// How the lanes of a vectorized loop are printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lanes {
+    /// A constant trip count cut into blocks `(offset from the lower bound, lanes)`; a block of
+    /// one lane is a scalar copy of the body.
+    Unrolled {
+        /// The element type of every access.
+        dtype: DType,
+        /// The blocks, in order.
+        blocks: Vec<(i64, usize)>,
+    },
+    /// A loop by `width` lanes while a whole vector fits, then a scalar remainder loop.
+    Strided {
+        /// The element type of every access.
+        dtype: DType,
+        /// Lanes per step.
+        width: usize,
+    },
+}
+
+/// The element type of a vectorized loop whose body can be printed with explicit vectors, or
+/// why it cannot: the structural conditions, independent of the target.
+pub fn contiguous(l: &Loop) -> Result<DType, String> {
+    if l.step != 1 {
+        return Err(format!("loop `{}` has step {}", l.iter, l.step));
+    }
+    let mut dtype: Option<DType> = None;
+    for x in &l.body {
+        let LNode::Stmt(s) = x else {
+            return Err(format!("loop `{}` has a loop inside", l.iter));
+        };
+        let lw = lower(s).ok_or_else(|| format!("`{s}` is not an assignment"))?;
+        let mut leaves: Vec<(&TNode, bool)> = vec![(&lw.target, true)];
+        let mut reads: Vec<TNode> = Vec::new();
+        lw.rhs.visit(&mut |n| {
+            if n.is_tensor_leaf() {
+                reads.push(n.clone());
+            }
+        });
+        leaves.extend(reads.iter().map(|r| (r, false)));
+        for (leaf, write) in leaves {
+            match dtype {
+                None => dtype = Some(leaf.dtype),
+                Some(d) if d != leaf.dtype => {
+                    return Err(format!("loop `{}` mixes {d} and {} elements", l.iter, leaf.dtype));
+                }
+                _ => {}
+            }
+            lane_access(leaf, &l.iter, write)?;
+        }
+    }
+    dtype.ok_or_else(|| format!("loop `{}` accesses no tensor", l.iter))
+}
+
+/// Whether `leaf` is a lane access of the loop over `iter` (`Some(true)`: contiguous,
+/// `Some(false)`: a broadcast read), or why not.
+pub fn lane_access(leaf: &TNode, iter: &str, write: bool) -> Result<bool, String> {
+    let index: &[Expr] = leaf.index_list().unwrap_or(&[]);
+    let strided = || format!("{} is not contiguous in `{iter}`", leaf.access());
+    let Some((last, rest)) = index.split_last() else {
+        return if write {
+            Err(format!("{} is written at one element by every lane of `{iter}`", leaf.access()))
+        } else {
+            Ok(false)
+        };
+    };
+    if rest.iter().any(|x| x.mentions(iter)) {
+        return Err(strided());
+    }
+    if !last.mentions(iter) {
+        return if write {
+            Err(format!("{} is written at one element by every lane of `{iter}`", leaf.access()))
+        } else {
+            Ok(false)
+        };
+    }
+    if !last.is_affine() || last.coeff(iter) != 1 {
+        return Err(strided());
+    }
+    Ok(true)
+}
+
+/// The trip count of `l` where it is a constant whatever the named constants are (the C a
+/// kernel prints stays right when a `-D` changes them).
+pub fn constant_trip(l: &Loop) -> Option<i64> {
+    let span = l.ub.checked_sub(&l.lb).ok()?;
+    let d = span.as_const()?;
+    Some(if d < 0 { 0 } else { d / l.step + 1 })
+}
+
+/// True if the bounds of `l` do not depend on the values of any of `iters` (the loop's
+/// blocks are the same at every iteration of those loops).
+pub fn bounds_free_of(l: &Loop, iters: &[Name]) -> bool {
+    iters.iter().all(|v| !l.bounds_mention(v))
+}
+
+/// How the vectorized loop `l` (which carries no dependence) is printed for `target`, or why
+/// it keeps its pragma. `unrolled` asks for the unrolled form at any width (a loop whose lanes
+/// [`super::registers`] keeps in registers): the blocks are then scalar copies where the target
+/// has no vectors.
+pub fn lanes(l: &Loop, target: &Target, unrolled: bool) -> Result<Lanes, String> {
+    let dtype = contiguous(l)?;
+    let width = target.lanes(dtype);
+    if width < 2 && !unrolled {
+        return Err("no explicit vectors for this target".into());
+    }
+    let trip = constant_trip(l);
+    if let Some(n) = trip
+        && (unrolled || n <= MAX_BLOCKS * width as i64)
+    {
+        if n > MAX_BLOCKS * width as i64 {
+            return Err(format!(
+                "loop `{}` runs {n} lanes: expected at most {} ({MAX_BLOCKS} vectors of {width})",
+                l.iter,
+                MAX_BLOCKS * width as i64
+            ));
+        }
+        return Ok(Lanes::Unrolled { dtype, blocks: blocks(n, width) });
+    }
+    if unrolled {
+        return Err(format!("loop `{}` has no constant trip count ({})", l.iter, l.range()));
+    }
+    Ok(Lanes::Strided { dtype, width })
+}
+
+/// `n` lanes cut into vectors of `width`, then halves, down to single lanes.
+fn blocks(n: i64, width: usize) -> Vec<(i64, usize)> {
+    let mut out = Vec::new();
+    let (mut at, mut w) = (0i64, width.max(1));
+    while at < n {
+        while w > 1 && at + w as i64 > n {
+            w /= 2;
+        }
+        out.push((at, w));
+        at += w as i64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_are_cut_into_vectors_then_halves_then_scalars() {
+        assert_eq!(blocks(24, 8), vec![(0, 8), (8, 8), (16, 8)]);
+        assert_eq!(blocks(13, 8), vec![(0, 8), (8, 4), (12, 1)]);
+        assert_eq!(blocks(3, 8), vec![(0, 2), (2, 1)]);
+        assert_eq!(blocks(4, 1), vec![(0, 1), (1, 1), (2, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn target_lanes_follow_the_element_size() {
+        let t = Target { vector_bits: 512 };
+        assert_eq!(t.lanes(DType::Double), 8);
+        assert_eq!(t.lanes(DType::Float), 16);
+        assert_eq!(Target { vector_bits: 0 }.lanes(DType::Double), 1);
+    }
+
+    #[test]
+    fn only_the_last_index_may_move_with_the_lanes() {
+        use crate::ir::{Iters, Op, Shape};
+        let leaf = |xs: Vec<Expr>| {
+            TNode::leaf(
+                Op::Id("A".into()),
+                Shape::known(vec![Expr::int(4), Expr::int(4)]),
+                Iters::List(xs),
+                DType::Double,
+            )
+        };
+        let (c, d) = (Expr::var("c"), Expr::var("d"));
+        assert_eq!(lane_access(&leaf(vec![d.clone(), c.clone()]), "c", false), Ok(true));
+        assert_eq!(lane_access(&leaf(vec![d.clone(), d.clone()]), "c", false), Ok(false));
+        assert!(lane_access(&leaf(vec![c.clone(), d.clone()]), "c", false).is_err());
+        assert!(lane_access(&leaf(vec![d.clone(), c.scale(2)]), "c", false).is_err());
+        assert!(lane_access(&leaf(vec![d.clone(), d]), "c", true).is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! `registers(l, r, T)` (scalar replacement, register tiles) and explicit vector code: the
+//! accumulator tile of a matrix product held in vector registers across the reduction loop,
+//! verified at every vector width (512, 256 bits, and the scalar fallback), the C as a user
+//! reads it, and every refusal with its reason.
+
+use std::process::Command;
+
+fn teml(dir: &std::path::Path, bits: &str, args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .env("TEML_VECTOR_BITS", bits)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+    )
+}
+
+fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
+    let f = dir.join(name);
+    std::fs::write(&f, src).unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+/// A 4 x 16 register tile of C across k: i by 4 (unrolled and jammed), j by 16 (the lanes).
+fn tile(n: i64) -> String {
+    format!(
+        "N = {n}\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+         l1 = stripmine(l, 1, 4)\nl2 = stripmine(l1, 3, 16)\nl3 = interchange(l2, 2, 3)\n\
+         l4 = interchange(l3, 3, 5)\nl5 = interchange(l4, 4, 5)\nl6 = unroll(l5, 4)\nl7 = fuse_inner(l6, 4)\n\
+         l8 = vectorize(l7, 4)\nl9 = registers(l8, 3, C)\nl10 = parallelize(l9, 1)\n"
+    )
+}
+
+#[test]
+fn a_register_tile_verifies_at_every_vector_width() {
+    let d = tempfile::tempdir().unwrap();
+    let f = program(d.path(), "mm.teml", &format!("{}codegen(l10)\n", tile(32)));
+    for bits in ["512", "256", "128", "0"] {
+        let (ok, out) = teml(d.path(), bits, &["run", &f, "--threads", "2", "-q"]);
+        assert!(ok && out.contains("verified"), "{bits} bits: {out}");
+    }
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok, "{out}");
+    // eight 8-lane accumulators, loaded before k, stored after; no C access inside the k loop
+    assert!(out.contains("{ /* C in registers across `k1` */"), "{out}");
+    assert!(out.contains("teml_d8 teml_C7 = *(teml_d8 *)&C[4*i1o+3][16*i2o+8];"), "{out}");
+    assert!(out.contains("teml_C0 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o];"), "{out}");
+    assert!(out.contains("*(teml_d8 *)&C[4*i1o+3][16*i2o+8] = teml_C7;"), "{out}");
+    let k_loop = &out[out.find("for (int k1").unwrap()..];
+    let k_loop = &k_loop[..k_loop.find("*(teml_d8 *)&C[").unwrap()];
+    assert!(!k_loop.contains("&C[") && !k_loop.contains("if ("), "{k_loop}");
+    // the zeroing runs before the band, as loops of its own
+    assert!(out.contains("C[4*i1o+3][i2] = 0.0;"), "{out}");
+    // the whole kernel, as a user reads it (TEML_BLESS=1 to update)
+    let c = d.path().join("tile.c");
+    let (ok, out2) = teml(d.path(), "512", &["run", &f, "--no-run", "-q", "--emit-c", c.to_str().unwrap()]);
+    assert!(ok, "{out2}");
+    let actual = std::fs::read_to_string(&c).unwrap();
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mm_register_tile.c");
+    if std::env::var_os("TEML_BLESS").is_some() {
+        std::fs::write(&golden, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "tests/golden/mm_register_tile.c differs (TEML_BLESS=1 to update):\n{}",
+        crate::common::unified_diff(&expected, &actual, "golden", "generated")
+    );
+    // without vectors: 64 scalar registers
+    let (ok, out) = teml(d.path(), "0", &["run", &f, "--no-run"]);
+    assert!(ok && out.contains("double teml_C63 = C[4*i1o+3][16*i2o+15];"), "{out}");
+}
+
+#[test]
+fn a_scalar_accumulator_across_k_verifies() {
+    // The untransformed product: C[i][j] in one register across k (classic scalar replacement).
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 9\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+               r = registers(l, 3, C)\ncodegen(r)\n";
+    let f = program(d.path(), "mm.teml", src);
+    let (ok, out) = teml(d.path(), "512", &["run", &f]);
+    assert!(ok && out.contains("verified") && out.contains("for k1 in [0, N-1]  registers(C)"), "{out}");
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(
+        ok && c.contains("double teml_C0 = C[i1][i2];") && c.contains("teml_C0 += A[i1][k1] * B[k1][i2];"),
+        "{c}"
+    );
+}
+
+#[test]
+fn what_registers_cannot_keep_is_refused_with_the_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let mm = "N = 16\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
+    let refused = |name: &str, src: &str, want: &[&str]| {
+        let f = program(d.path(), name, src);
+        let (ok, out) = teml(d.path(), "512", &["check", &f]);
+        assert!(!ok, "{out}");
+        for w in want {
+            assert!(out.contains(w), "{w}: {out}");
+        }
+    };
+    refused(
+        "varies.teml",
+        &format!("{mm}r = registers(l, 2, C)\n"),
+        &["registers: cannot keep `C` in registers across loop `i2`", "C[i1][i2] varies with `i2`", ":6:"],
+    );
+    refused(
+        "absent.teml",
+        &format!("{mm}X = tensor([N])\nr = registers(l, 3, X)\n"),
+        &["does not access `X`"],
+    );
+    refused(
+        "threads.teml",
+        &format!("{mm}p = parallelize(l, 2)\nr = registers(p, 1, C)\n"),
+        &["runs on threads"],
+    );
+    refused(
+        "marked.teml",
+        &format!("{mm}p = vectorize(l, 3)\nr = registers(p, 3, C)\n"),
+        &["the loop is marked vectorize"],
+    );
+    refused("level.teml", &format!("{mm}r = registers(l, 4, C)\n"), &["level out of range"]);
+    refused("kind.teml", &format!("{mm}r = registers(l, 3, l)\n"), &["argument 3 (tensor)"]);
+    // lanes without a constant trip count: strip-mine first
+    refused(
+        "lanes.teml",
+        &format!("{mm}a = interchange(l, 2, 3)\nv = vectorize(a, 3)\nr = registers(v, 2, C)\n"),
+        &["has no constant trip count", "strip-mine it"],
+    );
+    // a mark moved by interchange is checked where it lands, at the codegen statement
+    refused(
+        "moved.teml",
+        &format!("{mm}r = registers(l, 3, C)\nm = interchange(r, 2, 3)\ncodegen(m)\n"),
+        &["codegen: cannot keep `C` in registers across loop `k1`", "varies with `i2`"],
+    );
+}
+
+#[test]
+fn the_rhai_front_end_takes_the_tensor_or_its_name() {
+    let d = tempfile::tempdir().unwrap();
+    let src = "let N = 8;\nlet A = tensor([N, N]);\nlet B = tensor([N, N]);\nlet C = contract(A, B, [2, 1]);\n\
+               let l = build(C);\nlet r1 = registers(l, 3, C);\nlet r2 = registers(l, 3, \"C\");\n\
+               if tree(r1) != tree(r2) { throw \"differ\"; }\ncodegen(r2);\n";
+    let f = program(d.path(), "mm.rhai", src);
+    let (ok, out) = teml(d.path(), "512", &["run", &f]);
+    assert!(ok && out.contains("verified"), "{out}");
+}
+
+#[test]
+fn explicit_vectors_keep_a_remainder_and_stay_right_for_any_size() {
+    // j over all of N = 13: 8-lane steps, then a scalar remainder; an outer-product update.
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 13\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+               a = interchange(l, 2, 3)\nv = vectorize(a, 3)\ncodegen(v)\n";
+    let f = program(d.path(), "mm.teml", src);
+    for bits in ["512", "256", "0"] {
+        let (ok, out) = teml(d.path(), bits, &["run", &f, "-q"]);
+        assert!(ok && out.contains("verified"), "{bits}: {out}");
+    }
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok && c.contains("for (; i2 <= (N-8); i2 += 8)") && c.contains("/* the remainder */"), "{c}");
+    // a strided access keeps the pragma, with the reason beside it
+    let src = "N = 13\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+               v = vectorize(l, 2)\ncodegen(v)\n";
+    let f = program(d.path(), "strided.teml", src);
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(
+        ok && c.contains("#pragma omp simd  /* compiler-vectorized: loop `i2` has a loop inside */"),
+        "{c}"
+    );
+}
