@@ -29,20 +29,24 @@ pub fn describe(v: &Verdict) -> String {
 pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
     let mut cur: Vec<usize> = (1..=order.len()).collect();
     let mut n = nest.clone();
+    // Each wanted loop moves outward one level at a time (the others keep their order), so no
+    // loop passes one it does not end up outside of: an order whose every loop stays inside
+    // the loops its bounds use is reached.
     for (k, want) in order.iter().enumerate() {
-        let at = cur.iter().position(|x| x == want)?;
-        if at != k {
-            let mut next = super::transform::interchange(&n, k as i64 + 1, at as i64 + 1).ok()?;
+        let mut at = cur.iter().position(|x| x == want)?;
+        while at > k {
+            let mut next = super::transform::interchange(&n, at as i64, at as i64 + 1).ok()?;
             next.history = crate::ir::History::step(
                 "interchange",
                 vec![
                     crate::ir::StepArg::Nest(n.history.clone()),
-                    crate::ir::StepArg::Text((k + 1).to_string()),
+                    crate::ir::StepArg::Text(at.to_string()),
                     crate::ir::StepArg::Text((at + 1).to_string()),
                 ],
             );
             n = next;
-            cur.swap(k, at);
+            cur.swap(at - 1, at);
+            at -= 1;
         }
     }
     Some(n)

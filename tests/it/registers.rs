@@ -172,3 +172,46 @@ fn explicit_vectors_keep_a_remainder_and_stay_right_for_any_size() {
         "{c}"
     );
 }
+
+#[test]
+fn register_tile_is_one_call_and_keeps_outer_loops() {
+    let d = tempfile::tempdir().unwrap();
+    // a matrix product: the BLIS loops, verified, and the same C as the written-out path
+    let decl = program(
+        d.path(),
+        "decl.teml",
+        "N = 32\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n",
+    );
+    let f = program(
+        d.path(),
+        "rt.rhai",
+        &format!(
+            "// program: {decl}\nlet p = register_tile(l, C, 8, 16, 24, 2);\np = parallelize(p, 3);\ncodegen(p);\n"
+        ),
+    );
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "--threads", "2"]);
+    assert!(ok && out.contains("verified"), "{out}");
+    assert!(out.contains("for k1 in [24*k1o, min(24*k1o+23, N-1)]  registers(C)"), "{out}");
+    // a batched product (loops b, i, j, k): the batch loop stays outermost; K = 26 is no
+    // multiple of the k block, the last block is shorter
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bmm.teml");
+    let f = program(
+        d.path(),
+        "bmm.rhai",
+        &format!(
+            "// program: {}\nlet p = register_tile(l, C, 8, 24, 8, 3);\np = parallelize(p, 1);\ncodegen(p);\n",
+            example.display()
+        ),
+    );
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "-D", "BATCH=3", "--threads", "2"]);
+    assert!(ok && out.contains("verified"), "{out}");
+    assert!(out.starts_with("p =\nfor b in [0, BATCH-1]  parallel\n"), "{out}");
+    // a register block that does not divide the rows is refused, naming the loop
+    let f = program(
+        d.path(),
+        "bad.rhai",
+        &format!("// program: {decl}\nlet p = register_tile(l, C, 5, 16, 24, 2);\n"),
+    );
+    let (ok, out) = teml(d.path(), "512", &["check", &f]);
+    assert!(!ok && out.contains("unroll: loop `i1` has no constant trip count"), "{out}");
+}
