@@ -418,14 +418,30 @@ impl Pipeline {
         run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Sampled(note))
     }
 
-    /// The program at the largest size (every named constant capped at 64, 32, ..., 2) whose
-    /// kernel `which` the reference can run, and what was reduced (e.g. `N=16`).
+    /// The program at the largest size whose kernel `which` the reference can run, and what
+    /// was reduced (e.g. `N=16`). The sizes tried, in order: every named constant at its t-th
+    /// largest divisor up to 64 (a path whose tiles, unrolls or register blocks divide the
+    /// full size, as `1200` by 8 and 16, keeps dividing at 48), then capped at 64, 32, ..., 2.
     fn reduced(&self, which: &KernelRef) -> Result<(State, String), RunError> {
-        let mut cap = 64;
         let mut last: Option<ProgramError> = None;
+        let divisors = |v: i64| -> Vec<i64> { (2..=v.min(64)).rev().filter(|d| v % d == 0).collect() };
+        let per_const: Vec<(Name, i64, Vec<i64>)> =
+            self.state.consts.iter().map(|(n, v)| (n.clone(), *v, divisors(*v))).collect();
+        let most = per_const.iter().map(|(_, _, ds)| ds.len()).max().unwrap_or(0).min(24);
+        let mut sizes: Vec<BTreeMap<Name, i64>> = (0..most)
+            .map(|t| {
+                per_const
+                    .iter()
+                    .map(|(n, v, ds)| (n.clone(), ds.get(t).or(ds.last()).copied().unwrap_or(*v)))
+                    .collect()
+            })
+            .collect();
+        let mut cap = 64;
         while cap >= 2 {
-            let consts: BTreeMap<Name, i64> =
-                self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect();
+            sizes.push(self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect());
+            cap /= 2;
+        }
+        for consts in sizes {
             match self.program.eval_with(&consts) {
                 Ok(s) => {
                     if let Ok(r) = which.request(&s)
@@ -442,7 +458,6 @@ impl Pipeline {
                 }
                 Err(e) => last = Some(e),
             }
-            cap /= 2;
         }
         let req = which.request(&self.state)?;
         Err(RunError::Data(format!(

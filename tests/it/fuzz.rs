@@ -583,7 +583,15 @@ impl Gen<'_> {
         let lv = |c: &mut Choices| 1 + c.pick(depth + 1);
         let v = 2 + self.c.pick(4);
         let new = self.name("l");
-        let call = match self.c.pick(12) {
+        // a tensor the nest accesses: the target or an operand of one of its statements
+        let stmts = self.nest(cur)?.stmts();
+        let st = stmts.get(self.c.pick(stmts.len().max(1)))?;
+        let mut tensors: Vec<String> =
+            st.indexed_leaves().iter().filter_map(|n| n.id()).map(|n| n.to_string()).collect();
+        tensors.extend(st.target().and_then(|t| t.id()).map(|n| n.to_string()));
+        let tensor = tensors.get(self.c.pick(tensors.len().max(1)))?.clone();
+        let call = match self.c.pick(14) {
+            12 | 13 => format!("registers({cur}, {}, {tensor})", lv(&mut self.c)),
             0 | 1 => format!("stripmine({cur}, {}, {v})", lv(&mut self.c)),
             2 => format!("interchange({cur}, {}, {})", lv(&mut self.c), lv(&mut self.c)),
             3 => format!("unroll({cur}, {})", lv(&mut self.c)),

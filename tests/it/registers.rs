@@ -215,3 +215,24 @@ fn register_tile_is_one_call_and_keeps_outer_loops() {
     let (ok, out) = teml(d.path(), "512", &["check", &f]);
     assert!(!ok && out.contains("unroll: loop `i1` has no constant trip count"), "{out}");
 }
+
+#[test]
+fn a_tile_that_divides_the_full_size_is_verified_at_a_size_it_still_divides() {
+    // 6 x 24 divides 240 but not 64 or 32: the reduced size is 48, the largest divisor of 240
+    // that the path accepts (it used to be 64, where `unroll` refused).
+    let d = tempfile::tempdir().unwrap();
+    let decl = program(
+        d.path(),
+        "decl.teml",
+        "N = 240\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n",
+    );
+    let f = program(
+        d.path(),
+        "rt.rhai",
+        &format!(
+            "// program: {decl}\nlet p = register_tile(l, C, 6, 24, 64, 4);\np = parallelize(p, 3);\ncodegen(p);\n"
+        ),
+    );
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "--max-reference", "1000000", "-q"]);
+    assert!(ok && out.contains("verified") && out.contains("reduced size (N=48)"), "{out}");
+}
