@@ -10,8 +10,10 @@
 //! That is the same computation exactly when, for every tensor the loop keeps:
 //! - every access to it in the loop's body is **invariant**: its indices mention neither the
 //!   loop's iterator nor that of any loop inside it, except the lanes of an innermost vectorized
-//!   loop of constant trip count whose bounds are themselves invariant and whose accesses are
-//!   contiguous (each such access covers a fixed range of the last index);
+//!   loop of constant trip count (or a strip-mined block of one, `[e, min(e+c, u)]`) whose bounds
+//!   are themselves invariant and whose accesses are contiguous (each such access covers a
+//!   fixed range of the last index). Code generation keeps the registers where every such block
+//!   is full and runs the last, partial block without them (the tail);
 //! - two different accesses never touch the same element: they differ by a nonzero constant in
 //!   some index (in the last, by at least the range they cover), so no element has two
 //!   variables;
@@ -95,7 +97,7 @@ fn walk(
                     vector::contiguous(inner).map_err(|why| {
                         format!("the vectorized loop `{}` cannot be lanes: {why}", inner.iter)
                     })?;
-                    let trip = vector::constant_trip(inner).ok_or_else(|| {
+                    let trip = vector::block(inner).map(|b| b.trip).ok_or_else(|| {
                         format!(
                             "the vectorized loop `{}` has no constant trip count ({}): expected a block \
                              of lanes (strip-mine it by the register tile's width first)",

@@ -161,6 +161,39 @@ pub fn constant_trip(l: &Loop) -> Option<i64> {
     Some(if d < 0 { 0 } else { d / l.step + 1 })
 }
 
+/// A loop of at most `trip` iterations from its lower bound: a constant trip count, or the
+/// block `[e, min(e + trip - 1, u, ...)]` that strip-mining by a factor that does not divide
+/// the extent leaves (full except the last one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    /// Iterations of a full block.
+    pub trip: i64,
+    /// The upper bound of a full block (`e + trip - 1`).
+    pub full_ub: Expr,
+    /// When the block is full: `full_ub <= u` for each other argument `u` of the `min` (empty
+    /// for a constant trip count).
+    pub full_when: Vec<(Expr, Expr)>,
+}
+
+/// `l` as a [`Block`], if it is one (step 1).
+pub fn block(l: &Loop) -> Option<Block> {
+    if l.step != 1 {
+        return None;
+    }
+    if let Some(trip) = constant_trip(l) {
+        return Some(Block { trip, full_ub: l.ub.clone(), full_when: Vec::new() });
+    }
+    let args = l.ub.min_args()?;
+    let (k, span) = args.iter().enumerate().find_map(|(k, a)| {
+        let d = a.checked_sub(&l.lb).ok()?.as_const()?;
+        (d >= 0).then_some((k, d))
+    })?;
+    let full_ub = args[k].clone();
+    let full_when =
+        args.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, u)| (full_ub.clone(), u.clone())).collect();
+    Some(Block { trip: span + 1, full_ub, full_when })
+}
+
 /// True if the bounds of `l` do not depend on the values of any of `iters` (the loop's
 /// blocks are the same at every iteration of those loops).
 pub fn bounds_free_of(l: &Loop, iters: &[Name]) -> bool {
@@ -228,6 +261,26 @@ mod tests {
         assert_eq!(t.lanes(DType::Double), 8);
         assert_eq!(t.lanes(DType::Float), 16);
         assert_eq!(Target { vector_bits: 0 }.lanes(DType::Double), 1);
+    }
+
+    #[test]
+    fn a_strip_mined_block_is_full_but_for_the_last() {
+        let o = Expr::var("o");
+        let lb = o.scale(16);
+        let ub = Expr::min(&lb.add_int(15), &Expr::var("N").add_int(-1));
+        let l = Loop {
+            iter: "j".into(),
+            lb: lb.clone(),
+            ub,
+            step: 1,
+            annot: Default::default(),
+            body: Vec::new(),
+        };
+        let b = block(&l).unwrap();
+        assert_eq!((b.trip, b.full_ub.clone()), (16, lb.add_int(15)));
+        assert_eq!(b.full_when, vec![(lb.add_int(15), Expr::var("N").add_int(-1))]);
+        let l = Loop { ub: lb.add_int(7), ..l };
+        assert_eq!(block(&l).map(|b| (b.trip, b.full_when.len())), Some((8, 0)));
     }
 
     #[test]

@@ -239,6 +239,49 @@ fn param_cast(p: &Param, names: &Rc<CNames>) -> String {
     }
 }
 
+/// A vectorized loop whose upper bound is a strip-mined block's `min` (a tail).
+struct Tail {
+    /// Its iterator.
+    iter: Name,
+    /// Its upper bound as written.
+    ub: Expr,
+    /// Its full blocks.
+    block: vector::Block,
+}
+
+/// The vectorized loops below that are strip-mined blocks with a partial last one.
+fn partial_lanes(body: &[GNode], out: &mut Vec<Tail>) {
+    for g in body {
+        if let GNode::Loop(l, b) = g {
+            if l.annot.vectorize
+                && let Some(block) = vector::block(l)
+                && !block.full_when.is_empty()
+                && !out.iter().any(|t| t.iter == l.iter && t.ub == l.ub)
+            {
+                out.push(Tail { iter: l.iter.clone(), ub: l.ub.clone(), block });
+            }
+            partial_lanes(b, out);
+        }
+    }
+}
+
+/// `body` with the loops of `tails` running full blocks.
+fn full_blocks(body: &[GNode], tails: &[Tail]) -> Vec<GNode> {
+    body.iter()
+        .map(|g| match g {
+            GNode::Loop(l, b) => {
+                let full = tails.iter().find(|t| t.iter == l.iter && t.ub == l.ub);
+                let l2 = match full {
+                    Some(t) => std::sync::Arc::new(Loop { ub: t.block.full_ub.clone(), ..(**l).clone() }),
+                    None => l.clone(),
+                };
+                GNode::Loop(l2, full_blocks(b, tails))
+            }
+            other => other.clone(),
+        })
+        .collect()
+}
+
 /// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
 fn vtype(dtype: DType, w: usize) -> String {
     format!("teml_{}{w}", if dtype == DType::Float { "f" } else { "d" })
@@ -586,11 +629,44 @@ impl Cx<'_> {
     }
 
     /// A loop marked `registers`: its variables declared and loaded before it, stored after.
+    /// Where its lanes are strip-mined blocks that are full but for the last (a tail), the
+    /// registers are kept for the full blocks, and the last runs without them.
     fn band(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
             crate::analysis::registers::units(&outer, l, t)?;
         }
+        let mut tails: Vec<Tail> = Vec::new();
+        partial_lanes(body, &mut tails);
+        if !tails.is_empty() {
+            let mut conds: Vec<String> = Vec::new();
+            for t in &tails {
+                for (a, u) in &t.block.full_when {
+                    let c = format!("{} <= {}", c_expr(a, self.helpers, true), c_expr(u, self.helpers, true));
+                    if !conds.contains(&c) {
+                        conds.push(c);
+                    }
+                }
+            }
+            let full: Vec<GNode> = full_blocks(body, &tails);
+            self.line(depth, &format!("if ({})  /* full blocks of lanes */", conds.join(" && ")));
+            self.line(depth, "{");
+            self.kept(l, &full, depth + 1)?;
+            self.line(depth, "}");
+            self.line(depth, "else  /* the last, partial block: no registers */");
+            self.line(depth, "{");
+            self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+            let r = self.marked_loop(l, body, depth + 1);
+            self.outer.pop();
+            r?;
+            self.line(depth, "}");
+            return Ok(());
+        }
+        self.kept(l, body, depth)
+    }
+
+    /// The band `l` with its variables (every block of lanes inside it full).
+    fn kept(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let mut inner = vec![l.iter.clone()];
         for x in &l.body {
             x.loop_iters(&mut inner);

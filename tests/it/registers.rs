@@ -218,8 +218,8 @@ fn register_tile_is_one_call_and_keeps_outer_loops() {
 
 #[test]
 fn a_tile_that_divides_the_full_size_is_verified_at_a_size_it_still_divides() {
-    // 6 x 24 divides 240 but not 64 or 32: the reduced size is 48, the largest divisor of 240
-    // that the path accepts (it used to be 64, where `unroll` refused).
+    // The 6 register rows divide 240 but not 64 or 32: the reduced size is 60, the largest
+    // divisor of 240 up to 64, which they divide (it used to be 64, where `unroll` refused).
     let d = tempfile::tempdir().unwrap();
     let decl = program(
         d.path(),
@@ -234,5 +234,22 @@ fn a_tile_that_divides_the_full_size_is_verified_at_a_size_it_still_divides() {
         ),
     );
     let (ok, out) = teml(d.path(), "512", &["run", &f, "--max-reference", "1000000", "-q"]);
-    assert!(ok && out.contains("verified") && out.contains("reduced size (N=48)"), "{out}");
+    assert!(ok && out.contains("verified") && out.contains("reduced size (N=60)"), "{out}");
+}
+
+#[test]
+fn a_partial_last_block_of_lanes_runs_without_registers() {
+    // N = 40: columns in blocks of 16 leave a last block of 8; rows by 4 divide.
+    let d = tempfile::tempdir().unwrap();
+    let f = program(d.path(), "mm.teml", &format!("{}codegen(l10)\n", tile(40)));
+    for bits in ["512", "256", "0"] {
+        let (ok, out) = teml(d.path(), bits, &["run", &f, "--threads", "2", "-q"]);
+        assert!(ok && out.contains("verified"), "{bits} bits: {out}");
+    }
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok, "{c}");
+    assert!(c.contains("if ((16*i2o+15) <= (N-1))  /* full blocks of lanes */"), "{c}");
+    assert!(c.contains("else  /* the last, partial block: no registers */"), "{c}");
+    assert!(c.contains("teml_C7 += A[4*i1o+3][k1] * *(teml_d8 *)&B[k1][16*i2o+8];"), "{c}");
+    assert!(c.contains("for (; i2 <= teml_min(16*i2o+15, N-1); i2++)  /* the remainder */"), "{c}");
 }
