@@ -51,6 +51,10 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             for t in &l.annot.registers {
                 super::registers::units(outer, l, t)?;
             }
+            let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
+            for t in &l.annot.pack {
+                super::packing::footprint(&iters, l, t)?;
+            }
             outer.push(l);
             let r = body.iter().try_for_each(|c| walk(state, nest, c, outer));
             outer.pop();

@@ -5,6 +5,7 @@
 pub mod isl;
 pub mod kernel;
 pub mod legality;
+pub mod packing;
 pub mod reduction;
 pub mod registers;
 pub mod vector;

@@ -135,6 +135,7 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             target: *target,
             outer: Vec::new(),
             bands: Vec::new(),
+            packed: Vec::new(),
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -157,6 +158,9 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
         nest_names.join(", ")
     );
     src.push('\n');
+    if helpers.packs {
+        src.push_str("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n");
+    }
     for teml_name in &consts {
         let c = names.var(teml_name);
         match state.constant(teml_name) {
@@ -296,6 +300,8 @@ struct Helpers {
     vtypes: BTreeSet<(DType, usize)>,
     /// Broadcasts of a whole scalar expression used.
     splats: BTreeSet<(DType, usize)>,
+    /// Some loop packs a tensor (the kernel allocates and copies).
+    packs: bool,
     /// The C spellings of the kernel's names.
     names: Rc<CNames>,
 }
@@ -379,6 +385,14 @@ const C_RESERVED: &[&str] = &[
     "__PRETTY_FUNCTION__",
     "args",
     "memset",
+    "memcpy",
+    "malloc",
+    "free",
+    "abort",
+    "fputs",
+    "stderr",
+    "stdout",
+    "FILE",
     "size_t",
     "NULL",
     "main",
@@ -546,6 +560,8 @@ struct Cx<'a> {
     outer: Vec<Loop>,
     /// The `registers` loops around the statement being printed, outermost first.
     bands: Vec<Band>,
+    /// The packed tensors of the loops around: tensor, buffer, first element of the block.
+    packed: Vec<(Name, String, Vec<Expr>)>,
 }
 
 impl Cx<'_> {
@@ -619,6 +635,9 @@ impl Cx<'_> {
     }
 
     fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        if !l.annot.pack.is_empty() {
+            return self.packed_loop(l, body, depth);
+        }
         if !l.annot.registers.is_empty() {
             return self.band(l, body, depth);
         }
@@ -626,6 +645,92 @@ impl Cx<'_> {
         let r = self.marked_loop(l, body, depth);
         self.outer.pop();
         r
+    }
+
+    /// A loop marked `pack`: each packed tensor's block copied into a buffer before it (row by
+    /// row, up to the tensor's edge), the loop reading the buffer, the buffer freed after it.
+    fn packed_loop(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        self.helpers.packs = true;
+        let mut bufs: Vec<(Name, String, Vec<Expr>)> = Vec::new();
+        self.line(depth, "{");
+        for t in &l.annot.pack {
+            let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
+            let fp = crate::analysis::packing::footprint(&outer, l, t)?;
+            let tc = self.helpers.names.tensor(t).to_string();
+            let buf = format!("teml_{tc}_pack");
+            let ty = fp.dtype.c_name();
+            let dims = self
+                .params
+                .iter()
+                .find(|p| &p.name == t)
+                .map(|p| p.dims.clone())
+                .ok_or_else(|| format!("cannot pack `{t}`: not a tensor of the kernel"))?;
+            let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+            let shape = ext.clone();
+            let from: Vec<String> =
+                fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+            self.line(
+                depth + 1,
+                &format!(
+                    "/* `{tc}` packed for loop `{}`: the {} block from {tc}{} */",
+                    self.helpers.names.var(&l.iter),
+                    shape.join(" x "),
+                    from.join("")
+                ),
+            );
+            let tail: String = ext[1..].iter().map(|e| format!("[{e}]")).collect();
+            let decl = if fp.extent.len() == 1 {
+                format!("{ty} *restrict {buf}")
+            } else {
+                format!("{ty} (*restrict {buf}){tail}")
+            };
+            let bytes: String = ext.iter().map(|e| format!("[{e}]")).collect();
+            self.line(depth + 1, &format!("{decl} = malloc(sizeof({ty}{bytes}));"));
+            self.line(
+                depth + 1,
+                &format!(
+                    "if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"
+                ),
+            );
+            // One loop per dimension but the last, then a row: up to the block's extent and the
+            // tensor's edge (a strip-mined tail's block reaches past it).
+            let rank = fp.extent.len();
+            let mut d2 = depth + 1;
+            let mut idx: Vec<String> = Vec::new();
+            let mut src_idx: Vec<String> = Vec::new();
+            for (d, ((dim, lo), extent)) in dims.iter().zip(&fp.lo).zip(&fp.extent).take(rank - 1).enumerate()
+            {
+                let p = format!("teml_p{d}");
+                let edge = c_expr(&dim.add_int(-1).sub(lo), self.helpers, false);
+                let lo = c_expr(lo, self.helpers, true);
+                self.helpers.min = true;
+                let last = c_expr(&extent.add_int(-1), self.helpers, true);
+                self.line(d2, &format!("for (int {p} = 0; {p} <= teml_min({last}, {edge}); {p}++)"));
+                idx.push(format!("[{p}]"));
+                src_idx.push(format!("[{lo} + {p}]"));
+                d2 += 1;
+            }
+            let last = rank - 1;
+            let lo_last = c_expr(&fp.lo[last], self.helpers, false);
+            let edge = c_expr(&dims[last].sub(&fp.lo[last]), self.helpers, false);
+            self.helpers.min = true;
+            let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
+            let src = format!("&{tc}{}[{lo_last}]", src_idx.join(""));
+            self.line(d2, &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[last]));
+            bufs.push((t.clone(), buf, fp.lo));
+        }
+        let n = bufs.len();
+        self.packed.extend(bufs.iter().cloned());
+        let mut inner = l.clone();
+        inner.annot.pack.clear();
+        let r = self.loop_(&inner, body, depth + 1);
+        self.packed.truncate(self.packed.len() - n);
+        r?;
+        for (_, buf, _) in &bufs {
+            self.line(depth + 1, &format!("free({buf});"));
+        }
+        self.line(depth, "}");
+        Ok(())
     }
 
     /// A loop marked `registers`: its variables declared and loaded before it, stored after.
@@ -942,6 +1047,20 @@ impl Cx<'_> {
     fn c_leaf(&mut self, t: &TNode) -> String {
         match (&t.op, t.index_list()) {
             (Op::Lit(x), _) => crate::ir::texpr::fmt_lit(*x),
+            (Op::Id(n), Some(xs)) if !xs.is_empty() && self.packed.iter().any(|(p, _, _)| p == n) => {
+                let (buf, lo) = self
+                    .packed
+                    .iter()
+                    .rev()
+                    .find(|(p, _, _)| p == n)
+                    .map(|(_, b, lo)| (b.clone(), lo.clone()))
+                    .unwrap_or_default();
+                let mut s = buf;
+                for (x, l) in xs.iter().zip(&lo) {
+                    s.push_str(&format!("[{}]", c_expr(&x.sub(l), self.helpers, false)));
+                }
+                s
+            }
             (Op::Id(n), Some(xs)) if !xs.is_empty() => {
                 let mut s = self.helpers.names.tensor(n).to_string();
                 for x in xs {

@@ -28,6 +28,10 @@ pub struct Annotations {
     /// variables (registers) for the loop's duration (`analysis::registers`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registers: Vec<Name>,
+    /// `pack`: the tensors whose block this loop's body reads are copied into a contiguous
+    /// buffer before the loop, and read from it inside (`analysis::packing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pack: Vec<Name>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -51,6 +55,10 @@ impl Annotations {
             let ts: Vec<&str> = self.registers.iter().map(|t| &**t).collect();
             w.push(format!("registers({})", ts.join(", ")));
         }
+        if !self.pack.is_empty() {
+            let ts: Vec<&str> = self.pack.iter().map(|t| &**t).collect();
+            w.push(format!("pack({})", ts.join(", ")));
+        }
         w
     }
 
@@ -63,6 +71,11 @@ impl Annotations {
             registers: {
                 let mut r = self.registers.clone();
                 r.extend(other.registers.iter().filter(|t| !self.registers.contains(t)).cloned());
+                r
+            },
+            pack: {
+                let mut r = self.pack.clone();
+                r.extend(other.pack.iter().filter(|t| !self.pack.contains(t)).cloned());
                 r
             },
         }

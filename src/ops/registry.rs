@@ -270,6 +270,23 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The name of a real tensor: given as its name (a string), as the tensor, or as the
+    /// assignment that defines it.
+    fn real_tensor_name(&self, pos: usize) -> Result<Name> {
+        if let ArgVal::Str(name) = self.get(pos) {
+            return match self.state.real_tensor(name) {
+                Some(_) => Ok(Name::from(name.as_str())),
+                None => Err(self.wrong(pos, "tensor", "the name of a real tensor")),
+            };
+        }
+        let t = self.tensor(pos, "tensor", false)?;
+        match (&t.op, t.target().and_then(|x| x.id())) {
+            (Op::Id(n), _) => Ok(n.clone()),
+            (_, Some(n)) => Ok(n.clone()),
+            _ => Err(self.wrong(pos, "tensor", "a real tensor (declared, or the target of an assignment)")),
+        }
+    }
+
     fn nest(&self, pos: usize, role: &str) -> Result<Nest> {
         match self.value(pos, role)? {
             Value::Nest(n) => Ok(n),
@@ -582,21 +599,12 @@ fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
 
 fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("registers", s, a, 3, 3, "registers(l, r, T)")?;
-    let l = a.nest(1, "nest")?;
-    let level = a.int(2, "level")?;
-    if let ArgVal::Str(name) = a.get(3) {
-        return match s.real_tensor(name) {
-            Some(_) => Ok(n(transform::registers(&l, level, &Name::from(name.as_str()))?)),
-            None => Err(a.wrong(3, "tensor", "the name of a real tensor")),
-        };
-    }
-    let t = a.tensor(3, "tensor", false)?;
-    let name = match (&t.op, t.target()) {
-        (Op::Id(n), _) => n.clone(),
-        (_, Some(x)) if x.id().is_some() => x.id().cloned().unwrap_or_else(|| "".into()),
-        _ => return Err(a.wrong(3, "tensor", "a real tensor (declared, or the target of an assignment)")),
-    };
-    Ok(n(transform::registers(&l, level, &name)?))
+    Ok(n(transform::registers(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+}
+
+fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("pack", s, a, 3, 3, "pack(l, r, T)")?;
+    Ok(n(transform::pack(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
 fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
@@ -907,6 +915,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_registers),
+    },
+    Builtin {
+        name: "pack",
+        signature: "pack(l, r, T)",
+        equation: "packing",
+        summary: "copies the block of tensor T that the loop at level r reads into a contiguous buffer before the loop, and reads the copy inside it (BLIS's packed panels); T must not be written in the loop",
+        example: "l2 = pack(l1, 2, B)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_pack),
     },
     Builtin {
         name: "vectorize",

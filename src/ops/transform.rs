@@ -606,6 +606,48 @@ pub fn registers(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
     rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![LNode::Loop(l2.clone())]))
 }
 
+/// `pack(l, r, T)` (packing): the block of tensor `T` that the body of the loop at level `r`
+/// reads is copied into a contiguous buffer before the loop (each time it starts) and read
+/// from there inside it (`analysis::packing`): the A and B panels of BLIS. Refused where the
+/// loop's body writes `T`, where the block read has no fixed shape, or where `T` is already
+/// packed around or inside the loop. `pack(l, 2, B)` for a k block:
+///
+/// ```text
+/// for ko in [0, 3]                      for ko in [0, 3]
+///   for k in [64*ko, 64*ko+63]   →         Bp[0..63][0..N-1] = B[64*ko..64*ko+63][0..N-1]
+///     ... B[k][j] ...                      for k in [64*ko, 64*ko+63]  pack(B)
+///                                            ... Bp[k-64*ko][j] ...
+/// ```
+pub fn pack(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
+    let b = "pack";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    if let Some(o) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.pack.contains(tensor)) {
+        return Err(illegal(format!(
+            "`{tensor}` is already packed for the enclosing loop `{}`: expected one packing per tensor and band",
+            o.iter
+        )));
+    }
+    fn inner_packs(body: &[LNode], t: &Name) -> Option<Name> {
+        body.iter().filter_map(|x| x.as_loop()).find_map(|x| {
+            if x.annot.pack.contains(t) { Some(x.iter.clone()) } else { inner_packs(&x.body, t) }
+        })
+    }
+    if let Some(i) = inner_packs(&l.body, tensor) {
+        return Err(illegal(format!(
+            "`{tensor}` is already packed for the inner loop `{i}`: expected one packing per tensor and band"
+        )));
+    }
+    let outer: Vec<Name> = nest.path().iter().take(level as usize - 1).map(|o| o.iter.clone()).collect();
+    crate::analysis::packing::footprint(&outer, &l, tensor).map_err(illegal)?;
+    let mut l2 = (*l).clone();
+    if !l2.annot.pack.contains(tensor) {
+        l2.annot.pack.push(tensor.clone());
+    }
+    let l2 = Arc::new(l2);
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![LNode::Loop(l2.clone())]))
+}
+
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }

@@ -590,8 +590,9 @@ impl Gen<'_> {
             st.indexed_leaves().iter().filter_map(|n| n.id()).map(|n| n.to_string()).collect();
         tensors.extend(st.target().and_then(|t| t.id()).map(|n| n.to_string()));
         let tensor = tensors.get(self.c.pick(tensors.len().max(1)))?.clone();
-        let call = match self.c.pick(14) {
+        let call = match self.c.pick(15) {
             12 | 13 => format!("registers({cur}, {}, {tensor})", lv(&mut self.c)),
+            14 => format!("pack({cur}, {}, {tensor})", lv(&mut self.c)),
             0 | 1 => format!("stripmine({cur}, {}, {v})", lv(&mut self.c)),
             2 => format!("interchange({cur}, {}, {})", lv(&mut self.c), lv(&mut self.c)),
             3 => format!("unroll({cur}, {})", lv(&mut self.c)),

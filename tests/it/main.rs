@@ -18,6 +18,7 @@ mod lang_prop;
 mod lang_syntax;
 mod legality;
 mod oracle;
+mod pack;
 mod paper_figures;
 mod prop_safety;
 mod registers;

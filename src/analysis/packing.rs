@@ -1,0 +1,156 @@
+//! Packing: which block of a tensor a loop band reads, so that code generation can copy it into
+//! a contiguous buffer before the band and read the copy inside it (the A and B panels of BLIS;
+//! TVM's `cache_read`, Halide's `in().compute_at()`, Exo's `stage_mem` for a read).
+//!
+//! `pack(l, r, T)` marks the loop at level `r`. Its **footprint** is the box of elements of `T`
+//! that the loop's body may read: for every index of every access to `T`, its smallest and
+//! largest values over the loops of the band (the loop and those inside it), each loop running
+//! from its lower bound to its upper bound (a strip-mined block `[e, min(e+c, u)]` counts as
+//! full: the box may reach past the tensor at a tail, and the copy stops at the tensor's edge).
+//! The box starts at `lo` (affine in the loops outside the band) and has a constant extent in
+//! every dimension, so the buffer's shape is fixed.
+//!
+//! The copy denotes the same computation when `T` is not written inside the band (then every
+//! read of `T` in the band sees the values the copy took just before it): checked here, so a
+//! written operand is refused with the statement that writes it. The order of statement
+//! instances is unchanged; no dependence analysis is needed.
+
+use crate::ir::{DType, Expr, LNode, Loop, Name, TNode, lower};
+
+/// Largest buffer a packing may allocate, in elements (512 MiB of doubles).
+pub const MAX_ELEMENTS: i64 = 1 << 26;
+
+/// The box of `T` a band reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Footprint {
+    /// The first element, per dimension (affine in the loops outside the band).
+    pub lo: Vec<Expr>,
+    /// The extent of the box, per dimension: constants, or expressions in named constants.
+    pub extent: Vec<Expr>,
+    /// The element type.
+    pub dtype: DType,
+}
+
+/// The footprint of `tensor` in the loop `l` (inside loops over `outer`), or why it cannot be
+/// packed.
+pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, String> {
+    let cannot = |why: String| format!("cannot pack `{tensor}` for loop `{}`: {why}", l.iter);
+    let mut accesses: Vec<(TNode, Vec<Loop>)> = Vec::new();
+    let header = Loop { body: Vec::new(), ..l.clone() };
+    collect(&l.body, &mut vec![header], tensor, &mut accesses).map_err(cannot)?;
+    let Some((first, _)) = accesses.first() else {
+        return Err(cannot(format!("the loop's body does not read `{tensor}`")));
+    };
+    let rank = first.index_list().map_or(0, |xs| xs.len());
+    if rank == 0 {
+        return Err(cannot(format!("`{tensor}` is a scalar: expected a tensor with dimensions")));
+    }
+    let dtype = first.dtype;
+    let mut lo: Vec<Expr> = Vec::new();
+    let mut extent: Vec<Expr> = Vec::new();
+    for d in 0..rank {
+        // The first access's range, then how far each other one reaches past it.
+        let mut first: Option<(Expr, Expr)> = None;
+        let (mut min_off, mut max_off) = (0i64, 0i64);
+        for (leaf, loops) in &accesses {
+            let e = &leaf.index_list().unwrap_or(&[])[d];
+            let (a, b) = range(e, loops).ok_or_else(|| {
+                cannot(format!(
+                    "the range of index {e} of {} over the band is not an affine box",
+                    leaf.access()
+                ))
+            })?;
+            let (a0, b0) = first.get_or_insert_with(|| (a.clone(), b.clone())).clone();
+            let (Some(oa), Some(ob)) = (a.sub(&a0).as_const(), b.sub(&b0).as_const()) else {
+                return Err(cannot(format!(
+                    "the accesses to `{tensor}` read ranges that are no constant apart ({a0} to {b0}, and {a} to {b})"
+                )));
+            };
+            min_off = min_off.min(oa);
+            max_off = max_off.max(ob);
+        }
+        let (a0, b0) = first.unwrap_or_default();
+        let size = b0.sub(&a0).add_int(max_off - min_off + 1);
+        if let Some(v) = outer.iter().find(|v| size.mentions(v)) {
+            return Err(cannot(format!(
+                "the block's extent {size} in dimension {} moves with loop `{v}` outside the band: expected \
+                 a fixed shape",
+                d + 1
+            )));
+        }
+        lo.push(a0.add_int(min_off));
+        extent.push(size);
+    }
+    let elements =
+        extent.iter().try_fold(1i64, |acc, e| e.as_const().and_then(|e| acc.checked_mul(e))).unwrap_or(0);
+    if elements > MAX_ELEMENTS {
+        return Err(cannot(format!(
+            "the block read is {} elements: expected at most {MAX_ELEMENTS} (pack at a loop further in)",
+            extent.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" x ")
+        )));
+    }
+    Ok(Footprint { lo, extent, dtype })
+}
+
+/// The reads of `tensor` below, with the band's loops around each (outermost first); an error
+/// where a statement writes it.
+fn collect(
+    body: &[LNode],
+    loops: &mut Vec<Loop>,
+    tensor: &Name,
+    out: &mut Vec<(TNode, Vec<Loop>)>,
+) -> Result<(), String> {
+    for x in body {
+        match x {
+            LNode::Loop(inner) => {
+                loops.push(Loop { body: Vec::new(), ..(**inner).clone() });
+                collect(&inner.body, loops, tensor, out)?;
+                loops.pop();
+            }
+            LNode::Stmt(s) => {
+                let Some(lw) = lower(s) else { continue };
+                if lw.target.id() == Some(tensor) {
+                    return Err(format!(
+                        "`{s}` writes it inside the loop: expected an operand the band only reads"
+                    ));
+                }
+                lw.rhs.visit(&mut |n| {
+                    if n.id() == Some(tensor) {
+                        out.push((n.clone(), loops.clone()));
+                    }
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The smallest and largest value of `e` over `loops` (innermost last), in the iterators
+/// outside them.
+fn range(e: &Expr, loops: &[Loop]) -> Option<(Expr, Expr)> {
+    if !e.is_affine() {
+        return None;
+    }
+    let (mut lo, mut hi) = (e.clone(), e.clone());
+    for l in loops.iter().rev() {
+        let (c_lo, c_hi) = (lo.coeff(&l.iter), hi.coeff(&l.iter));
+        if c_lo == 0 && c_hi == 0 {
+            continue;
+        }
+        let lb = l.lb.is_affine().then(|| l.lb.clone())?;
+        let ub = upper(l)?;
+        lo = lo.subst(&l.iter, if c_lo >= 0 { &lb } else { &ub });
+        hi = hi.subst(&l.iter, if c_hi >= 0 { &ub } else { &lb });
+    }
+    (lo.is_affine() && hi.is_affine()).then_some((lo, hi))
+}
+
+/// The upper bound of a loop as a full block: itself where affine, else the argument of its
+/// `min` a constant away from the lower bound.
+fn upper(l: &Loop) -> Option<Expr> {
+    if l.ub.is_affine() {
+        return Some(l.ub.clone());
+    }
+    let args = l.ub.min_args()?;
+    args.iter().find(|a| a.is_affine() && a.sub(&l.lb).as_const().is_some()).cloned()
+}
