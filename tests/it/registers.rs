@@ -253,3 +253,39 @@ fn a_partial_last_block_of_lanes_runs_without_registers() {
     assert!(c.contains("teml_C7 += A[4*i1o+3][k1] * *(teml_d8 *)&B[k1][16*i2o+8];"), "{c}");
     assert!(c.contains("for (; i2 <= teml_min(16*i2o+15, N-1); i2++)  /* the remainder */"), "{c}");
 }
+
+#[test]
+fn register_block_keeps_a_block_across_every_reduction_loop() {
+    // mttkrp, A[i][j] += B[i][k][l] * D[l][j] * C[k][j]: rows of i by 2, j in 8 lanes (13 is no
+    // multiple: a tail), A's block in registers across both k and l
+    let d = tempfile::tempdir().unwrap();
+    let decl = program(
+        d.path(),
+        "decl.teml",
+        "N = 12\nB = tensor([N, N, N])\nC = tensor([N, N])\nD = tensor([N, N])\n\
+         A = einsum(\"ikl,lj,kj->ij\", [B, D, C])\nl = build(A)\n",
+    );
+    let f = program(
+        d.path(),
+        "rb.rhai",
+        &format!(
+            "// program: {decl}\nlet p = register_block(l, A, 1, 2, 2, 8);\np = parallelize(p, 1);\ncodegen(p);\n"
+        ),
+    );
+    for n in ["12", "13"] {
+        let n_ok = n == "12"; // 2 rows do not divide 13
+        let (ok, out) = teml(d.path(), "512", &["run", &f, "-D", &format!("N={n}"), "--threads", "2"]);
+        assert_eq!(ok && out.contains("verified"), n_ok, "N={n}: {out}");
+        if n_ok {
+            assert!(out.contains("    for k in [0, N-1]  registers(A)\n      for l in [0, N-1]\n"), "{out}");
+        }
+    }
+    // the columns' level must come after the rows'
+    let f = program(
+        d.path(),
+        "bad.rhai",
+        &format!("// program: {decl}\nlet p = register_block(l, A, 2, 1, 2, 8);\n"),
+    );
+    let (ok, out) = teml(d.path(), "512", &["check", &f]);
+    assert!(!ok && out.contains("register_block") && out.contains("after the rows' level"), "{out}");
+}
