@@ -421,7 +421,8 @@ impl Pipeline {
     /// The program at the largest size whose kernel `which` the reference can run, and what
     /// was reduced (e.g. `N=16`). The sizes tried, in order: every named constant at its t-th
     /// largest divisor up to 64 (a path whose tiles, unrolls or register blocks divide the
-    /// full size, as `1200` by 8 and 16, keeps dividing at 48), then capped at 64, 32, ..., 2.
+    /// full size, as `1200` by 8 and 16, keeps dividing at 48), then capped at 64, 32, ..., 2
+    /// (below 16, first with the constants up to 16 kept whole).
     fn reduced(&self, which: &KernelRef) -> Result<(State, String), RunError> {
         let mut last: Option<ProgramError> = None;
         let divisors = |v: i64| -> Vec<i64> { (2..=v.min(64)).rev().filter(|d| v % d == 0).collect() };
@@ -438,6 +439,17 @@ impl Pipeline {
             .collect();
         let mut cap = 64;
         while cap >= 2 {
+            // Small constants (a block's rows, a filter's width) first keep their value: a
+            // register block of 8 output channels needs all 8 when the large sizes shrink.
+            if cap < 16 {
+                sizes.push(
+                    self.state
+                        .consts
+                        .iter()
+                        .map(|(n, v)| (n.clone(), if *v <= 16 { *v } else { (*v).min(cap) }))
+                        .collect(),
+                );
+            }
             sizes.push(self.state.consts.iter().map(|(n, v)| (n.clone(), (*v).min(cap))).collect());
             cap /= 2;
         }

@@ -289,3 +289,18 @@ fn register_block_keeps_a_block_across_every_reduction_loop() {
     let (ok, out) = teml(d.path(), "512", &["check", &f]);
     assert!(!ok && out.contains("register_block") && out.contains("after the rows' level"), "{out}");
 }
+
+#[test]
+fn a_read_only_operand_is_loaded_once_and_never_stored() {
+    // loops i, k, j: A[i][k] does not move with j, so it is loaded before the j loop (a hoisted
+    // loop-invariant load, as gconv's weights), and never written back
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 10\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+               a = interchange(l, 2, 3)\nr = registers(a, 3, A)\ncodegen(r)\n";
+    let f = program(d.path(), "mm.teml", src);
+    let (ok, out) = teml(d.path(), "512", &["run", &f]);
+    assert!(ok && out.contains("verified") && out.contains("for i2 in [0, N-1]  registers(A)"), "{out}");
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok && c.contains("double teml_A0 = A[i1][k1];"), "{c}");
+    assert!(c.contains("C[i1][i2] += teml_A0 * B[k1][i2];") && !c.contains("= teml_A0;"), "{c}");
+}
