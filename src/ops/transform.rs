@@ -574,34 +574,64 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
 ///                                           C[2*io][j] = c0; C[2*io+1][j] = c1
 /// ```
 pub fn registers(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
-    let b = "registers";
+    mark_tensor(
+        nest,
+        level,
+        "registers",
+        tensor,
+        TensorMark { get: |a| &a.registers, get_mut: |a| &mut a.registers, what: "kept in registers across" },
+        &|outer, l| crate::analysis::registers::units(outer, l, tensor).map(|_| ()),
+    )
+}
+
+/// Why a mark would change a nest's meaning, given the loops outside and the marked loop.
+type MarkCheck<'a> = dyn Fn(&[&Loop], &Loop) -> std::result::Result<(), String> + 'a;
+
+/// Which list of tensors a loop's mark goes into (`registers`, `pack`), and how a refusal
+/// names it.
+struct TensorMark {
+    get: fn(&crate::ir::Annotations) -> &Vec<Name>,
+    get_mut: fn(&mut crate::ir::Annotations) -> &mut Vec<Name>,
+    what: &'static str,
+}
+
+/// Adds `tensor` to the list `mark` of the loop at `level`: refused where an enclosing or an
+/// inner loop already has it there (one band per tensor), or where `check` (given the loops
+/// outside and the marked loop) says why the mark would change the nest's meaning.
+fn mark_tensor(
+    nest: &Nest,
+    level: i64,
+    b: &str,
+    tensor: &Name,
+    mark: TensorMark,
+    check: &MarkCheck<'_>,
+) -> Result<Nest> {
     let l = locate(nest, level, b, &level_arg(2))?;
     let path = nest.path();
     let outer: Vec<&Loop> = path.iter().take(level as usize - 1).map(|o| &**o).collect();
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
-    let kept_by = |x: &Loop| x.annot.registers.contains(tensor);
-    if let Some(o) = outer.iter().find(|o| kept_by(o)) {
+    let what = mark.what;
+    if let Some(o) = outer.iter().find(|o| (mark.get)(&o.annot).contains(tensor)) {
         return Err(illegal(format!(
-            "`{tensor}` is already kept in registers across the enclosing loop `{}`: expected one band \
-             per tensor",
+            "`{tensor}` is already {what} the enclosing loop `{}`: expected one band per tensor",
             o.iter
         )));
     }
-    fn inner_keeps(body: &[LNode], t: &Name) -> Option<Name> {
+    fn inner(body: &[LNode], t: &Name, get: fn(&crate::ir::Annotations) -> &Vec<Name>) -> Option<Name> {
         body.iter().filter_map(|x| x.as_loop()).find_map(|x| {
-            if x.annot.registers.contains(t) { Some(x.iter.clone()) } else { inner_keeps(&x.body, t) }
+            if get(&x.annot).contains(t) { Some(x.iter.clone()) } else { inner(&x.body, t, get) }
         })
     }
-    if let Some(i) = inner_keeps(&l.body, tensor) {
+    if let Some(i) = inner(&l.body, tensor, mark.get) {
         return Err(illegal(format!(
-            "`{tensor}` is already kept in registers across the inner loop `{i}`: expected one band per tensor"
+            "`{tensor}` is already {what} the inner loop `{i}`: expected one band per tensor"
         )));
     }
     let mut l2 = (*l).clone();
-    if !l2.annot.registers.contains(tensor) {
-        l2.annot.registers.push(tensor.clone());
+    if !(mark.get)(&l2.annot).contains(tensor) {
+        (mark.get_mut)(&mut l2.annot).push(tensor.clone());
     }
-    crate::analysis::registers::units(&outer, &l2, tensor).map_err(illegal)?;
+    check(&outer, &l2).map_err(illegal)?;
     let l2 = Arc::new(l2);
     rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![LNode::Loop(l2.clone())]))
 }
@@ -619,33 +649,17 @@ pub fn registers(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
 ///                                            ... Bp[k-64*ko][j] ...
 /// ```
 pub fn pack(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
-    let b = "pack";
-    let l = locate(nest, level, b, &level_arg(2))?;
-    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
-    if let Some(o) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.pack.contains(tensor)) {
-        return Err(illegal(format!(
-            "`{tensor}` is already packed for the enclosing loop `{}`: expected one packing per tensor and band",
-            o.iter
-        )));
-    }
-    fn inner_packs(body: &[LNode], t: &Name) -> Option<Name> {
-        body.iter().filter_map(|x| x.as_loop()).find_map(|x| {
-            if x.annot.pack.contains(t) { Some(x.iter.clone()) } else { inner_packs(&x.body, t) }
-        })
-    }
-    if let Some(i) = inner_packs(&l.body, tensor) {
-        return Err(illegal(format!(
-            "`{tensor}` is already packed for the inner loop `{i}`: expected one packing per tensor and band"
-        )));
-    }
-    let outer: Vec<Name> = nest.path().iter().take(level as usize - 1).map(|o| o.iter.clone()).collect();
-    crate::analysis::packing::footprint(&outer, &l, tensor).map_err(illegal)?;
-    let mut l2 = (*l).clone();
-    if !l2.annot.pack.contains(tensor) {
-        l2.annot.pack.push(tensor.clone());
-    }
-    let l2 = Arc::new(l2);
-    rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![LNode::Loop(l2.clone())]))
+    mark_tensor(
+        nest,
+        level,
+        "pack",
+        tensor,
+        TensorMark { get: |a| &a.pack, get_mut: |a| &mut a.pack, what: "packed for" },
+        &|outer, l| {
+            let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
+            crate::analysis::packing::footprint(&iters, l, tensor).map(|_| ())
+        },
+    )
 }
 
 /// The refusal of a parallel loop inside a vectorized one.

@@ -1,18 +1,10 @@
 //! `collapse(l, r, n)`: a band of perfectly nested parallel loops run as one iteration space
 //! (OpenMP `collapse(n)`), checked like every mark, realised as one pragma, verified.
 
-fn teml(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let o = crate::common::teml_in(dir, args);
-    (
-        o.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-    )
-}
+use crate::common::program;
 
-fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
-    let f = dir.join(name);
-    std::fs::write(&f, src).unwrap();
-    f.to_str().unwrap().to_string()
+fn teml(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    crate::common::teml_bits(dir, None, args)
 }
 
 const MM: &str = "N = 12\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
@@ -47,14 +39,8 @@ fn a_collapsed_band_is_one_pragma_and_verifies() {
 #[test]
 fn what_cannot_be_collapsed_is_refused_with_the_reason() {
     let d = tempfile::tempdir().unwrap();
-    let refused = |name: &str, src: &str, want: &[&str]| {
-        let f = program(d.path(), name, src);
-        let (ok, out) = teml(d.path(), &["check", &f]);
-        assert!(!ok, "{out}");
-        for w in want {
-            assert!(out.contains(w), "{w}: {out}");
-        }
-    };
+    let refused =
+        |name: &str, src: &str, want: &[&str]| crate::common::refused(d.path(), None, name, src, want);
     // Bounds that depend on the band's outer iterator: not a rectangular band.
     refused(
         "tri.teml",

@@ -2,25 +2,10 @@
 //! buffer before the band and read from there, verified at sizes with and without tails, and
 //! refused where the band writes the operand.
 
-use std::process::Command;
+use crate::common::program;
 
 fn teml(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
-        .env("TEML_VECTOR_BITS", "512")
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-    )
-}
-
-fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
-    let f = dir.join(name);
-    std::fs::write(&f, src).unwrap();
-    f.to_str().unwrap().to_string()
+    crate::common::teml_bits(dir, Some("512"), args)
 }
 
 const MM: &str = "A = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
@@ -72,14 +57,8 @@ fn a_packed_panel_verifies_with_and_without_tails() {
 #[test]
 fn what_cannot_be_packed_is_refused_with_the_reason() {
     let d = tempfile::tempdir().unwrap();
-    let refused = |name: &str, src: &str, want: &[&str]| {
-        let f = program(d.path(), name, src);
-        let (ok, out) = teml(d.path(), &["check", &f]);
-        assert!(!ok, "{out}");
-        for w in want {
-            assert!(out.contains(w), "{w}: {out}");
-        }
-    };
+    let refused =
+        |name: &str, src: &str, want: &[&str]| crate::common::refused(d.path(), Some("512"), name, src, want);
     refused(
         "written.teml",
         &format!("N = 8\n{MM}p = pack(l, 2, C)\n"),

@@ -3,25 +3,10 @@
 //! verified at every vector width (512, 256 bits, and the scalar fallback), the C as a user
 //! reads it, and every refusal with its reason.
 
-use std::process::Command;
+use crate::common::program;
 
 fn teml(dir: &std::path::Path, bits: &str, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
-        .env("TEML_VECTOR_BITS", bits)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-    )
-}
-
-fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
-    let f = dir.join(name);
-    std::fs::write(&f, src).unwrap();
-    f.to_str().unwrap().to_string()
+    crate::common::teml_bits(dir, Some(bits), args)
 }
 
 /// A 4 x 16 register tile of C across k: i by 4 (unrolled and jammed), j by 16 (the lanes).
@@ -94,14 +79,8 @@ fn a_scalar_accumulator_across_k_verifies() {
 fn what_registers_cannot_keep_is_refused_with_the_reason() {
     let d = tempfile::tempdir().unwrap();
     let mm = "N = 16\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
-    let refused = |name: &str, src: &str, want: &[&str]| {
-        let f = program(d.path(), name, src);
-        let (ok, out) = teml(d.path(), "512", &["check", &f]);
-        assert!(!ok, "{out}");
-        for w in want {
-            assert!(out.contains(w), "{w}: {out}");
-        }
-    };
+    let refused =
+        |name: &str, src: &str, want: &[&str]| crate::common::refused(d.path(), Some("512"), name, src, want);
     refused(
         "varies.teml",
         &format!("{mm}r = registers(l, 2, C)\n"),

@@ -198,3 +198,35 @@ pub fn teml_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Runs the binary in `dir` (its own kernel cache) with `vector_bits` as `TEML_VECTOR_BITS`
+/// (`None`: the host's): whether it succeeded, and what it printed (stdout, then stderr).
+pub fn teml_bits(dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]) -> (bool, String) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_teml"));
+    c.args(args).env("TEML_CACHE_DIR", dir.join("cache"));
+    if let Some(bits) = vector_bits {
+        c.env("TEML_VECTOR_BITS", bits);
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.success(),
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+    )
+}
+
+/// Writes the program `src` to `dir/name` and returns its path.
+pub fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
+    let f = dir.join(name);
+    std::fs::write(&f, src).unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+/// `teml check` refuses the program `src` (written to `dir/name`), and says each of `want`.
+pub fn refused(dir: &std::path::Path, vector_bits: Option<&str>, name: &str, src: &str, want: &[&str]) {
+    let f = program(dir, name, src);
+    let (ok, out) = teml_bits(dir, vector_bits, &["check", &f]);
+    assert!(!ok, "{out}");
+    for w in want {
+        assert!(out.contains(w), "{w}: {out}");
+    }
+}
