@@ -419,7 +419,7 @@ fn call_builtin(
                 sh.holes.set(true);
             }
             if let (true, Value::Tensor(t)) = (name == "accumulator", &v) {
-                sh.accumulators.borrow_mut().push(std::sync::Arc::as_ptr(t));
+                sh.accumulators.borrow_mut().push(t.clone());
             }
             Ok(to_dynamic(v))
         }

@@ -30,7 +30,9 @@ pub(crate) struct Shared {
     /// values to bind.
     pub holes: std::cell::Cell<bool>,
     /// The leaves `accumulator(...)` returned: bound to a name, one would be an ordinary tensor.
-    pub accumulators: RefCell<Vec<*const crate::ir::TNode>>,
+    /// Held (not their addresses alone), so that no other value is ever allocated where one
+    /// was and mistaken for it.
+    pub accumulators: RefCell<Vec<crate::ir::TExpr>>,
     /// When the running script is stopped (see [`Limits::max_time`]).
     pub deadline: std::cell::Cell<Option<std::time::Instant>>,
     /// The measurer of `time(l)` and where `print` goes.
@@ -72,7 +74,7 @@ impl Shared {
     fn bind_inner(&self, name: &str, v: Value, top: bool) -> Result<Option<Value>, Error> {
         let holed = matches!(&v, Value::Tensor(t) if t.has_hole());
         if let Value::Tensor(t) = &v
-            && self.accumulators.borrow().contains(&std::sync::Arc::as_ptr(t))
+            && self.accumulators.borrow().iter().any(|a| std::sync::Arc::ptr_eq(a, t))
         {
             return Err(ops::registry::named_accumulator(name));
         }

@@ -474,3 +474,16 @@ fn odd_inputs_give_errors_not_panics() {
         let _ = s.eval_line("1 + 1").unwrap();
     }
 }
+
+/// An accumulator was recognised by its address: once it was dropped, a new tensor allocated
+/// at the same place was refused as `X = accumulator(...)` (the flaky
+/// `stdlib_tensors::library_kernels_verify`). The host now holds the accumulators it returned.
+#[test]
+fn a_tensor_allocated_where_a_dropped_accumulator_was_is_not_one() {
+    let src = "let N = 4;\nfor k in 0..200 {\n    accumulator([N, N]);\n    let X = tensor([N, N]);\n}\nlet Y = tensor([N, N]);\n";
+    let s = ok(src, &State::new());
+    assert!(s.get("Y").is_some());
+    // binding an accumulator itself is still refused
+    let e = err("let N = 4;\nlet Z = accumulator([N, N]);\n");
+    assert!(e.message.contains("`Z = accumulator(...)`"), "{}", e.message);
+}
