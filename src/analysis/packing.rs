@@ -138,19 +138,9 @@ fn range(e: &Expr, loops: &[Loop]) -> Option<(Expr, Expr)> {
             continue;
         }
         let lb = l.lb.is_affine().then(|| l.lb.clone())?;
-        let ub = upper(l)?;
+        let ub = super::vector::full_ub(l)?;
         lo = lo.subst(&l.iter, if c_lo >= 0 { &lb } else { &ub });
         hi = hi.subst(&l.iter, if c_hi >= 0 { &ub } else { &lb });
     }
     (lo.is_affine() && hi.is_affine()).then_some((lo, hi))
-}
-
-/// The upper bound of a loop as a full block: itself where affine, else the argument of its
-/// `min` a constant away from the lower bound.
-fn upper(l: &Loop) -> Option<Expr> {
-    if l.ub.is_affine() {
-        return Some(l.ub.clone());
-    }
-    let args = l.ub.min_args()?;
-    args.iter().find(|a| a.is_affine() && a.sub(&l.lb).as_const().is_some()).cloned()
 }

@@ -130,23 +130,20 @@ pub fn contiguous(l: &Loop) -> Result<DType, String> {
 pub fn lane_access(leaf: &TNode, iter: &str, write: bool) -> Result<bool, String> {
     let index: &[Expr] = leaf.index_list().unwrap_or(&[]);
     let strided = || format!("{} is not contiguous in `{iter}`", leaf.access());
-    let Some((last, rest)) = index.split_last() else {
+    let (last, rest) = match index.split_last() {
+        Some((last, rest)) => (Some(last), rest),
+        None => (None, index),
+    };
+    if rest.iter().any(|x| x.mentions(iter)) {
+        return Err(strided());
+    }
+    let Some(last) = last.filter(|x| x.mentions(iter)) else {
         return if write {
             Err(format!("{} is written at one element by every lane of `{iter}`", leaf.access()))
         } else {
             Ok(false)
         };
     };
-    if rest.iter().any(|x| x.mentions(iter)) {
-        return Err(strided());
-    }
-    if !last.mentions(iter) {
-        return if write {
-            Err(format!("{} is written at one element by every lane of `{iter}`", leaf.access()))
-        } else {
-            Ok(false)
-        };
-    }
     if !last.is_affine() || last.coeff(iter) != 1 {
         return Err(strided());
     }
@@ -183,15 +180,30 @@ pub fn block(l: &Loop) -> Option<Block> {
     if let Some(trip) = constant_trip(l) {
         return Some(Block { trip, full_ub: l.ub.clone(), full_when: Vec::new() });
     }
+    let (k, span) = block_arg(l)?;
     let args = l.ub.min_args()?;
-    let (k, span) = args.iter().enumerate().find_map(|(k, a)| {
-        let d = a.checked_sub(&l.lb).ok()?.as_const()?;
-        (d >= 0).then_some((k, d))
-    })?;
     let full_ub = args[k].clone();
     let full_when =
         args.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, u)| (full_ub.clone(), u.clone())).collect();
     Some(Block { trip: span + 1, full_ub, full_when })
+}
+
+/// The argument of `l`'s upper-bound `min` that is a constant `d >= 0` away from its lower
+/// bound (the bound of a full strip-mined block): its position and `d`.
+fn block_arg(l: &Loop) -> Option<(usize, i64)> {
+    l.ub.min_args()?.iter().enumerate().find_map(|(k, a)| {
+        let d = a.checked_sub(&l.lb).ok()?.as_const()?;
+        (d >= 0).then_some((k, d))
+    })
+}
+
+/// The upper bound of `l` as a full block: itself where affine, else the argument of its
+/// `min` a constant away from the lower bound (any step).
+pub fn full_ub(l: &Loop) -> Option<Expr> {
+    if l.ub.is_affine() {
+        return Some(l.ub.clone());
+    }
+    block_arg(l).and_then(|(k, _)| l.ub.min_args().map(|args| args[k].clone()))
 }
 
 /// True if the bounds of `l` do not depend on the values of any of `iters` (the loop's

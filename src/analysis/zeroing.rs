@@ -142,6 +142,9 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
     let mut hoisted = Vec::new();
     let mut kept: Vec<GNode> = Vec::new();
     let all = body.clone();
+    // The iterators that move inside the loop (its own, those of its loops and zeroings).
+    let mut moving: Vec<Name> = vec![l.iter.clone()];
+    all.iter().for_each(|g| g.iters(&mut moving));
     for g in body {
         let GNode::Zero(z) = g else {
             kept.push(g);
@@ -154,10 +157,8 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
         // Only past items that do not touch the elements it zeroes.
         let mut before: Vec<(String, Vec<Expr>)> = Vec::new();
         kept.iter().for_each(|k| k.accesses(&tensor, &mut before));
-        let mut moving: Vec<Name> = vec![l.iter.clone()];
-        all.iter().for_each(|g| g.iters(&mut moving));
         let clear = before.iter().all(|(_, index)| apart(&z.target, index, &moving));
-        let out = if clear { hoist_one(l, &z, &tensor, &all) } else { None };
+        let out = if clear { hoist_one(l, &z, &tensor, &all, &moving) } else { None };
         match out {
             Some(Some(z2)) => hoisted.push(GNode::Zero(z2)),
             Some(None) => {} // never runs
@@ -169,7 +170,7 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
 
 /// The zeroing as it reads outside loop `l`: `Some(None)` if it never runs, `None` if it
 /// cannot move.
-fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode]) -> Option<Option<Zero>> {
+fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode], moving: &[Name]) -> Option<Option<Zero>> {
     let v = &l.iter;
     let in_target = z.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(v));
     let in_loops = z.loops.iter().any(|zl| zl.lb.mentions(v) || zl.ub.mentions(v));
@@ -205,10 +206,8 @@ fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode]) -> Option<Option
     // different elements.
     let mut acc = Vec::new();
     body.iter().for_each(|g| g.accesses(tensor, &mut acc));
-    let mut moving: Vec<Name> = vec![v.clone()];
-    body.iter().for_each(|g| g.iters(&mut moving));
     let me = z.target.access();
-    if acc.iter().any(|(text, index)| *text != me && !apart(&z.target, index, &moving)) {
+    if acc.iter().any(|(text, index)| *text != me && !apart(&z.target, index, moving)) {
         return None;
     }
     let injective = if in_target {
