@@ -163,6 +163,15 @@ fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::re
             }
         }
     }
+    // A packed copy or a register band's loads would be printed between the collapsed loops.
+    if let Some(x) = band[1..].iter().find(|x| !x.annot.pack.is_empty() || !x.annot.registers.is_empty()) {
+        return Err(cannot(format!(
+            "loop `{}` is marked {}: its copies or loads would stand between the collapsed loops; \
+             expected the band's inner loops unmarked (mark a loop outside or inside the band)",
+            x.iter,
+            x.annot.words().join(" ")
+        )));
+    }
     if let Some((x, o)) = not_rectangular(&band) {
         return Err(cannot(format!(
             "the bounds of `{}` ({}) depend on `{}`: expected a rectangular band",

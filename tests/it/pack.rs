@@ -89,3 +89,23 @@ fn a_whole_operand_packed_once_verifies() {
     let (ok, out) = teml(d.path(), &["run", &f, "--threads", "2"]);
     assert!(ok && out.contains("verified") && out.contains("parallel pack(B)"), "{out}");
 }
+
+/// Found by the fuzzer: a packed inner loop of a collapsed band put its copy between the
+/// collapsed loops (C that does not compile); refused at `codegen` with the reason.
+#[test]
+fn a_packed_loop_inside_a_collapsed_band_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let src = "A1 = tensor([2])\nA2 = tensor([9, 8])\nW3 = outerproduct(A1, A2)\nl4 = build(W3)\n\
+               l10 = pack(l4, 2, A1)\nl11 = collapse(l10, 1, 2)\ncodegen(l11)\n";
+    crate::common::refused(
+        d.path(),
+        Some("512"),
+        "band.teml",
+        src,
+        &[
+            "codegen: cannot collapse the 2 loops",
+            "is marked parallel pack(A1)",
+            "between the collapsed loops",
+        ],
+    );
+}
