@@ -81,6 +81,8 @@ struct CStmt {
     rhs: Vec<ROp>,
     /// An accumulator's reduction coordinates: where all are 0, the update sets.
     first: Option<Vec<Lin>>,
+    /// Conditions `g >= 0`: the statement runs only where all hold.
+    when: Vec<Lin>,
     /// The target holds `float`: stored values are rounded, as the kernel stores them.
     float: bool,
 }
@@ -187,8 +189,9 @@ impl Compiler<'_> {
                     Some(xs) => Some(xs.iter().map(|x| self.lin(x)).collect::<Result<Vec<_>, _>>()?),
                     None => None,
                 };
+                let when = lw.when.iter().map(|x| self.lin(x)).collect::<Result<Vec<_>, _>>()?;
                 let float = lw.target.dtype == DType::Float;
-                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first, float }))
+                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first, when, float }))
             }
             LNode::Loop(l) => {
                 let lb = self.bound(&l.lb)?;
@@ -215,6 +218,9 @@ impl Machine<'_> {
     fn exec(&mut self, n: &Node) -> Result<(), String> {
         match n {
             Node::Stmt(s) => {
+                if s.when.iter().any(|g| g.eval(&self.env) < 0) {
+                    return Ok(());
+                }
                 self.stack.clear();
                 for op in &s.rhs {
                     let v = match op {

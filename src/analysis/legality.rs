@@ -288,6 +288,9 @@ fn new_schedule(
         for (i, at) in o.iters.iter().zip(&p.inst.at) {
             cons.push(format!("o_{i} = {}", isl(at, &v)));
         }
+        for g in &p.inst.guard {
+            cons.push(format!("{} >= 0", isl(g, &v)));
+        }
         time.truncate(upto);
         // Loop variables dropped by the truncation stay existential.
         let kept: BTreeSet<String> = time.iter().cloned().collect();
@@ -547,6 +550,31 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
         memo.insert(k, carried);
     }
     Ok(carried)
+}
+
+/// True if `g >= 0` at every point of the loops `outer` (outermost first), whatever values the
+/// named constants take (so it stays true under a `-D`); `None` where isl cannot answer. The
+/// loops' steps are ignored: a superset of their points, so `Some(true)` is never wrong.
+pub fn always_nonneg(outer: &[&Loop], g: &Expr) -> Option<bool> {
+    let iters: Vec<Name> = outer.iter().map(|l| l.iter.clone()).collect();
+    if iters.iter().collect::<BTreeSet<_>>().len() != iters.len() {
+        return None;
+    }
+    let mut params: BTreeSet<Name> = g.vars();
+    for l in outer {
+        params.extend(l.lb.vars());
+        params.extend(l.ub.vars());
+    }
+    params.retain(|p| !iters.contains(p));
+    let names = Names { params };
+    let v = names.var(&iters, "v_");
+    let mut cons: Vec<String> =
+        outer.iter().map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v))).collect();
+    cons.push(format!("{} < 0", isl(g, &v)));
+    let text =
+        format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));
+    let ctx = Ctx::new().ok()?;
+    ctx.map(&text).ok()?.is_empty().ok()
 }
 
 /// Relations between two times of `width` dimensions.

@@ -120,6 +120,13 @@ fn walk(
             }
             LNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { continue };
+                if let Some(g) = lw.when.iter().find(|g| band.iter().any(|v| g.mentions(v))) {
+                    return Err(format!(
+                        "the statement `{s}` runs only where {g} >= 0, which changes inside the band; \
+                         expected conditions on the loops outside it (unroll the partial block's rows \
+                         outside the band)"
+                    ));
+                }
                 let mut leaves: Vec<TNode> = vec![(*lw.target).clone()];
                 lw.rhs.visit(&mut |n| {
                     if n.is_tensor_leaf() {

@@ -40,6 +40,9 @@ pub struct Zero {
     pub guard: Vec<Expr>,
     /// Loops around the zeroing (outermost first): the target loops it was hoisted out of.
     pub loops: Vec<Arc<Loop>>,
+    /// The statement's own conditions `g >= 0` (an unrolled copy of a partial block's end):
+    /// the zeroing runs only where they hold. Empty: always.
+    pub when: Vec<Expr>,
 }
 
 /// The items of a nest with zeroings placed.
@@ -71,8 +74,25 @@ impl GNode {
         }
     }
 
+    /// The conditions `g >= 0` of the statements and zeroings below (unrolled copies of a
+    /// partial block's end), each once.
+    pub fn conditions(&self, out: &mut Vec<Expr>) {
+        let mut add = |gs: &[Expr]| {
+            for g in gs {
+                if !out.contains(g) {
+                    out.push(g.clone());
+                }
+            }
+        };
+        match self {
+            GNode::Loop(_, body) => body.iter().for_each(|g| g.conditions(out)),
+            GNode::Stmt(s) => add(s.guard()),
+            GNode::Zero(z) => add(&z.when),
+        }
+    }
+
     /// The iterators of the loops below (those of a zeroing's own loops included).
-    fn iters(&self, out: &mut Vec<Name>) {
+    pub fn iters(&self, out: &mut Vec<Name>) {
         match self {
             GNode::Loop(l, body) => {
                 out.push(l.iter.clone());
@@ -101,11 +121,16 @@ pub fn place(items: &[LNode]) -> Vec<GNode> {
     for x in items {
         match x {
             LNode::Stmt(s) => {
-                if let Some(first) = lower(s).and_then(|lw| lw.first.map(|f| (lw.target, f))) {
-                    let (target, guard) = first;
-                    if let Some(guard) = simplify(guard) {
-                        out.push(GNode::Zero(Zero { target, guard, loops: Vec::new() }));
-                    }
+                if let Some(lw) = lower(s)
+                    && let Some(first) = lw.first
+                    && let Some(guard) = simplify(first)
+                {
+                    out.push(GNode::Zero(Zero {
+                        target: lw.target,
+                        guard,
+                        loops: Vec::new(),
+                        when: lw.when,
+                    }));
                 }
                 out.push(GNode::Stmt(s.clone()));
             }
@@ -172,6 +197,10 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
 /// cannot move.
 fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode], moving: &[Name]) -> Option<Option<Zero>> {
     let v = &l.iter;
+    // Its own conditions hold at some iterations only: it stays where they are tested.
+    if z.when.iter().any(|g| g.mentions(v)) {
+        return None;
+    }
     let in_target = z.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(v));
     let in_loops = z.loops.iter().any(|zl| zl.lb.mentions(v) || zl.ub.mentions(v));
     let in_guard = z.guard.iter().any(|g| g.mentions(v));

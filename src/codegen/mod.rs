@@ -29,6 +29,7 @@ use crate::ir::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Name of the generic entry point every generated translation unit exports.
 pub const ENTRY: &str = "teml_entry";
@@ -136,6 +137,9 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             outer: Vec::new(),
             bands: Vec::new(),
             packed: Vec::new(),
+            known: Vec::new(),
+            tested: Vec::new(),
+            parts: Vec::new(),
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -269,21 +273,32 @@ fn partial_lanes(body: &[GNode], out: &mut Vec<Tail>) {
     }
 }
 
-/// `body` with the loops of `tails` running full blocks.
-fn full_blocks(body: &[GNode], tails: &[Tail]) -> Vec<GNode> {
+/// `body` with the loops of `tails` running full blocks; each new loop and the one it stands
+/// for are added to `parts`.
+fn full_blocks(body: &[GNode], tails: &[Tail], parts: &mut Vec<(Arc<Loop>, Arc<Loop>)>) -> Vec<GNode> {
     body.iter()
         .map(|g| match g {
             GNode::Loop(l, b) => {
                 let full = tails.iter().find(|t| t.iter == l.iter && t.ub == l.ub);
                 let l2 = match full {
-                    Some(t) => std::sync::Arc::new(Loop { ub: t.block.full_ub.clone(), ..(**l).clone() }),
+                    Some(t) => {
+                        let l2 = Arc::new(Loop { ub: t.block.full_ub.clone(), ..(**l).clone() });
+                        let orig = stands_for(parts, l);
+                        parts.push((l2.clone(), orig));
+                        l2
+                    }
                     None => l.clone(),
                 };
-                GNode::Loop(l2, full_blocks(b, tails))
+                GNode::Loop(l2, full_blocks(b, tails, parts))
             }
             other => other.clone(),
         })
         .collect()
+}
+
+/// The nest's loop that `l` stands for (itself unless it is one of `parts`).
+fn stands_for(parts: &[(Arc<Loop>, Arc<Loop>)], l: &Arc<Loop>) -> Arc<Loop> {
+    parts.iter().find(|(c, _)| Arc::ptr_eq(c, l)).map_or_else(|| l.clone(), |(_, o)| o.clone())
 }
 
 /// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
@@ -562,6 +577,16 @@ struct Cx<'a> {
     bands: Vec<Band>,
     /// The packed tensors of the loops around: tensor, buffer, first element of the block.
     packed: Vec<(Name, String, Vec<Expr>)>,
+    /// Conditions `g >= 0` that hold here (the main part of a split loop): statements guarded
+    /// by them print without a test.
+    known: Vec<Expr>,
+    /// Conditions a loop around split on that do not hold everywhere here (its remainder):
+    /// tested at each statement, not split on again.
+    tested: Vec<Expr>,
+    /// Loops printed with other bounds or marks than the nest's (the parts of a split loop, a
+    /// packed loop, full blocks of lanes), and the nest's loop each stands for: dependence
+    /// analysis finds loops by identity.
+    parts: Vec<(Arc<Loop>, Arc<Loop>)>,
 }
 
 impl Cx<'_> {
@@ -597,13 +622,23 @@ impl Cx<'_> {
             }
             _ => rhs,
         };
-        self.line(depth, &format!("{lhs} {op} {rhs};"));
+        match self.test(&lw.when) {
+            Some(test) => {
+                self.line(depth, &test);
+                self.line(depth + 1, &format!("{lhs} {op} {rhs};"));
+            }
+            None => self.line(depth, &format!("{lhs} {op} {rhs};")),
+        }
         Ok(())
     }
 
     /// `C[i][j] = 0.0;`, inside its loops and under its guard (for one block of lanes).
     fn zero(&mut self, z: &Zero, lane: Option<&Lane>, depth: usize) -> std::result::Result<(), String> {
         let mut depth = depth;
+        if let Some(test) = self.test(&z.when) {
+            self.line(depth, &test);
+            depth += 1;
+        }
         if !z.guard.is_empty() {
             let conds: Vec<String> =
                 z.guard.iter().map(|g| format!("{} == 0", c_expr(g, self.helpers, false))).collect();
@@ -634,22 +669,117 @@ impl Cx<'_> {
         )
     }
 
-    fn loop_(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+    fn loop_(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        if let Some((at, conds)) = self.split_point(l, body) {
+            return self.split(l, body, &at, conds, depth);
+        }
         if !l.annot.pack.is_empty() {
             return self.packed_loop(l, body, depth);
         }
         if !l.annot.registers.is_empty() {
             return self.band(l, body, depth);
         }
-        self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+        self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
         let r = self.marked_loop(l, body, depth);
         self.outer.pop();
         r
     }
 
+    /// Where loop `l` splits so that the conditions of the copies of a partial block below it
+    /// (`g >= 0`, affine, decreasing in `l`'s iterator, and not mentioning the loops below)
+    /// hold in the first part: `l <= at`. `None` where nothing splits: no such conditions,
+    /// or a loop that cannot be cut in two (vector lanes, a collapsed band, a step).
+    fn split_point(&self, l: &Loop, body: &[GNode]) -> Option<(Expr, Vec<Expr>)> {
+        if self.collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize || l.step != 1 {
+            return None;
+        }
+        let mut conds = Vec::new();
+        body.iter().for_each(|g| g.conditions(&mut conds));
+        let mut inner = Vec::new();
+        body.iter().for_each(|g| g.iters(&mut inner));
+        let i = &l.iter;
+        // `a*i + r >= 0` with a < 0 holds for `i <= floor(r / -a)`: per (a, r less its
+        // constant), the smallest constant decides.
+        let mut tightest: Vec<(i64, Expr, i64)> = Vec::new();
+        let mut used = Vec::new();
+        for g in conds {
+            let a = g.coeff(i);
+            if self.known.contains(&g)
+                || self.tested.contains(&g)
+                || !g.is_affine()
+                || a >= 0
+                || inner.iter().any(|v| g.mentions(v))
+            {
+                continue;
+            }
+            let r = g.sub(&Expr::var_name(i).scale(a));
+            let c = r.constant();
+            let shape = r.add_int(-c);
+            match tightest.iter_mut().find(|(b, s, _)| *b == a && *s == shape) {
+                Some(t) => t.2 = t.2.min(c),
+                None => tightest.push((a, shape, c)),
+            }
+            used.push(g);
+        }
+        let at = tightest
+            .into_iter()
+            .map(|(a, shape, c)| if a == -1 { shape.add_int(c) } else { shape.add_int(c).floordiv(-a) })
+            .reduce(|x, y| Expr::min(&x, &y))?;
+        Some((at, used))
+    }
+
+    /// Loop `l` in two parts: `l <= at`, where the conditions `conds` hold (its statements
+    /// run untested: the hot loops of a register tile whose rows do not divide the extent),
+    /// then the rest, where they are tested at each statement.
+    fn split(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[GNode],
+        at: &Expr,
+        conds: Vec<Expr>,
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        let orig = stands_for(&self.parts, l);
+        let main = Arc::new(Loop { ub: Expr::min(&l.ub, at), ..(**l).clone() });
+        let rest = Arc::new(Loop { lb: Expr::max(&l.lb, &at.add_int(1)), ..(**l).clone() });
+        self.parts.push((main.clone(), orig.clone()));
+        self.parts.push((rest.clone(), orig));
+        let i = self.helpers.names.var(&l.iter).to_string();
+        let upto = c_expr(at, self.helpers, false);
+        self.line(
+            depth,
+            &format!("/* `{i}` in two parts: up to {upto}, where every unrolled copy runs; then the rest */"),
+        );
+        let n = self.known.len();
+        self.known.extend(conds.iter().cloned());
+        let r = self.loop_(&main, body, depth);
+        self.known.truncate(n);
+        r?;
+        let n = self.tested.len();
+        self.tested.extend(conds);
+        let r = self.loop_(&rest, body, depth);
+        self.tested.truncate(n);
+        r
+    }
+
+    /// The conditions of `gs` not known to hold here: `(g1 >= 0 && ..)`, or `None`.
+    fn test(&mut self, gs: &[Expr]) -> Option<String> {
+        let open: Vec<String> = gs
+            .iter()
+            .filter(|g| !self.known.contains(g))
+            .map(|g| format!("{} >= 0", c_expr(g, self.helpers, false)))
+            .collect();
+        (!open.is_empty()).then(|| format!("if ({})", open.join(" && ")))
+    }
+
     /// A loop marked `pack`: each packed tensor's block copied into a buffer before it (row by
     /// row, up to the tensor's edge), the loop reading the buffer, the buffer freed after it.
-    fn packed_loop(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+    fn packed_loop(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[GNode],
+        depth: usize,
+    ) -> std::result::Result<(), String> {
         self.helpers.packs = true;
         let mut bufs: Vec<(Name, String, Vec<Expr>)> = Vec::new();
         self.line(depth, "{");
@@ -721,8 +851,10 @@ impl Cx<'_> {
         }
         let n = bufs.len();
         self.packed.extend(bufs.iter().cloned());
-        let mut inner = l.clone();
+        let mut inner = (**l).clone();
         inner.annot.pack.clear();
+        let inner = Arc::new(inner);
+        self.parts.push((inner.clone(), stands_for(&self.parts, l)));
         let r = self.loop_(&inner, body, depth + 1);
         self.packed.truncate(self.packed.len() - n);
         r?;
@@ -736,10 +868,21 @@ impl Cx<'_> {
     /// A loop marked `registers`: its variables declared and loaded before it, stored after.
     /// Where its lanes are strip-mined blocks that are full but for the last (a tail), the
     /// registers are kept for the full blocks, and the last runs without them.
-    fn band(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+    fn band(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
             crate::analysis::registers::units(&outer, l, t)?;
+        }
+        // Copies of a partial block's end, tested at each statement: their elements may not
+        // exist, so none is loaded before the loop.
+        let mut conds = Vec::new();
+        body.iter().for_each(|g| g.conditions(&mut conds));
+        if conds.iter().any(|g| !self.known.contains(g)) {
+            self.line(depth, "/* the last, partial block of rows: no registers */");
+            self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
+            let r = self.marked_loop(l, body, depth);
+            self.outer.pop();
+            return r;
         }
         let mut tails: Vec<Tail> = Vec::new();
         partial_lanes(body, &mut tails);
@@ -753,14 +896,14 @@ impl Cx<'_> {
                     }
                 }
             }
-            let full: Vec<GNode> = full_blocks(body, &tails);
+            let full: Vec<GNode> = full_blocks(body, &tails, &mut self.parts);
             self.line(depth, &format!("if ({})  /* full blocks of lanes */", conds.join(" && ")));
             self.line(depth, "{");
             self.kept(l, &full, depth + 1)?;
             self.line(depth, "}");
             self.line(depth, "else  /* the last, partial block: no registers */");
             self.line(depth, "{");
-            self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+            self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
             let r = self.marked_loop(l, body, depth + 1);
             self.outer.pop();
             r?;
@@ -771,14 +914,14 @@ impl Cx<'_> {
     }
 
     /// The band `l` with its variables (every block of lanes inside it full).
-    fn kept(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+    fn kept(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let mut inner = vec![l.iter.clone()];
         for x in &l.body {
             x.loop_iters(&mut inner);
         }
         self.bands.push(Band { tensors: l.annot.registers.clone(), inner, regs: Vec::new() });
         let saved = std::mem::take(&mut self.out);
-        self.outer.push(Loop { body: Vec::new(), ..l.clone() });
+        self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
         let r = self.marked_loop(l, body, depth + 1);
         self.outer.pop();
         let printed = std::mem::replace(&mut self.out, saved);
@@ -809,13 +952,19 @@ impl Cx<'_> {
         Ok(())
     }
 
-    fn marked_loop(&mut self, l: &Loop, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+    fn marked_loop(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[GNode],
+        depth: usize,
+    ) -> std::result::Result<(), String> {
         // An inner loop of a collapsed band: the band's one pragma covers it.
         let in_band = self.collapsed > 0;
         if in_band {
             self.collapsed -= 1;
         }
-        let plan = if in_band { None } else { kernel::realise(self.state, self.nest, l, body)? };
+        let orig = stands_for(&self.parts, l);
+        let plan = if in_band { None } else { kernel::realise(self.state, self.nest, &orig, body)? };
         let mut simd_note = None;
         if l.annot.vectorize && !l.annot.parallel && plan == Some(Plan::Independent) {
             match self.explicit_lanes(l, body) {
@@ -836,7 +985,7 @@ impl Cx<'_> {
             p.push_str(&format!(" collapse({})", l.annot.collapse));
             self.collapsed = l.annot.collapse - 1;
         }
-        let mut reduction_vars: Vec<(String, std::sync::Arc<TNode>, Option<String>)> = Vec::new();
+        let mut reduction_vars: Vec<(String, Arc<TNode>, Option<String>)> = Vec::new();
         let mut depth = depth;
         if let Some(Plan::Reduction(targets)) = &plan {
             self.line(depth, "{");
@@ -873,6 +1022,7 @@ impl Cx<'_> {
             [GNode::Stmt(_)] => true,
             [GNode::Loop(c, b)] => {
                 !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
+                    && self.split_point(c, b).is_none()
             }
             _ => false,
         };
@@ -906,6 +1056,11 @@ impl Cx<'_> {
     /// The lanes of a vectorized loop that carries no dependence, printed with explicit
     /// vectors, or why it keeps its pragma.
     fn explicit_lanes(&self, l: &Loop, body: &[GNode]) -> std::result::Result<Lanes, String> {
+        let mut conds = Vec::new();
+        body.iter().for_each(|g| g.conditions(&mut conds));
+        if let Some(g) = conds.iter().find(|g| g.mentions(&l.iter) && !self.known.contains(g)) {
+            return Err(format!("a statement runs only where {g} >= 0, which depends on `{}`", l.iter));
+        }
         for g in body {
             match g {
                 GNode::Stmt(_) => {}

@@ -216,6 +216,10 @@ impl LNode {
     fn tree_into(&self, out: &mut String, indent: usize) {
         let pad = "  ".repeat(indent);
         match self {
+            LNode::Stmt(s) if !s.guard().is_empty() => {
+                let gs: Vec<String> = s.guard().iter().map(|g| format!("{g} >= 0")).collect();
+                let _ = writeln!(out, "{pad}{s}  when {}", gs.join(" and "));
+            }
             LNode::Stmt(s) => {
                 let _ = writeln!(out, "{pad}{s}");
             }
@@ -332,6 +336,11 @@ impl Nest {
     }
 }
 
+/// An iterator's value in `env` (innermost first), else a named constant's.
+fn look(v: &str, env: &[(Name, i64)], consts: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+    env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| *x).or_else(|| consts(v))
+}
+
 fn run(
     x: &LNode,
     consts: &dyn Fn(&str) -> Option<i64>,
@@ -340,15 +349,24 @@ fn run(
 ) -> Result<(), String> {
     match x {
         LNode::Stmt(s) => {
+            for g in s.guard() {
+                let v = g
+                    .eval(&|v| look(v, env, consts))
+                    .map_err(|v| format!("unbound `{v}` in the guard of `{s}`"))?;
+                if v < 0 {
+                    return Ok(());
+                }
+            }
             f(s, env);
             Ok(())
         }
         LNode::Loop(l) => {
-            let look = |v: &str, env: &[(Name, i64)]| {
-                env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| *x).or_else(|| consts(v))
-            };
-            let lb = l.lb.eval(&|v| look(v, env)).map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
-            let ub = l.ub.eval(&|v| look(v, env)).map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
+            let lb =
+                l.lb.eval(&|v| look(v, env, consts))
+                    .map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
+            let ub =
+                l.ub.eval(&|v| look(v, env, consts))
+                    .map_err(|v| format!("unbound `{v}` in {}", l.header()))?;
             let mut i = lb;
             while i <= ub {
                 env.push((l.iter.clone(), i));

@@ -28,6 +28,9 @@ pub struct Lowered {
     /// first update of its element, which sets instead of adding (the accumulator is zeroed
     /// there, never earlier). `None` for statements that write or add onto what was there.
     pub first: Option<Vec<Expr>>,
+    /// Conditions `g >= 0`: the statement runs only where all hold (an unrolled copy past a
+    /// partial block's end does not run). Empty: always.
+    pub when: Vec<Expr>,
 }
 
 /// True if `stmt` is `x = x + r` with the same tensor at the same indices.
@@ -73,6 +76,7 @@ pub fn lower(stmt: &TExpr) -> Option<Lowered> {
                 stmt.index_vars().into_iter().filter(|v| !t.contains(v)).map(|v| Expr::var_name(&v)).collect()
             }
         }),
+        when: stmt.guard().to_vec(),
     })
 }
 

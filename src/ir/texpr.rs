@@ -205,6 +205,11 @@ pub struct Instance {
     pub at: Vec<Expr>,
     /// Which of them the statement sums over (they do not index its target).
     pub reduction: Vec<bool>,
+    /// Conditions `g >= 0` in the loops around it: the statement runs only where all hold.
+    /// Empty unless `unroll` expanded a loop whose trip count is bounded but not constant
+    /// (the last, partial block of a strip-mine): each copy runs where its value is in range.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<Expr>,
 }
 
 /// A node `(op, shape, iters)` with its children.
@@ -284,6 +289,11 @@ impl TNode {
             }
             _ => None,
         }
+    }
+
+    /// The conditions `g >= 0` under which a placed statement runs (empty: always).
+    pub fn guard(&self) -> &[Expr] {
+        self.inst.as_ref().map_or(&[], |i| &i.guard)
     }
 
     /// The same node placed as statement `inst`.
@@ -405,7 +415,11 @@ impl TNode {
         };
         let children = self.children.iter().map(|c| c.subst_iters(f)).collect();
         let inst = self.inst.as_ref().map(|i| {
-            Arc::new(Instance { at: i.at.iter().map(|x| x.subst_with(f)).collect(), ..(**i).clone() })
+            Arc::new(Instance {
+                at: i.at.iter().map(|x| x.subst_with(f)).collect(),
+                guard: i.guard.iter().map(|x| x.subst_with(f)).collect(),
+                ..(**i).clone()
+            })
         });
         Arc::new(TNode { op, iters, children, shape: self.shape.clone(), dtype: self.dtype, inst })
     }

@@ -124,6 +124,7 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         ubs: ranges.iter().map(|(_, ub)| ub.clone()).collect(),
         at: order.iter().map(Expr::var_name).collect(),
         reduction: order.iter().map(|v| !target.contains(v)).collect(),
+        guard: Vec::new(),
     });
     let mut body = vec![LNode::Stmt(stmt)];
     for (v, ub) in ranges.iter().rev() {

@@ -24,9 +24,9 @@ fn a_packed_panel_verifies_with_and_without_tails() {
         ),
     );
     for n in ["40", "32", "13"] {
-        let n_ok = n != "13"; // 4 rows do not divide 13: unroll refuses
+        // 4 rows do not divide 13: the last block's rows run under a test
         let (ok, out) = teml(d.path(), &["run", &f, "-D", &format!("N={n}"), "--threads", "2", "-q"]);
-        assert_eq!(ok && out.contains("verified"), n_ok, "N={n}: {out}");
+        assert!(ok && out.contains("verified"), "N={n}: {out}");
     }
     let (ok, out) = teml(d.path(), &["run", &f]);
     assert!(ok && out.contains("for i1o in [0, floor((N-1)/4)]  parallel pack(B)\n"), "{out}");

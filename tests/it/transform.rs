@@ -134,10 +134,20 @@ fn unroll_with_bounds_depending_on_an_outer_iterator() {
     assert!(t.starts_with("for io in [0, 1]\n  for j in [0, 4]\n"), "{t}");
     assert!(t.contains("C[4*io+3][j] = C[4*io+3][j] + A[4*io+3][k] * B[k][j]"), "{t}");
     assert_eq!(instance_set(&nest(&s, "u"), &s), instance_set(&nest(&s, "l"), &s));
-    // with a remainder the trip count is not constant: refused with a reason
+    // with a partial last block: four copies, the last three guarded by the block's end, and
+    // still every instance exactly once
     let s = matmul(10, 3, 5);
     let s = run(&s, "l1", "stripmine", vec![id("l"), int(1), int(4)]);
-    let e = fails(&s, "x", "unroll", vec![id("l1"), int(2)]);
+    let s = run(&s, "u", "unroll", vec![id("l1"), int(2)]);
+    let t = tree(&s, "u");
+    assert!(t.contains("C[4*io][j] = C[4*io][j] + A[4*io][k] * B[k][j]\n"), "{t}");
+    assert!(t.contains("C[4*io+3][j] = C[4*io+3][j] + A[4*io+3][k] * B[k][j]  when -4*io+6 >= 0\n"), "{t}");
+    assert_eq!(instance_set(&nest(&s, "u"), &s), instance_set(&nest(&s, "l"), &s));
+    // a loop whose trip count is neither constant nor a block's: refused with a reason
+    let s = run(&State::new(), "A", "tensor", vec![shape("N, 4")]);
+    let s = run(&s, "B", "eq", vec![id("A"), its("i, j"), its("i, j")]);
+    let s = run(&s, "l", "build", vec![id("B")]);
+    let e = fails(&s, "x", "unroll", vec![id("l"), int(1)]);
     assert!(e.contains("no constant trip count"), "{e}");
 }
 
