@@ -17,6 +17,10 @@
 //! - two different accesses never touch the same element: they differ by a nonzero constant in
 //!   some index (in the last, by at least the range they cover), so no element has two
 //!   variables;
+//! - an element that every lane of such a loop adds to (`+=`, the lanes' iterator not in its
+//!   index: a reduction across the lanes) is kept as one partial sum per lane and stored as
+//!   their sum (rfactor: the same sum reassociated); those lanes may move with the band, and
+//!   the element may not be accessed otherwise in the band;
 //! - no loop of the band runs on threads (a variable is private to the thread that declared
 //!   it), the marked loop is not itself vectorized, and no loop around it is.
 //!
@@ -32,8 +36,12 @@ use crate::ir::{Expr, LNode, Loop, Name, TNode, lower};
 pub struct Unit {
     /// The access, with the lanes' iterator at its first lane.
     pub index: Vec<Expr>,
-    /// Lanes covered in the last index (1: one element).
+    /// Lanes covered in the last index (1: one element); for a sum, the lanes that each add
+    /// to the one element.
     pub lanes: i64,
+    /// One element every lane of a vectorized loop adds to (`+=`): kept as a vector of partial
+    /// sums, one per lane, added up when stored (rfactor into registers).
+    pub summed: bool,
     /// The access as the program writes it.
     pub text: String,
 }
@@ -94,7 +102,7 @@ fn walk(
                     return Err(format!("loop `{}` inside it runs on threads", inner.iter));
                 }
                 let lane = if inner.annot.vectorize && touches(inner, tensor) {
-                    vector::contiguous(inner).map_err(|why| {
+                    vector::contiguous_summing(inner, std::slice::from_ref(tensor)).map_err(|why| {
                         format!("the vectorized loop `{}` cannot be lanes: {why}", inner.iter)
                     })?;
                     let trip = vector::block(inner).map(|b| b.trip).ok_or_else(|| {
@@ -105,7 +113,9 @@ fn walk(
                             inner.range()
                         )
                     })?;
-                    if !vector::bounds_free_of(inner, band) {
+                    // Lanes that only sum into `tensor` may move with the band: each block's lanes
+                    // add to the same partial sums, whichever iterations they run.
+                    if !vector::bounds_free_of(inner, band) && !only_sums(inner, tensor) {
                         return Err(format!(
                             "the lanes of the vectorized loop `{}` ({}) move with the band's loops",
                             inner.iter,
@@ -127,15 +137,15 @@ fn walk(
                          outside the band)"
                     ));
                 }
-                let mut leaves: Vec<TNode> = vec![(*lw.target).clone()];
+                let mut leaves: Vec<(TNode, bool)> = vec![((*lw.target).clone(), true)];
                 lw.rhs.visit(&mut |n| {
                     if n.is_tensor_leaf() {
-                        leaves.push(n.clone());
+                        leaves.push((n.clone(), false));
                     }
                 });
-                for leaf in leaves.iter().filter(|n| n.id() == Some(tensor)) {
-                    let u = unit(leaf, band, lanes)?;
-                    if !out.iter().any(|o| o.index == u.index && o.lanes == u.lanes) {
+                for (leaf, write) in leaves.iter().filter(|(n, _)| n.id() == Some(tensor)) {
+                    let u = unit(leaf, *write, band, lanes)?;
+                    if !out.iter().any(|o| o.index == u.index && o.lanes == u.lanes && o.summed == u.summed) {
                         out.push(u);
                     }
                 }
@@ -152,17 +162,37 @@ fn touches(l: &Loop, tensor: &Name) -> bool {
     })
 }
 
-fn unit(leaf: &TNode, band: &[Name], lanes: LaneLoop<'_>) -> Result<Unit, String> {
+/// True if the vectorized loop `l` accesses `tensor` only as the target of `+=` at an element
+/// every lane adds to (a sum across its lanes).
+fn only_sums(l: &Loop, tensor: &Name) -> bool {
+    l.body.iter().all(|x| match x {
+        LNode::Stmt(s) => lower(s).is_none_or(|lw| {
+            let mut reads = false;
+            lw.rhs.visit(&mut |n| reads |= n.id() == Some(tensor));
+            let moving = lw.target.id() == Some(tensor)
+                && lw.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter));
+            !reads && !moving
+        }),
+        LNode::Loop(_) => false,
+    })
+}
+
+fn unit(leaf: &TNode, write: bool, band: &[Name], lanes: LaneLoop<'_>) -> Result<Unit, String> {
     let mut index: Vec<Expr> = leaf.index_list().unwrap_or(&[]).to_vec();
     let mut width = 1;
-    if let Some((iter, lb, trip)) = lanes
-        && index.iter().any(|x| x.mentions(iter))
-    {
-        vector::lane_access(leaf, iter, false)?;
-        if let Some(last) = index.last_mut() {
-            *last = last.subst(iter, lb);
+    let mut summed = false;
+    if let Some((iter, lb, trip)) = lanes {
+        if index.iter().any(|x| x.mentions(iter)) {
+            vector::lane_access(leaf, iter, false)?;
+            if let Some(last) = index.last_mut() {
+                *last = last.subst(iter, lb);
+            }
+            width = trip;
+        } else if write {
+            // every lane adds to it (`contiguous_summing` checked the `+=`)
+            width = trip;
+            summed = true;
         }
-        width = trip;
     }
     if let Some(v) = band.iter().find(|v| index.iter().any(|x| x.mentions(v))) {
         return Err(format!(
@@ -170,7 +200,7 @@ fn unit(leaf: &TNode, band: &[Name], lanes: LaneLoop<'_>) -> Result<Unit, String
             leaf.access()
         ));
     }
-    Ok(Unit { index, lanes: width, text: leaf.access() })
+    Ok(Unit { index, lanes: width, summed, text: leaf.access() })
 }
 
 /// Two different units touch no common element.
@@ -181,7 +211,8 @@ fn disjoint(a: &Unit, b: &Unit) -> bool {
     let n = a.index.len();
     for (d, (x, y)) in a.index.iter().zip(&b.index).enumerate() {
         let Some(diff) = y.checked_sub(x).ok().and_then(|e| e.as_const()) else { continue };
-        let (wa, wb) = if d + 1 == n { (a.lanes, b.lanes) } else { (1, 1) };
+        let cover = |u: &Unit| if u.summed { 1 } else { u.lanes };
+        let (wa, wb) = if d + 1 == n { (cover(a), cover(b)) } else { (1, 1) };
         if diff >= wa || -diff >= wb {
             return true;
         }

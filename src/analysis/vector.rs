@@ -94,6 +94,13 @@ pub enum Lanes {
 /// The element type of a vectorized loop whose body can be printed with explicit vectors, or
 /// why it cannot: the structural conditions, independent of the target.
 pub fn contiguous(l: &Loop) -> Result<DType, String> {
+    contiguous_summing(l, &[])
+}
+
+/// [`contiguous`], where a `+=` into an element of one of `sums` that every lane adds to (a
+/// reduction across the lanes) is allowed: a band keeps that element as a vector of partial
+/// sums, one per lane, added up when it is stored (`registers`, rfactor).
+pub fn contiguous_summing(l: &Loop, sums: &[Name]) -> Result<DType, String> {
     if l.step != 1 {
         return Err(format!("loop `{}` has step {}", l.iter, l.step));
     }
@@ -119,7 +126,13 @@ pub fn contiguous(l: &Loop) -> Result<DType, String> {
                 }
                 _ => {}
             }
-            lane_access(leaf, &l.iter, write)?;
+            let summed = write
+                && lw.update == crate::ir::Update::Add
+                && leaf.id().is_some_and(|t| sums.contains(t))
+                && !leaf.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter));
+            if !summed {
+                lane_access(leaf, &l.iter, write)?;
+            }
         }
     }
     dtype.ok_or_else(|| format!("loop `{}` accesses no tensor", l.iter))
@@ -216,8 +229,9 @@ pub fn bounds_free_of(l: &Loop, iters: &[Name]) -> bool {
 /// it keeps its pragma. `unrolled` asks for the unrolled form at any width (a loop whose lanes
 /// [`super::registers`] keeps in registers): the blocks are then scalar copies where the target
 /// has no vectors.
-pub fn lanes(l: &Loop, target: &Target, unrolled: bool) -> Result<Lanes, String> {
-    let dtype = contiguous(l)?;
+/// `sums` are the tensors whose elements a band keeps as partial sums across the lanes.
+pub fn lanes(l: &Loop, target: &Target, unrolled: bool, sums: &[Name]) -> Result<Lanes, String> {
+    let dtype = contiguous_summing(l, sums)?;
     let width = target.lanes(dtype);
     if width < 2 && !unrolled {
         return Err("no explicit vectors for this target".into());

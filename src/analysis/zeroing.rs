@@ -58,7 +58,7 @@ pub enum GNode {
 
 impl GNode {
     /// The accesses to `tensor` below, as (text, indices).
-    fn accesses(&self, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) {
+    pub fn accesses(&self, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) {
         match self {
             GNode::Loop(_, body) => body.iter().for_each(|g| g.accesses(tensor, out)),
             GNode::Stmt(s) => {

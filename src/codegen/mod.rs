@@ -213,6 +213,13 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             let (ty, vt) = (dtype.c_name(), vtype(*dtype, *w));
             let _ = writeln!(src, "static inline {vt} teml_splat_{vt}({ty} x) {{ return x - ({vt}){{0}}; }}");
         }
+        for (dtype, w) in &helpers.hsums {
+            let (ty, vt) = (dtype.c_name(), vtype(*dtype, *w));
+            let _ = writeln!(
+                src,
+                "static inline {ty} teml_hsum_{vt}({vt} v) {{ {ty} s = 0; for (int l = 0; l < {w}; l++) s += v[l]; return s; }}"
+            );
+        }
         src.push('\n');
     }
     let decls: Vec<String> = params.iter().map(|p| param_decl(p, &names)).collect();
@@ -257,18 +264,20 @@ struct Tail {
     block: vector::Block,
 }
 
-/// The vectorized loops below that are strip-mined blocks with a partial last one.
-fn partial_lanes(body: &[GNode], out: &mut Vec<Tail>) {
+/// The vectorized loops below that are strip-mined blocks with a partial last one, whose
+/// fullness does not change inside the band (none of the `inner` iterators decides it).
+fn partial_lanes(body: &[GNode], inner: &[Name], out: &mut Vec<Tail>) {
     for g in body {
         if let GNode::Loop(l, b) = g {
             if l.annot.vectorize
                 && let Some(block) = vector::block(l)
                 && !block.full_when.is_empty()
+                && !block.full_when.iter().any(|(a, u)| inner.iter().any(|v| a.mentions(v) || u.mentions(v)))
                 && !out.iter().any(|t| t.iter == l.iter && t.ub == l.ub)
             {
                 out.push(Tail { iter: l.iter.clone(), ub: l.ub.clone(), block });
             }
-            partial_lanes(b, out);
+            partial_lanes(b, inner, out);
         }
     }
 }
@@ -315,6 +324,8 @@ struct Helpers {
     vtypes: BTreeSet<(DType, usize)>,
     /// Broadcasts of a whole scalar expression used.
     splats: BTreeSet<(DType, usize)>,
+    /// Sums of the lanes of a vector used (partial sums stored).
+    hsums: BTreeSet<(DType, usize)>,
     /// Some loop packs a tensor (the kernel allocates and copies).
     packs: bool,
     /// The C spellings of the kernel's names.
@@ -534,6 +545,18 @@ struct Lane {
     dtype: DType,
 }
 
+/// A tensor packed by a loop around the one being printed.
+#[derive(Clone, Debug)]
+struct Packed {
+    tensor: Name,
+    /// The buffer's C name.
+    buf: String,
+    /// The block's first element in the tensor.
+    lo: Vec<Expr>,
+    /// The block's dimensions in the buffer's order.
+    order: Vec<usize>,
+}
+
 /// A loop marked `registers`, being printed: the variables its body has asked for so far.
 struct Band {
     /// The tensors it keeps.
@@ -552,8 +575,13 @@ struct Reg {
     var: String,
     /// Its C type.
     ty: String,
+    /// What it is looked up by: the memory, and for a sum, the block of lanes.
+    key: String,
     /// Written in the band (stored back after it).
     written: bool,
+    /// A vector of partial sums of one element (every lane adds to it): loaded into lane 0
+    /// of the first such variable, stored as the sum of all lanes of all of them.
+    summed: Option<(DType, usize)>,
 }
 
 struct Cx<'a> {
@@ -575,8 +603,8 @@ struct Cx<'a> {
     outer: Vec<Loop>,
     /// The `registers` loops around the statement being printed, outermost first.
     bands: Vec<Band>,
-    /// The packed tensors of the loops around: tensor, buffer, first element of the block.
-    packed: Vec<(Name, String, Vec<Expr>)>,
+    /// The packed tensors of the loops around.
+    packed: Vec<Packed>,
     /// Conditions `g >= 0` that hold here (the main part of a split loop): statements guarded
     /// by them print without a test.
     known: Vec<Expr>,
@@ -676,6 +704,9 @@ impl Cx<'_> {
         if !l.annot.pack.is_empty() {
             return self.packed_loop(l, body, depth);
         }
+        if let Some(block) = self.summing_block(l, body) {
+            return self.summing_lanes(l, body, &block, depth);
+        }
         if !l.annot.registers.is_empty() {
             return self.band(l, body, depth);
         }
@@ -762,6 +793,57 @@ impl Cx<'_> {
         r
     }
 
+    /// The block of a vectorized loop inside a band whose lanes sum into an element the band
+    /// keeps, where the block is partial at some iteration of the band (a strip-mined
+    /// reduction loop whose extent the factor does not divide).
+    fn summing_block(&self, l: &Loop, body: &[GNode]) -> Option<vector::Block> {
+        if !l.annot.vectorize || self.bands.is_empty() {
+            return None;
+        }
+        let block = vector::block(l).filter(|b| !b.full_when.is_empty())?;
+        let sums = body.iter().any(|g| match g {
+            GNode::Stmt(s) => lower(s).is_some_and(|lw| {
+                lw.update == Update::Add
+                    && lw.target.id().is_some_and(|t| self.bands.iter().any(|b| b.tensors.contains(t)))
+                    && !lw.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter))
+            }),
+            _ => false,
+        });
+        sums.then_some(block)
+    }
+
+    /// A block of summing lanes that may be partial: whole vectors where it is full, else one
+    /// lane at a time into the first lane of the partial sums.
+    fn summing_lanes(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[GNode],
+        block: &vector::Block,
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        let conds: Vec<String> = block
+            .full_when
+            .iter()
+            .map(|(a, u)| format!("{} <= {}", c_expr(a, self.helpers, true), c_expr(u, self.helpers, true)))
+            .collect();
+        let orig = stands_for(&self.parts, l);
+        let full = Arc::new(Loop { ub: block.full_ub.clone(), ..(**l).clone() });
+        let mut last = (**l).clone();
+        last.annot.vectorize = false;
+        let last = Arc::new(last);
+        self.parts.push((full.clone(), orig.clone()));
+        self.parts.push((last.clone(), orig));
+        self.line(depth, &format!("if ({})  /* a full block of lanes */", conds.join(" && ")));
+        self.line(depth, "{");
+        self.loop_(&full, body, depth + 1)?;
+        self.line(depth, "}");
+        self.line(depth, "else  /* the last, partial block: one lane at a time */");
+        self.line(depth, "{");
+        self.loop_(&last, body, depth + 1)?;
+        self.line(depth, "}");
+        Ok(())
+    }
+
     /// The conditions of `gs` not known to hold here: `(g1 >= 0 && ..)`, or `None`.
     fn test(&mut self, gs: &[Expr]) -> Option<String> {
         let open: Vec<String> = gs
@@ -773,7 +855,8 @@ impl Cx<'_> {
     }
 
     /// A loop marked `pack`: each packed tensor's block copied into a buffer before it (row by
-    /// row, up to the tensor's edge), the loop reading the buffer, the buffer freed after it.
+    /// row, up to the tensor's edge; element by element where the layout reorders the block),
+    /// the loop reading the buffer, the buffer freed after it.
     fn packed_loop(
         &mut self,
         l: &Arc<Loop>,
@@ -781,11 +864,14 @@ impl Cx<'_> {
         depth: usize,
     ) -> std::result::Result<(), String> {
         self.helpers.packs = true;
-        let mut bufs: Vec<(Name, String, Vec<Expr>)> = Vec::new();
+        let mut bufs: Vec<Packed> = Vec::new();
         self.line(depth, "{");
         for t in &l.annot.pack {
             let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
             let fp = crate::analysis::packing::footprint(&outer, l, t)?;
+            let layout = l.annot.pack_layout.get(t).cloned().unwrap_or_default();
+            let rank = fp.extent.len();
+            let order = layout.order(rank);
             let tc = self.helpers.names.tensor(t).to_string();
             let buf = format!("teml_{tc}_pack");
             let ty = fp.dtype.c_name();
@@ -796,25 +882,36 @@ impl Cx<'_> {
                 .map(|p| p.dims.clone())
                 .ok_or_else(|| format!("cannot pack `{t}`: not a tensor of the kernel"))?;
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
-            let shape = ext.clone();
+            // The buffer's extents: the block's, in the layout's order, the last rounded up.
+            let mut shape: Vec<String> = order.iter().map(|d| ext[*d].clone()).collect();
+            if layout.pad > 1 {
+                let p = layout.pad;
+                let last = fp.extent[order[rank - 1]].clone();
+                shape[rank - 1] = match last.as_const() {
+                    Some(n) => ((n + p as i64 - 1) / p as i64 * p as i64).to_string(),
+                    None => format!("(({} + {}) / {p} * {p})", ext[order[rank - 1]], p - 1),
+                };
+            }
             let from: Vec<String> =
                 fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+            let how =
+                if layout.is_plain() { String::new() } else { format!(", laid out {}", layout.describe()) };
             self.line(
                 depth + 1,
                 &format!(
-                    "/* `{tc}` packed for loop `{}`: the {} block from {tc}{} */",
+                    "/* `{tc}` packed for loop `{}`: the {} block from {tc}{}{how} */",
                     self.helpers.names.var(&l.iter),
-                    shape.join(" x "),
+                    ext.join(" x "),
                     from.join("")
                 ),
             );
-            let tail: String = ext[1..].iter().map(|e| format!("[{e}]")).collect();
-            let decl = if fp.extent.len() == 1 {
+            let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
+            let decl = if rank == 1 {
                 format!("{ty} *restrict {buf}")
             } else {
                 format!("{ty} (*restrict {buf}){tail}")
             };
-            let bytes: String = ext.iter().map(|e| format!("[{e}]")).collect();
+            let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
             self.line(depth + 1, &format!("{decl} = malloc(sizeof({ty}{bytes}));"));
             self.line(
                 depth + 1,
@@ -822,44 +919,50 @@ impl Cx<'_> {
                     "if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"
                 ),
             );
-            // One loop per dimension but the last, then a row: up to the block's extent and the
-            // tensor's edge (a strip-mined tail's block reaches past it).
-            let rank = fp.extent.len();
+            // One loop per buffer dimension, up to the block's extent and the tensor's edge (a
+            // strip-mined tail's block reaches past it); the last, a row copy where the block's
+            // last dimension stays last.
+            self.helpers.min = true;
+            let keeps_rows = order[rank - 1] == rank - 1;
+            let loops = if keeps_rows { rank - 1 } else { rank };
             let mut d2 = depth + 1;
+            let mut src_idx: Vec<String> = vec![String::new(); rank];
             let mut idx: Vec<String> = Vec::new();
-            let mut src_idx: Vec<String> = Vec::new();
-            for (d, ((dim, lo), extent)) in dims.iter().zip(&fp.lo).zip(&fp.extent).take(rank - 1).enumerate()
-            {
-                let p = format!("teml_p{d}");
-                let edge = c_expr(&dim.add_int(-1).sub(lo), self.helpers, false);
-                let lo = c_expr(lo, self.helpers, true);
-                self.helpers.min = true;
-                let last = c_expr(&extent.add_int(-1), self.helpers, true);
+            for (k, d) in order.iter().enumerate().take(loops) {
+                let p = format!("teml_p{k}");
+                let edge = c_expr(&dims[*d].add_int(-1).sub(&fp.lo[*d]), self.helpers, false);
+                let last = c_expr(&fp.extent[*d].add_int(-1), self.helpers, true);
                 self.line(d2, &format!("for (int {p} = 0; {p} <= teml_min({last}, {edge}); {p}++)"));
                 idx.push(format!("[{p}]"));
-                src_idx.push(format!("[{lo} + {p}]"));
+                src_idx[*d] = format!("[{} + {p}]", c_expr(&fp.lo[*d], self.helpers, true));
                 d2 += 1;
             }
-            let last = rank - 1;
-            let lo_last = c_expr(&fp.lo[last], self.helpers, false);
-            let edge = c_expr(&dims[last].sub(&fp.lo[last]), self.helpers, false);
-            self.helpers.min = true;
-            let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
-            let src = format!("&{tc}{}[{lo_last}]", src_idx.join(""));
-            self.line(d2, &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[last]));
-            bufs.push((t.clone(), buf, fp.lo));
+            if keeps_rows {
+                let lo_last = c_expr(&fp.lo[rank - 1], self.helpers, false);
+                let edge = c_expr(&dims[rank - 1].sub(&fp.lo[rank - 1]), self.helpers, false);
+                let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
+                let src = format!("&{tc}{}[{lo_last}]", src_idx[..rank - 1].join(""));
+                self.line(
+                    d2,
+                    &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[rank - 1]),
+                );
+            } else {
+                self.line(d2, &format!("{buf}{} = {tc}{};", idx.join(""), src_idx.join("")));
+            }
+            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order });
         }
         let n = bufs.len();
         self.packed.extend(bufs.iter().cloned());
         let mut inner = (**l).clone();
         inner.annot.pack.clear();
+        inner.annot.pack_layout.clear();
         let inner = Arc::new(inner);
         self.parts.push((inner.clone(), stands_for(&self.parts, l)));
         let r = self.loop_(&inner, body, depth + 1);
         self.packed.truncate(self.packed.len() - n);
         r?;
-        for (_, buf, _) in &bufs {
-            self.line(depth + 1, &format!("free({buf});"));
+        for p in &bufs {
+            self.line(depth + 1, &format!("free({});", p.buf));
         }
         self.line(depth, "}");
         Ok(())
@@ -885,7 +988,9 @@ impl Cx<'_> {
             return r;
         }
         let mut tails: Vec<Tail> = Vec::new();
-        partial_lanes(body, &mut tails);
+        let mut inner = vec![l.iter.clone()];
+        body.iter().for_each(|g| g.iters(&mut inner));
+        partial_lanes(body, &inner, &mut tails);
         if !tails.is_empty() {
             let mut conds: Vec<String> = Vec::new();
             for t in &tails {
@@ -941,12 +1046,49 @@ impl Cx<'_> {
             depth,
             &format!("{open} /* {ts} in registers across `{}` */", self.helpers.names.var(&l.iter)),
         );
+        let mut loaded: Vec<&str> = Vec::new();
         for r in &band.regs {
-            self.line(depth + 1, &format!("{} {} = {};", r.ty, r.var, r.mem));
+            // A sum's first variable starts from the element (lane 0), the others from 0.
+            let init = match r.summed {
+                None => r.mem.clone(),
+                Some(_) if loaded.contains(&r.mem.as_str()) => {
+                    if r.ty.starts_with("teml_") {
+                        format!("({}){{0}}", r.ty)
+                    } else {
+                        "0".into()
+                    }
+                }
+                Some(_) => {
+                    loaded.push(&r.mem);
+                    if r.ty.starts_with("teml_") { format!("({}){{{}}}", r.ty, r.mem) } else { r.mem.clone() }
+                }
+            };
+            self.line(depth + 1, &format!("{} {} = {init};", r.ty, r.var));
         }
         self.out.push_str(&printed);
+        let mut stored: Vec<&str> = Vec::new();
         for r in band.regs.iter().filter(|r| r.written) {
-            self.line(depth + 1, &format!("{} = {};", r.mem, r.var));
+            if r.summed.is_none() {
+                self.line(depth + 1, &format!("{} = {};", r.mem, r.var));
+                continue;
+            }
+            if stored.contains(&r.mem.as_str()) {
+                continue;
+            }
+            stored.push(&r.mem);
+            let parts: Vec<String> = band
+                .regs
+                .iter()
+                .filter(|q| q.mem == r.mem)
+                .map(|q| match q.summed {
+                    Some((_, w)) if w > 1 => format!("teml_hsum_{}({})", q.ty, q.var),
+                    _ => q.var.clone(),
+                })
+                .collect();
+            self.line(
+                depth + 1,
+                &format!("{} = {};  /* the lanes' partial sums */", r.mem, parts.join(" + ")),
+            );
         }
         self.line(depth, "}");
         Ok(())
@@ -964,9 +1106,19 @@ impl Cx<'_> {
             self.collapsed -= 1;
         }
         let orig = stands_for(&self.parts, l);
-        let plan = if in_band { None } else { kernel::realise(self.state, self.nest, &orig, body)? };
+        // A part printed without its loop's marks (one lane at a time) needs no plan.
+        let unmarked = !(l.annot.parallel || l.annot.vectorize);
+        let plan =
+            if in_band || unmarked { None } else { kernel::realise(self.state, self.nest, &orig, body)? };
         let mut simd_note = None;
-        if l.annot.vectorize && !l.annot.parallel && plan == Some(Plan::Independent) {
+        // Lanes that sum into elements a band keeps: the band holds the partial sums.
+        let summed = match &plan {
+            Some(Plan::Reduction(ts)) => ts
+                .iter()
+                .all(|t| t.leaf.id().is_some_and(|n| self.bands.iter().any(|b| b.tensors.contains(n)))),
+            _ => false,
+        };
+        if l.annot.vectorize && !l.annot.parallel && (plan == Some(Plan::Independent) || summed) {
             match self.explicit_lanes(l, body) {
                 Ok(lanes) => return self.vector_loop(l, body, &lanes, depth),
                 Err(why) => simd_note = Some(why),
@@ -1061,6 +1213,17 @@ impl Cx<'_> {
         if let Some(g) = conds.iter().find(|g| g.mentions(&l.iter) && !self.known.contains(g)) {
             return Err(format!("a statement runs only where {g} >= 0, which depends on `{}`", l.iter));
         }
+        // A packed buffer whose rows are not the tensor's: its lanes are not adjacent there.
+        for p in self.packed.iter().filter(|p| p.order.last().is_some_and(|d| *d + 1 != p.order.len())) {
+            let mut acc = Vec::new();
+            body.iter().for_each(|g| g.accesses(&p.tensor, &mut acc));
+            if let Some((text, _)) = acc.iter().find(|(_, index)| index.iter().any(|x| x.mentions(&l.iter))) {
+                return Err(format!(
+                    "`{}` is packed with its dimensions reordered: the lanes of {text} are not adjacent in the buffer",
+                    p.tensor
+                ));
+            }
+        }
         for g in body {
             match g {
                 GNode::Stmt(_) => {}
@@ -1071,7 +1234,8 @@ impl Cx<'_> {
                 GNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
             }
         }
-        vector::lanes(l, &self.target, !self.bands.is_empty())
+        let sums: Vec<Name> = self.bands.iter().flat_map(|b| b.tensors.iter().cloned()).collect();
+        vector::lanes(l, &self.target, !self.bands.is_empty(), &sums)
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors
@@ -1183,10 +1347,40 @@ impl Cx<'_> {
                 leaf.access()
             ));
         }
+        // One element every lane adds to: a vector of partial sums per block of lanes.
+        let summed = match lane {
+            Some(ln)
+                if write
+                    && width == 1
+                    && !leaf.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&ln.iter)) =>
+            {
+                Some((ln.dtype, ln.width, c_expr(&ln.base, self.helpers, false)))
+            }
+            _ => None,
+        };
+        let key = match &summed {
+            Some((_, w, base)) => format!("{memory} lanes {base}..+{w}"),
+            None => memory.clone(),
+        };
+        if summed.is_none()
+            && let Some(r) = self.bands[b].regs.iter().find(|r| r.mem == memory && r.summed.is_some())
+        {
+            // one lane at a time (a partial block): into the first lane of the first sum
+            let var =
+                if r.summed.is_some_and(|(_, w)| w > 1) { format!("{}[0]", r.var) } else { r.var.clone() };
+            return Ok((var, false));
+        }
         let band = &mut self.bands[b];
-        if let Some(r) = band.regs.iter_mut().find(|r| r.mem == memory) {
+        if let Some(r) = band.regs.iter_mut().find(|r| r.key == key) {
             r.written |= write;
-            return Ok((r.var.clone(), width > 1));
+            let vector = r.summed.map_or(width > 1, |(_, w)| w > 1);
+            return Ok((r.var.clone(), vector));
+        }
+        if band.regs.iter().any(|r| r.mem == memory && r.summed.is_some() != summed.is_some()) {
+            return Err(format!(
+                "cannot keep `{tensor}` in registers: {} is both summed across lanes and accessed otherwise",
+                leaf.access()
+            ));
         }
         let k = band
             .regs
@@ -1194,24 +1388,30 @@ impl Cx<'_> {
             .filter(|r| r.var.starts_with(&format!("teml_{}", self.helpers.names.tensor(&tensor))))
             .count();
         let var = format!("teml_{}{k}", self.helpers.names.tensor(&tensor));
-        let ty = if width > 1 { vtype(dtype, width) } else { dtype.c_name().to_string() };
-        band.regs.push(Reg { mem: memory, var: var.clone(), ty, written: write });
-        Ok((var, width > 1))
+        let (ty, vector, summed) = match summed {
+            Some((dtype, w, _)) if w > 1 => {
+                self.helpers.vtypes.insert((dtype, w));
+                self.helpers.hsums.insert((dtype, w));
+                (vtype(dtype, w), true, Some((dtype, w)))
+            }
+            Some((dtype, w, _)) => (dtype.c_name().to_string(), false, Some((dtype, w))),
+            None if width > 1 => (vtype(dtype, width), true, None),
+            None => (dtype.c_name().to_string(), false, None),
+        };
+        let band = &mut self.bands[b];
+        band.regs.push(Reg { mem: memory, key, var: var.clone(), ty, written: write, summed });
+        Ok((var, vector))
     }
 
     fn c_leaf(&mut self, t: &TNode) -> String {
         match (&t.op, t.index_list()) {
             (Op::Lit(x), _) => crate::ir::texpr::fmt_lit(*x),
-            (Op::Id(n), Some(xs)) if !xs.is_empty() && self.packed.iter().any(|(p, _, _)| p == n) => {
-                let (buf, lo) = self
-                    .packed
-                    .iter()
-                    .rev()
-                    .find(|(p, _, _)| p == n)
-                    .map(|(_, b, lo)| (b.clone(), lo.clone()))
-                    .unwrap_or_default();
-                let mut s = buf;
-                for (x, l) in xs.iter().zip(&lo) {
+            (Op::Id(n), Some(xs)) if !xs.is_empty() && self.packed.iter().any(|p| &p.tensor == n) => {
+                let p = self.packed.iter().rev().find(|p| &p.tensor == n).cloned();
+                let Some(p) = p else { return t.access() };
+                let mut s = p.buf;
+                for d in &p.order {
+                    let (Some(x), Some(l)) = (xs.get(*d), p.lo.get(*d)) else { continue };
                     s.push_str(&format!("[{}]", c_expr(&x.sub(l), self.helpers, false)));
                 }
                 s

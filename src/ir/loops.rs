@@ -8,6 +8,7 @@
 use super::expr::{Expr, Name};
 use super::texpr::TExpr;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -32,6 +33,46 @@ pub struct Annotations {
     /// buffer before the loop, and read from it inside (`analysis::packing`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pack: Vec<Name>,
+    /// The layout of a packed tensor's buffer where it is not the block's own (transposed,
+    /// padded); absent: the block as it is in the tensor.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pack_layout: BTreeMap<Name, PackLayout>,
+}
+
+/// How a packed block is laid out in its buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackLayout {
+    /// The block's dimensions in the buffer's order (0-based): dimension `d` of the buffer is
+    /// dimension `order[d]` of the block. Empty: the block's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<usize>,
+    /// The buffer's innermost dimension is rounded up to a multiple of this (1: no padding).
+    pub pad: usize,
+}
+
+impl PackLayout {
+    /// The buffer dimension order for a block of `rank` dimensions.
+    pub fn order(&self, rank: usize) -> Vec<usize> {
+        if self.order.len() == rank { self.order.clone() } else { (0..rank).collect() }
+    }
+
+    /// True where the buffer is the block as it is (no reordering, no padding).
+    pub fn is_plain(&self) -> bool {
+        self.order.iter().enumerate().all(|(k, d)| k == *d) && self.pad <= 1
+    }
+
+    /// `[2, 1] pad 8` (1-based, as written in a program).
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        if !self.order.iter().enumerate().all(|(k, d)| k == *d) {
+            let ds: Vec<String> = self.order.iter().map(|d| (d + 1).to_string()).collect();
+            out.push(format!("[{}]", ds.join(", ")));
+        }
+        if self.pad > 1 {
+            out.push(format!("pad {}", self.pad));
+        }
+        out.join(" ")
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -56,7 +97,14 @@ impl Annotations {
             w.push(format!("registers({})", ts.join(", ")));
         }
         if !self.pack.is_empty() {
-            let ts: Vec<&str> = self.pack.iter().map(|t| &**t).collect();
+            let ts: Vec<String> = self
+                .pack
+                .iter()
+                .map(|t| match self.pack_layout.get(t) {
+                    Some(l) if !l.is_plain() => format!("{t} {}", l.describe()),
+                    _ => t.to_string(),
+                })
+                .collect();
             w.push(format!("pack({})", ts.join(", ")));
         }
         w
@@ -76,6 +124,11 @@ impl Annotations {
             pack: {
                 let mut r = self.pack.clone();
                 r.extend(other.pack.iter().filter(|t| !self.pack.contains(t)).cloned());
+                r
+            },
+            pack_layout: {
+                let mut r = other.pack_layout.clone();
+                r.extend(self.pack_layout.iter().map(|(k, v)| (k.clone(), v.clone())));
                 r
             },
         }

@@ -603,8 +603,22 @@ fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("pack", s, a, 3, 3, "pack(l, r, T)")?;
-    Ok(n(transform::pack(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+    let a =
+        Args::new("pack", s, a, 3, 5, "pack(l, r, T), pack(l, r, T, order) or pack(l, r, T, order, pad)")?;
+    let order = match a.get(4) {
+        ArgVal::Omitted => Vec::new(),
+        _ => a
+            .ints(4, "order")?
+            .into_iter()
+            .map(|d| usize::try_from(d - 1).map_err(|_| a.wrong(4, "order", "dimensions numbered from 1")))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let pad = match a.get(5) {
+        ArgVal::Omitted => 1,
+        _ => usize::try_from(a.int(5, "pad")?).unwrap_or(0),
+    };
+    let layout = crate::ir::PackLayout { order, pad };
+    Ok(n(transform::pack(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?, &layout)?))
 }
 
 fn b_init(s: &State, a: &[ArgVal]) -> Result<State> {
@@ -918,9 +932,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "pack",
-        signature: "pack(l, r, T)",
+        signature: "pack(l, r, T [, order [, pad]])",
         equation: "packing",
-        summary: "copies the block of tensor T that the loop at level r reads into a contiguous buffer before the loop, and reads the copy inside it (BLIS's packed panels); T must not be written in the loop",
+        summary: "copies the block of tensor T that the loop at level r reads into a contiguous buffer before the loop, and reads the copy inside it (BLIS's packed panels); T must not be written in the loop; order lays the block's dimensions out in another order ([2, 1]: transposed), pad rounds the buffer's rows up to a multiple",
         example: "l2 = pack(l1, 2, B)",
         returns: Returns::Nest,
         checked: false,

@@ -14,7 +14,7 @@ use super::tensor::fresh;
 use crate::analysis::kernel::{not_rectangular, parallel_loop, simd_around_parallel_reason};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
-use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, State};
+use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, PackLayout, State};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -717,19 +717,105 @@ fn mark_tensor(
 ///     ... B[k][j] ...                      for k in [64*ko, 64*ko+63]  pack(B)
 ///                                            ... Bp[k-64*ko][j] ...
 /// ```
-pub fn pack(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
-    mark_tensor(
+///
+/// `layout` lays the buffer out otherwise: its dimensions in another order (BLIS's A panel,
+/// `[2, 1]`: the block of `A[i][k]` stored `Ap[k][i]`, so the rows a register tile reads for
+/// one `k` are adjacent) and its innermost dimension rounded up to a multiple of `pad` (rows
+/// that start on a vector or cache-line boundary). Only the buffer changes; every read is
+/// rewritten to it, so the meaning does not.
+pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Result<Nest> {
+    let b = "pack";
+    if layout.pad < 1 || layout.pad > MAX_PAD {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(5, "pad"),
+            expected: format!("a padding multiple from 1 to {MAX_PAD}"),
+            found: layout.pad.to_string(),
+        });
+    }
+    let marked = mark_tensor(
         nest,
         level,
-        "pack",
+        b,
         tensor,
         TensorMark { get: |a| &a.pack, get_mut: |a| &mut a.pack, what: "packed for" },
         &|outer, l| {
             let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
             crate::analysis::packing::footprint(&iters, l, tensor).map(|_| ())
         },
-    )
+    )?;
+    let rank = crate::analysis::packing::footprint(&[], &*locate(&marked, level, b, &level_arg(2))?, tensor)
+        .map(|f| f.extent.len())
+        .unwrap_or(0);
+    if !layout.order.is_empty() {
+        let mut sorted = layout.order.clone();
+        sorted.sort_unstable();
+        if sorted != (0..rank).collect::<Vec<_>>() {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: Arg::new(4, "order"),
+                expected: format!("a permutation of 1..{rank}: the {rank} dimensions of `{tensor}`'s block"),
+                found: format!(
+                    "[{}]",
+                    layout.order.iter().map(|d| (d + 1).to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    let order = layout.order(rank);
+    if order.last().is_some_and(|d| d + 1 != rank) {
+        let l = locate(&marked, level, b, &level_arg(2))?;
+        if let Some((v, access)) = lanes_along(std::slice::from_ref(&LNode::Loop(l)), tensor) {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "the vectorized loop `{v}` reads {access} along its last dimension, which the order \
+                     [{}] moves: its lanes would not be adjacent in the buffer; expected an order that \
+                     ends with {rank}",
+                    order.iter().map(|d| (d + 1).to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    rewrite_loop(&marked, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        if layout.is_plain() {
+            l2.annot.pack_layout.remove(tensor);
+        } else {
+            l2.annot.pack_layout.insert(tensor.clone(), layout.clone());
+        }
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
 }
+
+/// A vectorized loop among `items` (or below) whose iterator indexes an access to `tensor`,
+/// and the access.
+fn lanes_along(items: &[LNode], tensor: &Name) -> Option<(Name, String)> {
+    items.iter().filter_map(|x| x.as_loop()).find_map(|l| {
+        let hit = l.annot.vectorize.then(|| {
+            l.body.iter().flat_map(|x| x.stmts()).find_map(|s| {
+                let lw = crate::ir::lower(&s)?;
+                let mut found = None;
+                lw.rhs.visit(&mut |n| {
+                    if found.is_none()
+                        && n.id() == Some(tensor)
+                        && n.index_list().is_some_and(|xs| xs.iter().any(|x| x.mentions(&l.iter)))
+                    {
+                        found = Some(n.access());
+                    }
+                });
+                found
+            })
+        });
+        match hit.flatten() {
+            Some(a) => Some((l.iter.clone(), a)),
+            None => lanes_along(&l.body, tensor),
+        }
+    })
+}
+
+/// Largest padding multiple `pack` accepts.
+pub const MAX_PAD: usize = 64;
 
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {

@@ -590,9 +590,30 @@ impl Gen<'_> {
             st.indexed_leaves().iter().filter_map(|n| n.id()).map(|n| n.to_string()).collect();
         tensors.extend(st.target().and_then(|t| t.id()).map(|n| n.to_string()));
         let tensor = tensors.get(self.c.pick(tensors.len().max(1)))?.clone();
-        let call = match self.c.pick(15) {
+        let call = match self.c.pick(16) {
+            15 => format!("rfactor({cur}, {}, {v}, {tensor})", lv(&mut self.c)),
             12 | 13 => format!("registers({cur}, {}, {tensor})", lv(&mut self.c)),
-            14 => format!("pack({cur}, {}, {tensor})", lv(&mut self.c)),
+            14 => {
+                // the block as it is, reversed (a transpose), and padded rows
+                let rank = st
+                    .indexed_leaves()
+                    .iter()
+                    .find(|n| n.id().is_some_and(|x| **x == *tensor))
+                    .and_then(|n| n.index_list().map(|xs| xs.len()))
+                    .unwrap_or(1);
+                let layout = match self.c.pick(4) {
+                    0 | 1 => String::new(),
+                    2 => {
+                        let o: Vec<String> = (1..=rank).rev().map(|d| d.to_string()).collect();
+                        format!(", [{}]", o.join(", "))
+                    }
+                    _ => {
+                        let o: Vec<String> = (1..=rank).map(|d| d.to_string()).collect();
+                        format!(", [{}], {}", o.join(", "), [3, 8][self.c.pick(2)])
+                    }
+                };
+                format!("pack({cur}, {}, {tensor}{layout})", lv(&mut self.c))
+            }
             0 | 1 => format!("stripmine({cur}, {}, {v})", lv(&mut self.c)),
             2 => format!("interchange({cur}, {}, {})", lv(&mut self.c), lv(&mut self.c)),
             3 => format!("unroll({cur}, {})", lv(&mut self.c)),

@@ -75,6 +75,71 @@ fn what_cannot_be_packed_is_refused_with_the_reason() {
         &["already packed for the enclosing loop `i1`"],
     );
     refused("level.teml", &format!("N = 8\n{MM}p = pack(l, 5, B)\n"), &["level out of range"]);
+    // layouts: an order that is no permutation of the block's dimensions, a padding out of range,
+    // and a reordering that would break the lanes of a vectorized loop
+    refused(
+        "order.teml",
+        &format!("N = 8\n{MM}p = pack(l, 1, B, [1, 1])\n"),
+        &["a permutation of 1..2", "found [1, 1]"],
+    );
+    refused("rank.teml", &format!("N = 8\n{MM}p = pack(l, 1, B, [3, 2, 1])\n"), &["a permutation of 1..2"]);
+    refused(
+        "zero.teml",
+        &format!("N = 8\n{MM}p = pack(l, 1, B, [2, 1], 0)\n"),
+        &["a padding multiple from 1 to 64", "found 0"],
+    );
+    refused("pad.teml", &format!("N = 8\n{MM}p = pack(l, 1, B, [1, 2], 65)\n"), &["found 65"]);
+    refused(
+        "lanes.teml",
+        &format!("N = 8\n{MM}v = vectorize(l, 2)\np = pack(v, 1, B, [2, 1])\n"),
+        &["the vectorized loop `i2` reads B[k1][i2] along its last dimension", "an order that ends with 2"],
+    );
+}
+
+#[test]
+fn a_transposed_or_padded_panel_verifies_in_both_front_ends() {
+    // BLIS's panels: the rows' block of A stored transposed (Ap[k][i]: the rows a register tile
+    // reads for one k are adjacent), B's block with its rows padded
+    let d = tempfile::tempdir().unwrap();
+    let decl = program(d.path(), "decl.teml", &format!("N = 40\n{MM}"));
+    let teml_src = format!(
+        "N = 40\n{MM}p = register_tile(l, C, 4, 16, 12, 2)\np1 = pack(p, 3, B, [1, 2], 24)\n\
+         p2 = pack(p1, 4, A, [2, 1])\ncodegen(p2)\n"
+    );
+    let t = program(d.path(), "panels.teml", &teml_src);
+    let r = program(
+        d.path(),
+        "panels.rhai",
+        &format!(
+            "// program: {decl}\nlet p = register_tile(l, C, 4, 16, 12, 2);\np = parallelize(p, 3);\n\
+             p = pack(p, 3, B, [1, 2], 24);\np = pack(p, 4, \"A\", [2, 1]);\ncodegen(p);\n"
+        ),
+    );
+    for f in [&t, &r] {
+        for n in ["40", "13", "3"] {
+            for bits in ["512", "0"] {
+                let (ok, out) = crate::common::teml_bits(
+                    d.path(),
+                    Some(bits),
+                    &["run", f, "-D", &format!("N={n}"), "--threads", "2"],
+                );
+                assert!(ok && out.contains("verified"), "{f}, N={n}, {bits} bits: {out}");
+                assert!(out.contains("pack(B pad 24)") && out.contains("pack(A [2, 1])"), "{out}");
+            }
+        }
+    }
+    let (ok, c) = teml(d.path(), &["run", &t, "--no-run"]);
+    assert!(ok, "{c}");
+    for want in [
+        "double (*restrict teml_B_pack)[48] = malloc(sizeof(double[12][48]));",
+        "memcpy(&teml_B_pack[teml_p0][0], &B[(12*k1o) + teml_p0][32*i2oo], sizeof(double) * teml_min(32, N-32*i2oo));",
+        "/* `A` packed for loop `i2o`: the 4 x 12 block from A[4*i1o][12*k1o], laid out [2, 1] */",
+        "double (*restrict teml_A_pack)[4] = malloc(sizeof(double[12][4]));",
+        "teml_A_pack[teml_p0][teml_p1] = A[(4*i1o) + teml_p1][(12*k1o) + teml_p0];",
+        "teml_C3 += teml_A_pack[k1-12*k1o][3] * *(teml_d8 *)&teml_B_pack[k1-12*k1o][16*i2o-32*i2oo];",
+    ] {
+        assert!(c.contains(want), "{want}: {c}");
+    }
 }
 
 #[test]

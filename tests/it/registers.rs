@@ -350,3 +350,53 @@ fn rows_that_do_not_divide_the_extent_verify_at_every_vector_width() {
     let (first, rest) = main.split_once("for (int i1o = teml_max(").unwrap_or_default();
     assert!(!first.contains("if (") && rest.contains("if (N-4*i1o-4 >= 0)"), "{c}");
 }
+
+#[test]
+fn rfactor_keeps_one_partial_sum_per_lane_across_the_block_loop() {
+    // y = A x: k strip-mined by 16, its lanes vectorized, y[i] kept as 16 partial sums (two
+    // vectors of 8 at 512 bits) across the block loop, added up once; 13 and 1000 are no
+    // multiple of 16: the last block runs one lane at a time
+    let d = tempfile::tempdir().unwrap();
+    let decl = program(
+        d.path(),
+        "decl.teml",
+        "N = 6\nK = 1000\nA = tensor([N, K])\nx = tensor([K])\ny = contract(A, x, [2, 1])\nl = build(y)\n\
+         M = 5\nS = tensor([N, M])\nB = tensor([M, K])\nO = einsum(\"ij,ik,jk->ij\", [S, A, B])\nl2 = build(O)\n",
+    );
+    let f = program(
+        d.path(),
+        "rf.rhai",
+        &format!(
+            "// program: {decl}\nlet r = rfactor(l, 2, 16, y);\nr = parallelize(r, 1);\ncodegen(r);\n\
+             let s = rfactor(l2, 3, 8, O);\ncodegen(s);\n"
+        ),
+    );
+    for (bits, ks) in [("512", &["1000", "13", "16", "5"][..]), ("256", &["13"]), ("0", &["1000", "13"])] {
+        for k in ks {
+            let (ok, out) =
+                teml(d.path(), bits, &["run", &f, "-D", &format!("K={k}"), "--threads", "2", "-q"]);
+            assert!(ok && out.matches("verified").count() == 2, "{bits} bits, K={k}: {out}");
+        }
+    }
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok, "{c}");
+    for want in [
+        "teml_d8 teml_y0 = (teml_d8){y[i1]};",
+        "teml_d8 teml_y1 = (teml_d8){0};",
+        "teml_y1 += *(teml_d8 *)&A[i1][16*k1o+8] * *(teml_d8 *)&x[16*k1o+8];",
+        "else  /* the last, partial block: one lane at a time */",
+        "teml_y0[0] += A[i1][k1] * x[k1];",
+        "y[i1] = teml_hsum_teml_d8(teml_y0) + teml_hsum_teml_d8(teml_y1);  /* the lanes' partial sums */",
+    ] {
+        assert!(c.contains(want), "{want}: {c}");
+    }
+    // a loop inside the lanes: refused, naming it
+    crate::common::refused(
+        d.path(),
+        Some("512"),
+        "inner.teml",
+        "N = 6\nK = 32\nA = tensor([N, K])\nx = tensor([K])\ny = contract(A, x, [2, 1])\nl = build(y)\n\
+         l1 = interchange(l, 1, 2)\nr = rfactor(l1, 1, 16, y)\n",
+        &["cannot keep `y` in registers across loop `k1o`", "has a loop inside"],
+    );
+}
