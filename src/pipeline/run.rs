@@ -132,7 +132,10 @@ pub fn compile_kernel(kernel: &CKernel, opts: &RunOptions) -> Result<(bool, f64)
 
 /// Compiles a hand-written C translation unit exporting `teml_entry(void **args)` (the
 /// machine probes of `teml bench`) and runs it on `buffers` with `opts` (timing included);
-/// returns the buffers after the checked run and the timing.
+/// returns the buffers after the checked run and the timing. The source must compute the same
+/// whatever its written buffers hold when it starts (as the probes do): nothing is restored
+/// between timed runs, so no copy of the initial data passes through the caches just before
+/// each one (a 64 MiB restore leaves half of a triad's output in a 32 MiB L3).
 pub fn run_source(
     source: &str,
     buffers: &[Vec<u8>],
@@ -142,7 +145,11 @@ pub fn run_source(
     let spec = RunSpec {
         so_path: compiled.so_path.clone(),
         symbol: ENTRY.to_string(),
-        buffers: buffers.iter().enumerate().map(|(k, b)| BufferSpec::new(format!("b{k}"), b.len())).collect(),
+        buffers: buffers
+            .iter()
+            .enumerate()
+            .map(|(k, b)| BufferSpec { read_only: true, ..BufferSpec::new(format!("b{k}"), b.len()) })
+            .collect(),
         threads: opts.threads,
         timeout: opts.timeout,
         timing: opts.timing,

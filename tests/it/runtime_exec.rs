@@ -250,3 +250,46 @@ fn a_missing_compiler_is_reported() {
     assert!(matches!(e, RuntimeError::NoCompiler(_)), "{e:?}");
     assert!(e.to_string().contains("/nonexistent/cc"), "{e}");
 }
+
+/// 3 x 4 MiB live buffers (above the worker's 4 MiB threshold: a private copy in huge pages
+/// where the system gives them), timed: every run must start from the initial data (the
+/// restore goes from the shared snapshots into the private copy), the outputs must come back,
+/// and a read-only input must stay as it was.
+fn large_buffers_come_back() {
+    let source = "\
+#include <stdlib.h>
+void teml_entry(void **args) {
+    double *a = args[0], *b = args[1], *c = args[2];
+    long n = 4L << 17;
+    if (a[0] != 1.0 || a[n - 1] != 1.0) abort();
+    for (long i = 0; i < n; i++) { a[i] += b[i] * c[i]; b[i] = 7.0; }
+}
+";
+    let (_dir, compiled) = compile(source);
+    let n = 4usize << 17;
+    let (a, b, c) = (vec![1.0; n], vec![2.0; n], (0..n).map(|i| i as f64).collect::<Vec<f64>>());
+    let mut spec = spec(&compiled, &[8 * n, 8 * n, 8 * n]);
+    spec.buffers[2].read_only = true;
+    spec.timing = Some(Timing { warmup: 1, min_time_s: 0.0, min_reps: 3, max_reps: 3 });
+    let outcome = run_kernel(&spec, &[&f64_bytes(&a), &f64_bytes(&b), &f64_bytes(&c)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out_a = f64s(&outcome.outputs[0]);
+    assert!(out_a.iter().enumerate().all(|(i, x)| *x == 1.0 + 2.0 * i as f64));
+    assert!(f64s(&outcome.outputs[1]).iter().all(|x| *x == 7.0));
+    assert_eq!(f64s(&outcome.outputs[2]), c);
+    assert_eq!(outcome.times_s.len(), 3);
+}
+
+#[test]
+fn large_buffers_run_in_a_private_huge_page_copy_and_come_back() {
+    large_buffers_come_back();
+}
+
+#[test]
+fn large_buffers_run_in_the_shared_mapping_when_huge_pages_are_off() {
+    crate::common::in_own_process(
+        "runtime_exec::large_buffers_run_in_the_shared_mapping_when_huge_pages_are_off",
+        &[("TEML_HUGE_PAGES", std::ffi::OsStr::new("0"))],
+        large_buffers_come_back,
+    );
+}

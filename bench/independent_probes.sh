@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Independent C probes of this machine's peak FMA rate and streaming bandwidth, to compare with
+# the probes `teml bench` prints (its "Probe at the start/end" lines). Usage:
+#   bash bench/independent_probes.sh [threads]      (default 2)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OMP_NUM_THREADS=${1:-2}
+cc -O2 -march=native -fopenmp "$here/probes/fma.c" -o "$out/fma"
+cc -O2 -march=native -fopenmp "$here/probes/triad.c" -o "$out/triad"
+"$out/fma"
+for size in 64 256; do
+  for placement in 0 1 2 3; do
+    "$out/triad" "$placement" "$size"
+  done
+done
