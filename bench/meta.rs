@@ -114,7 +114,7 @@ fn transformations(c: &mut Criterion) {
         ("fuse_outer", vec![w("lx"), w("ly"), i(2)], Box::new(|| transform::fuse_outer(&lx, &ly, 2))),
         ("unroll", vec![w("s8"), i(4)], Box::new(|| transform::unroll(&s, &s8, 4))),
         ("parallelize", vec![w("l"), i(1)], Box::new(|| transform::parallelize(&l, 1))),
-        ("vectorize", vec![w("l"), i(3)], Box::new(|| transform::vectorize(&l, 3))),
+        ("vectorize", vec![w("l"), i(3)], Box::new(|| transform::vectorize(&l, 3, 0))),
     ];
     for (name, args, pure) in &cases {
         g.bench_function(format!("{name}/call_checked"), |b| {

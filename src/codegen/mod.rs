@@ -1235,7 +1235,11 @@ impl Cx<'_> {
             }
         }
         let sums: Vec<Name> = self.bands.iter().flat_map(|b| b.tensors.iter().cloned()).collect();
-        vector::lanes(l, &self.target, !self.bands.is_empty(), &sums)
+        let target = match l.annot.vector_bits {
+            0 => self.target,
+            bits => Target { vector_bits: bits.min(self.target.vector_bits) },
+        };
+        vector::lanes(l, &target, !self.bands.is_empty(), &sums)
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors

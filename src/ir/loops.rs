@@ -21,6 +21,10 @@ pub struct Annotations {
     /// `vectorize`: run the iterations in SIMD lanes.
     #[serde(default)]
     pub vectorize: bool,
+    /// `vectorize(l, r, bits)`: the width of the lanes' vectors, where narrower than the
+    /// target's widest; 0: the target's widest.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub vector_bits: u32,
     /// `collapse`: this loop and the `collapse - 1` loops perfectly nested in it (all marked
     /// parallel) run as one parallel iteration space (OpenMP `collapse(n)`); 0 where none.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -79,6 +83,10 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Annotations {
     /// The marks, as words.
     pub fn words(&self) -> Vec<String> {
@@ -86,7 +94,9 @@ impl Annotations {
         if self.parallel {
             w.push("parallel".to_string());
         }
-        if self.vectorize {
+        if self.vectorize && self.vector_bits > 0 {
+            w.push(format!("vectorize({})", self.vector_bits));
+        } else if self.vectorize {
             w.push("vectorize".to_string());
         }
         if self.collapse > 1 {
@@ -115,6 +125,10 @@ impl Annotations {
         Annotations {
             parallel: self.parallel || other.parallel,
             vectorize: self.vectorize || other.vectorize,
+            vector_bits: match (self.vector_bits, other.vector_bits) {
+                (0, b) | (b, 0) => b,
+                (a, b) => a.min(b),
+            },
             collapse: self.collapse.max(other.collapse),
             registers: {
                 let mut r = self.registers.clone();

@@ -593,8 +593,20 @@ fn b_collapse(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("vectorize", s, a, 2, 2, "vectorize(l, r)")?;
-    Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+    let a = Args::new("vectorize", s, a, 2, 3, "vectorize(l, r) or vectorize(l, r, bits)")?;
+    let bits = match a.get(3) {
+        ArgVal::Omitted => 0,
+        _ => {
+            let b = a.int(3, "bits")?;
+            u32::try_from(b).map_err(|_| Error::BadArgument {
+                builtin: "vectorize".into(),
+                arg: Arg::new(3, "bits"),
+                expected: "a vector width: 128, 256 or 512".into(),
+                found: b.to_string(),
+            })?
+        }
+    };
+    Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?, bits)?))
 }
 
 fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -942,9 +954,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "vectorize",
-        signature: "vectorize(l, r)",
+        signature: "vectorize(l, r [, bits])",
         equation: "Sec. 3.3.3",
-        summary: "marks the loop at level r to run in SIMD lanes",
+        summary: "marks the loop at level r to run in SIMD lanes; bits (128, 256, 512) asks for vectors narrower than the target's widest",
         example: "l1 = vectorize(l, 3)",
         returns: Returns::Nest,
         checked: true,

@@ -535,8 +535,33 @@ pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
 
 /// `vectorize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run in SIMD lanes.
 /// Refused around a parallelized loop: OpenMP has no `parallel for` inside `simd`.
-pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
+///
+/// `bits` (128, 256 or 512; 0: the target's widest) asks for narrower vectors than the target's
+/// widest (AVX2-width lanes on an AVX-512 machine, to compare, or to tune); a width the target
+/// lacks is refused.
+pub fn vectorize(nest: &Nest, level: i64, bits: u32) -> Result<Nest> {
     let b = "vectorize";
+    let widest = crate::analysis::vector::Target::native().vector_bits;
+    if bits != 0 && (![128, 256, 512].contains(&bits) || bits > widest) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "bits"),
+            expected: if widest >= 128 {
+                format!(
+                    "a vector width this target has: {}",
+                    [128, 256, 512]
+                        .iter()
+                        .filter(|w| **w <= widest)
+                        .map(|w| w.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "no width: this target has no explicit vectors (TEML_VECTOR_BITS=0 or no SIMD)".to_string()
+            },
+            found: bits.to_string(),
+        });
+    }
     let l = locate(nest, level, b, &level_arg(2))?;
     if let Some(inner) = l.body.iter().find_map(parallel_loop) {
         return Err(simd_around_parallel(b, &l, &inner));
@@ -544,6 +569,7 @@ pub fn vectorize(nest: &Nest, level: i64) -> Result<Nest> {
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         l2.annot.vectorize = true;
+        l2.annot.vector_bits = bits;
         Ok(vec![LNode::Loop(Arc::new(l2))])
     })
 }

@@ -619,7 +619,11 @@ impl Gen<'_> {
             3 => format!("unroll({cur}, {})", lv(&mut self.c)),
             4 => format!("fuse_inner({cur}, {})", lv(&mut self.c)),
             5 => format!("parallelize({cur}, {})", lv(&mut self.c)),
-            6 => format!("vectorize({cur}, {})", lv(&mut self.c)),
+            6 => {
+                // now and then narrower lanes than the target's (a width it lacks is dropped)
+                let bits = ["", "", ", 256", ", 128"][self.c.pick(4)];
+                format!("vectorize({cur}, {}{bits})", lv(&mut self.c))
+            }
             7 => format!("tile({cur}, {v})"),
             8 => format!("unroll_by({cur}, {}, {v})", lv(&mut self.c)),
             9 => format!("unroll_and_jam({cur}, {}, {v})", lv(&mut self.c)),

@@ -72,7 +72,7 @@ fn apply(s: &State, n: &Nest, st: &Step) -> teml::Result<Nest> {
         Step::Unroll(r) => unroll(s, n, r),
         Step::FuseInner(r) => fuse_inner(n, r),
         Step::Parallelize(r) => parallelize(n, r),
-        Step::Vectorize(r) => vectorize(n, r),
+        Step::Vectorize(r) => vectorize(n, r, 0),
     }
 }
 

@@ -400,3 +400,32 @@ fn rfactor_keeps_one_partial_sum_per_lane_across_the_block_loop() {
         &["cannot keep `y` in registers across loop `k1o`", "has a loop inside"],
     );
 }
+
+#[test]
+fn vectorize_takes_a_narrower_width_and_refuses_one_the_target_lacks() {
+    // at 512 bits, vectorize(l, r, 256) prints AVX2-wide lanes (teml_d4), verified; 1024 and 96
+    // are refused at the line, and 256 where the target has 128 bits only
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 40\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n\
+               p = register_tile(l, C, 4, 16, 12, 2)\nq = vectorize(p, 6, 256)\ncodegen(q)\n";
+    let f = program(d.path(), "w.teml", src);
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "-D", "N=13"]);
+    assert!(ok && out.contains("verified") && out.contains("vectorize(256)"), "{out}");
+    let (ok, c) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok && c.contains("teml_d4 teml_C0") && !c.contains("teml_d8"), "{c}");
+    for (bits, w, want) in [
+        ("512", "1024", "a vector width this target has: 128, 256, 512"),
+        ("512", "96", "found 96"),
+        ("128", "256", "a vector width this target has: 128"),
+    ] {
+        crate::common::refused(
+            d.path(),
+            Some(bits),
+            &format!("w{w}.teml"),
+            &format!(
+                "N = 8\nA = tensor([N])\nB = tensor([N])\nB = add(A, A, [[i], [i]], [i])\nl = build(B)\nv = vectorize(l, 1, {w})\n"
+            ),
+            &["vectorize: argument 3 (bits)", want, ":6:"],
+        );
+    }
+}
