@@ -80,6 +80,48 @@ fn next_permutation(p: &mut [usize]) -> bool {
     true
 }
 
+/// How a loop's iterations depend on one another (seed 000's data-parallel loops).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parallelism {
+    /// It carries no dependence: its iterations can run in any order, on threads or lanes.
+    Independent,
+    /// It carries only reductions: it runs in parallel with private accumulators.
+    Reduction,
+    /// It carries a dependence that is not a reduction: `parallelize` is refused.
+    Carried,
+}
+
+impl Parallelism {
+    /// In words, for the REPL's `:legal` and scripts.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Parallelism::Independent => "data-parallel",
+            Parallelism::Reduction => "a reduction (parallel with private accumulators)",
+            Parallelism::Carried => "carries a dependence",
+        }
+    }
+}
+
+/// Each loop on the nest's single path, outermost first: its level, iterator and whether it
+/// can run in parallel, decided by isl at the program's sizes (`analysis::legality::carries`,
+/// and the check `parallelize` makes).
+pub fn parallelism(state: &State, nest: &Nest) -> Result<Vec<(usize, crate::ir::Name, Parallelism)>, String> {
+    let mut out = Vec::new();
+    for (k, l) in nest.path().iter().enumerate() {
+        let level = k + 1;
+        let p = if !crate::analysis::legality::carries(state, nest, l)? {
+            Parallelism::Independent
+        } else {
+            match super::transform::parallelize(nest, level as i64) {
+                Ok(n) if check_here(state, &n)?.is_ok() => Parallelism::Reduction,
+                _ => Parallelism::Carried,
+            }
+        };
+        out.push((level, l.iter.clone(), p));
+    }
+    Ok(out)
+}
+
 /// The levels `r` at which `fuse_outer(n1, n2, r)` applies and is legal at the program's sizes.
 pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();

@@ -19,7 +19,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (":tree ID", "print a value as an indented tree (tensor expression or loop nest)"),
     (":paper ID", "print a value in the paper's ⟨(op, S, I), [...]⟩ notation"),
     (":c ID", "print the C code generated for the loop nest ID"),
-    (":legal ID", "is the nest legal? (the dependences it keeps, or a witness of the one it breaks)"),
+    (
+        ":legal ID",
+        "is the nest legal? (the dependences it keeps, or a witness of the one it breaks), its legal loop orders, and which of its loops are data-parallel or reductions",
+    ),
     (":history ID", "the builtin calls that made the nest ID, from its build, as .teml statements"),
     (":run ID", "compile the nest ID, run it and verify it against the untransformed program"),
     (":time ID", ":run, then time it and the untransformed build (speedup)"),
@@ -360,10 +363,15 @@ impl Repl {
                 let v = crate::ops::explore::legal(&self.state, n)?;
                 let perms = crate::ops::explore::permutations(&self.state, n, 4)?;
                 let list: Vec<String> = perms.iter().map(|p| format!("{p:?}")).collect();
+                let loops: Vec<String> = crate::ops::explore::parallelism(&self.state, n)?
+                    .iter()
+                    .map(|(r, i, p)| format!("  {i} (level {r}): {}", p.describe()))
+                    .collect();
                 Ok(format!(
-                    "{id}: {}\nlegal orders of its outer loops: {}",
+                    "{id}: {}\nlegal orders of its outer loops: {}\nits loops:\n{}",
                     crate::ops::explore::describe(&v),
-                    list.join(" ")
+                    list.join(" "),
+                    loops.join("\n")
                 ))
             }
             ":run" | ":time" => {

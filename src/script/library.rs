@@ -174,6 +174,16 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     ),
     ("legal_fusions", "legal_fusions(l1, l2)", "the levels r at which fuse_outer(l1, l2, r) is legal"),
     (
+        "parallel_levels",
+        "parallel_levels(l)",
+        "the levels of the loops on l's path that parallelize legally: data-parallel ones and reductions (private accumulators), decided by isl",
+    ),
+    (
+        "data_parallel_levels",
+        "data_parallel_levels(l)",
+        "the levels of the loops on l's path that carry no dependence at all (seed 000's data-parallel loops: any order, threads or lanes)",
+    ),
+    (
         "param",
         "param(\"name\", choices)",
         "a tuning parameter: the choice `teml tune` picks for this candidate (the first choice under `teml run`); docs/tuning.md",

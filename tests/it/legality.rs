@@ -195,6 +195,10 @@ let r = #{
     fuse_transposed: legal_fusions(lx, ly),
     in_place: legal_permutations(lt),
     reason: legal(parallelize(lt, 1)),
+    par: parallel_levels(l),
+    data_par: data_parallel_levels(l),
+    par_k_outer: data_parallel_levels(permute(l, [3, 1, 2])),
+    par_in_place: parallel_levels(lt),
 };
 r
 "#;
@@ -211,6 +215,28 @@ r
     assert!(out.contains("\"fuse_transposed\": []"), "{out}");
     assert!(out.contains("\"in_place\": [[1, 2]]"), "{out}");
     assert!(out.contains("\"reason\": \"illegal: A[0][1] is written by statement 1"), "{out}");
+    // which loops run in parallel (seed 000): i and j carry nothing, k only the reduction;
+    // moved outermost, k is still no data-parallel loop; the in-place transpose's i carries a
+    // dependence, its j (a row against a column, in one i) none
+    assert!(out.contains("\"par\": [1, 2, 3]") && out.contains("\"data_par\": [1, 2]"), "{out}");
+    assert!(out.contains("\"par_k_outer\": [2, 3]"), "{out}");
+    assert!(out.contains("\"par_in_place\": [2]"), "{out}");
+}
+
+#[test]
+fn the_repl_says_which_loops_are_data_parallel() {
+    let mut r = teml::repl::Repl::new(State::new().with_const("N", 6), teml::repl::Mode::Teml);
+    for line in ["A = tensor([N, N])", "B = tensor([N, N])", "C = contract(A, B, [2, 1])", "l = build(C)"] {
+        r.handle(line).unwrap();
+    }
+    let out = r.handle(":legal l").unwrap();
+    assert!(
+        out.ends_with(
+            "its loops:\n  i1 (level 1): data-parallel\n  i2 (level 2): data-parallel\n  \
+             k1 (level 3): a reduction (parallel with private accumulators)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
