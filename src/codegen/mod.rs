@@ -140,6 +140,7 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             known: Vec::new(),
             tested: Vec::new(),
             parts: Vec::new(),
+            guarded: n.stmts().iter().any(|s| !s.guard().is_empty()),
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -615,6 +616,9 @@ struct Cx<'a> {
     /// packed loop, full blocks of lanes), and the nest's loop each stands for: dependence
     /// analysis finds loops by identity.
     parts: Vec<(Arc<Loop>, Arc<Loop>)>,
+    /// Some statement of the nest is guarded (an unrolled partial block): only then can a loop
+    /// split (the walk is skipped for every other nest).
+    guarded: bool,
 }
 
 impl Cx<'_> {
@@ -721,7 +725,7 @@ impl Cx<'_> {
     /// hold in the first part: `l <= at`. `None` where nothing splits: no such conditions,
     /// or a loop that cannot be cut in two (vector lanes, a collapsed band, a step).
     fn split_point(&self, l: &Loop, body: &[GNode]) -> Option<(Expr, Vec<Expr>)> {
-        if self.collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize || l.step != 1 {
+        if !self.guarded || self.collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize || l.step != 1 {
             return None;
         }
         let mut conds = Vec::new();
@@ -770,11 +774,8 @@ impl Cx<'_> {
         conds: Vec<Expr>,
         depth: usize,
     ) -> std::result::Result<(), String> {
-        let orig = stands_for(&self.parts, l);
-        let main = Arc::new(Loop { ub: Expr::min(&l.ub, at), ..(**l).clone() });
-        let rest = Arc::new(Loop { lb: Expr::max(&l.lb, &at.add_int(1)), ..(**l).clone() });
-        self.parts.push((main.clone(), orig.clone()));
-        self.parts.push((rest.clone(), orig));
+        let main = Loop { ub: Expr::min(&l.ub, at), ..(**l).clone() };
+        let rest = Loop { lb: Expr::max(&l.lb, &at.add_int(1)), ..(**l).clone() };
         let i = self.helpers.names.var(&l.iter).to_string();
         let upto = c_expr(at, self.helpers, false);
         self.line(
@@ -783,13 +784,30 @@ impl Cx<'_> {
         );
         let n = self.known.len();
         self.known.extend(conds.iter().cloned());
-        let r = self.loop_(&main, body, depth);
+        let r = self.part(l, main, body, depth);
         self.known.truncate(n);
         r?;
         let n = self.tested.len();
         self.tested.extend(conds);
-        let r = self.loop_(&rest, body, depth);
+        let r = self.part(l, rest, body, depth);
         self.tested.truncate(n);
+        r
+    }
+
+    /// Prints `part`, a copy of loop `l` with other bounds or marks (a part of a split loop, a
+    /// packed loop without its mark), as standing for the nest's loop `l` stands for.
+    fn part(
+        &mut self,
+        l: &Arc<Loop>,
+        part: Loop,
+        body: &[GNode],
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        let part = Arc::new(part);
+        let n = self.parts.len();
+        self.parts.push((part.clone(), stands_for(&self.parts, l)));
+        let r = self.loop_(&part, body, depth);
+        self.parts.truncate(n);
         r
     }
 
@@ -826,20 +844,16 @@ impl Cx<'_> {
             .iter()
             .map(|(a, u)| format!("{} <= {}", c_expr(a, self.helpers, true), c_expr(u, self.helpers, true)))
             .collect();
-        let orig = stands_for(&self.parts, l);
-        let full = Arc::new(Loop { ub: block.full_ub.clone(), ..(**l).clone() });
+        let full = Loop { ub: block.full_ub.clone(), ..(**l).clone() };
         let mut last = (**l).clone();
         last.annot.vectorize = false;
-        let last = Arc::new(last);
-        self.parts.push((full.clone(), orig.clone()));
-        self.parts.push((last.clone(), orig));
         self.line(depth, &format!("if ({})  /* a full block of lanes */", conds.join(" && ")));
         self.line(depth, "{");
-        self.loop_(&full, body, depth + 1)?;
+        self.part(l, full, body, depth + 1)?;
         self.line(depth, "}");
         self.line(depth, "else  /* the last, partial block: one lane at a time */");
         self.line(depth, "{");
-        self.loop_(&last, body, depth + 1)?;
+        self.part(l, last, body, depth + 1)?;
         self.line(depth, "}");
         Ok(())
     }
@@ -956,9 +970,7 @@ impl Cx<'_> {
         let mut inner = (**l).clone();
         inner.annot.pack.clear();
         inner.annot.pack_layout.clear();
-        let inner = Arc::new(inner);
-        self.parts.push((inner.clone(), stands_for(&self.parts, l)));
-        let r = self.loop_(&inner, body, depth + 1);
+        let r = self.part(l, inner, body, depth + 1);
         self.packed.truncate(self.packed.len() - n);
         r?;
         for p in &bufs {
@@ -1001,10 +1013,13 @@ impl Cx<'_> {
                     }
                 }
             }
+            let n = self.parts.len();
             let full: Vec<GNode> = full_blocks(body, &tails, &mut self.parts);
             self.line(depth, &format!("if ({})  /* full blocks of lanes */", conds.join(" && ")));
             self.line(depth, "{");
-            self.kept(l, &full, depth + 1)?;
+            let r = self.kept(l, &full, depth + 1);
+            self.parts.truncate(n);
+            r?;
             self.line(depth, "}");
             self.line(depth, "else  /* the last, partial block: no registers */");
             self.line(depth, "{");

@@ -23,7 +23,7 @@ pub struct Annotations {
     pub vectorize: bool,
     /// `vectorize(l, r, bits)`: the width of the lanes' vectors, where narrower than the
     /// target's widest; 0: the target's widest.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub vector_bits: u32,
     /// `collapse`: this loop and the `collapse - 1` loops perfectly nested in it (all marked
     /// parallel) run as one parallel iteration space (OpenMP `collapse(n)`); 0 where none.
@@ -79,12 +79,8 @@ impl PackLayout {
     }
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl Annotations {

@@ -759,6 +759,8 @@ pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Resu
             found: layout.pad.to_string(),
         });
     }
+    // The block's rank, from the footprint the mark's check computes.
+    let rank = std::cell::Cell::new(0);
     let marked = mark_tensor(
         nest,
         level,
@@ -767,12 +769,11 @@ pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Resu
         TensorMark { get: |a| &a.pack, get_mut: |a| &mut a.pack, what: "packed for" },
         &|outer, l| {
             let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
-            crate::analysis::packing::footprint(&iters, l, tensor).map(|_| ())
+            rank.set(crate::analysis::packing::footprint(&iters, l, tensor)?.extent.len());
+            Ok(())
         },
     )?;
-    let rank = crate::analysis::packing::footprint(&[], &*locate(&marked, level, b, &level_arg(2))?, tensor)
-        .map(|f| f.extent.len())
-        .unwrap_or(0);
+    let rank = rank.get();
     if !layout.order.is_empty() {
         let mut sorted = layout.order.clone();
         sorted.sort_unstable();

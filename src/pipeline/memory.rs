@@ -12,14 +12,6 @@ fn memory_factor(opts: &RunOptions) -> f64 {
     if opts.timing.is_some() { 5.0 } else { 4.0 }
 }
 
-/// The memory the system can still give, in bytes (Linux: `MemAvailable`).
-fn available_memory() -> Option<f64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024.0)
-}
-
 /// Refuses, before anything is allocated, a kernel whose run would not fit in the memory
 /// available: a clear message instead of the out-of-memory killer.
 pub(super) fn check_memory(state: &State, nests: &[Nest], opts: &RunOptions) -> Result<(), RunError> {
@@ -27,7 +19,7 @@ pub(super) fn check_memory(state: &State, nests: &[Nest], opts: &RunOptions) -> 
     let shapes = interp::buffers_for(state, nests, &mut |_, _, _| Vec::new()).map_err(RunError::Data)?;
     let data: f64 = shapes.values().map(|t| t.dims.iter().map(|&d| d as f64).product::<f64>() * 8.0).sum();
     let need = data * memory_factor(opts);
-    match available_memory() {
+    match crate::runtime::host::available_memory().map(|a| a as f64) {
         Some(avail) if need > avail => Err(RunError::Data(format!(
             "expected a run that fits in memory, found one that needs about {:.1} GB (its tensors hold {:.1} GB; \
              verifying{} takes about {:.0}x that) where {:.1} GB are available: give smaller -D constants",

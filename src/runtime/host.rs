@@ -54,6 +54,14 @@ impl Host {
     }
 }
 
+/// The memory the system can still give, in bytes (Linux: `MemAvailable`; `None` elsewhere).
+pub fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,7 +141,7 @@ impl HugeCopy {
         const HUGE: usize = 2 << 20;
         if len < HUGE_FROM
             || std::env::var("TEML_HUGE_PAGES").is_ok_and(|v| v == "0")
-            || available_memory().is_none_or(|a| a < 2 * len)
+            || super::host::available_memory().is_none_or(|a| a < 2 * len)
         {
             return None;
         }
@@ -185,14 +185,6 @@ impl Drop for HugeCopy {
             libc::munmap(self.map, self.map_len);
         }
     }
-}
-
-/// The memory the system can still give, in bytes (Linux: `MemAvailable`).
-fn available_memory() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kb.checked_mul(1024)
 }
 
 /// Loads `so_path` and resolves `symbol`. The library is never unloaded: the process ends

@@ -232,28 +232,22 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             .map(|p| Dynamic::from(p.into_iter().map(|x| Dynamic::from(x as i64)).collect::<Array>()))
             .collect())
     };
-    let sh = shared.clone();
-    engine.register_fn("parallel_levels", move |l: Dynamic| -> RhaiResult<Array> {
-        let n = nest_of(&l, "parallel_levels")?;
-        let ps = crate::ops::explore::parallelism(&sh.state.borrow(), &n)
-            .map_err(|e| format!("parallel_levels: {e}"))?;
-        Ok(ps
-            .into_iter()
-            .filter(|(_, _, p)| *p != crate::ops::explore::Parallelism::Carried)
-            .map(|(r, _, _)| Dynamic::from(r as i64))
-            .collect())
-    });
-    let sh = shared.clone();
-    engine.register_fn("data_parallel_levels", move |l: Dynamic| -> RhaiResult<Array> {
-        let n = nest_of(&l, "data_parallel_levels")?;
-        let ps = crate::ops::explore::parallelism(&sh.state.borrow(), &n)
-            .map_err(|e| format!("data_parallel_levels: {e}"))?;
-        Ok(ps
-            .into_iter()
-            .filter(|(_, _, p)| *p == crate::ops::explore::Parallelism::Independent)
-            .map(|(r, _, _)| Dynamic::from(r as i64))
-            .collect())
-    });
+    // The levels of the loops whose parallelism `keep` accepts (explore::parallelism).
+    use crate::ops::explore::Parallelism;
+    let levels = |name: &'static str, keep: fn(Parallelism) -> bool| {
+        let sh = shared.clone();
+        move |l: Dynamic| -> RhaiResult<Array> {
+            let n = nest_of(&l, name)?;
+            let ps = crate::ops::explore::parallelism(&sh.state.borrow(), &n)
+                .map_err(|e| format!("{name}: {e}"))?;
+            Ok(ps.into_iter().filter(|(_, _, p)| keep(*p)).map(|(r, _, _)| Dynamic::from(r as i64)).collect())
+        }
+    };
+    engine.register_fn("parallel_levels", levels("parallel_levels", |p| p != Parallelism::Carried));
+    engine.register_fn(
+        "data_parallel_levels",
+        levels("data_parallel_levels", |p| p == Parallelism::Independent),
+    );
     let p2 = perms.clone();
     engine.register_fn("legal_permutations", move |l: Dynamic| perms(&l, None));
     engine.register_fn("legal_permutations", move |l: Dynamic, d: i64| p2(&l, Some(d)));
