@@ -414,6 +414,7 @@ pub fn run(a: &RunArgs) -> i32 {
         inputs: a.input.iter().map(|(n, p)| (Name::from(n.as_str()), p.clone())).collect::<BTreeMap<_, _>>(),
         seed: a.seed,
         max_reference_instances: a.max_reference,
+        keep: a.output.iter().map(|(n, _)| Name::from(n.as_str())).collect(),
         ..RunOptions::default()
     };
     let defines = a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();

@@ -68,6 +68,29 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             .try_for_each(|g| walk(state, n, g, &mut Vec::new()))
             .map_err(unrealizable)?;
     }
+    // A tensor stored per iteration of a loop exists nowhere else.
+    for (k, (name, n)) in nests.iter().enumerate() {
+        for (outer, l) in super::storage::marked(n.items()) {
+            for t in &l.annot.store_at {
+                super::storage::check(state, n, &outer, l, t).map_err(unrealizable)?;
+                let elsewhere = nests.iter().enumerate().find(|(j, (_, m))| {
+                    *j != k
+                        && m.stmts().iter().any(|s| {
+                            let mut hit = false;
+                            s.visit(&mut |x| hit |= x.id() == Some(t));
+                            hit
+                        })
+                });
+                if let Some((_, (other, _))) = elsewhere {
+                    return Err(unrealizable(format!(
+                        "`{t}` is stored per iteration of loop `{}` in `{name}`, but `{other}` of the same \
+                         kernel accesses it too; expected its every access inside that loop",
+                        l.iter
+                    )));
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -342,7 +365,7 @@ fn check_ranges(
         n.items().iter().try_for_each(|x| walk(x, &check))?;
     }
     for p in tensors {
-        let mut bytes: Option<u64> = Some(if p.dtype == DType::Float { 4 } else { 8 });
+        let mut bytes: Option<u64> = Some(p.dtype.size() as u64);
         for d in &p.dims {
             check(d, &|| format!("the extent {d} of tensor `{}`", p.name))?;
             if let Ok(v) = d.checked_eval(&|v| state.constant(v)) {

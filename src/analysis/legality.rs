@@ -383,6 +383,121 @@ impl<'n> Model<'n> {
     }
 }
 
+impl Model<'_> {
+    /// Why storing `tensor` per iteration of loop `l` (at depth `d`) would change the nest's
+    /// meaning where the parameters satisfy `params`, in words with a witness: a read whose
+    /// value was not written earlier in its iteration, or two updates of one accumulated
+    /// element in different iterations. `None` where there is none.
+    fn escapes(
+        &self,
+        ctx: &Ctx,
+        d: usize,
+        l: &Loop,
+        tensor: &Name,
+        params: &str,
+    ) -> Result<Option<String>, String> {
+        let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
+        let (o, n, w) = (&self.origins, &self.names, self.width);
+        let theta = ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(w)))?.coalesce()?;
+        let prefix =
+            ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(2 * d + 2)))?.coalesce()?;
+        // b -> a: a runs before b, in the same iteration.
+        let same = prefix.clone().then(prefix.reverse()?)?;
+        let earlier_here = theta.clone().lex_lt(theta)?.reverse()?.and(same.clone())?;
+        let access_map = |pick: &dyn Fn(&Access) -> bool| -> Result<UMap<'_>, String> {
+            let mut pieces = Vec::new();
+            for (k, org) in o.iter().enumerate() {
+                let v = n.var(&org.iters, "o_");
+                for x in org.accesses.iter().filter(|x| x.tensor == *tensor && pick(x)) {
+                    let idx: Vec<String> = x.index.iter().map(|i| isl(i, &v)).collect();
+                    pieces.push(format!(
+                        "S{k}[{}] -> M[{}] : {}",
+                        dims(&org.iters, "o_"),
+                        idx.join(", "),
+                        domain(org, &v)
+                    ));
+                }
+            }
+            ctx.map(&format!("{} -> {{ {} }}", n.param_list(), pieces.join("; ")))?.with_params(params)
+        };
+        let writes = access_map(&|x| x.write)?;
+        let instances = ctx.map(&domain_map(o, n))?;
+        let sizes = |text: &str| {
+            let (ps, _, _) = point(text);
+            let s: Vec<String> = ps.iter().map(|(p, v)| format!("{p}={v}")).collect();
+            if s.is_empty() { String::new() } else { format!(" ({})", s.join(", ")) }
+        };
+        // Each read (an accumulation's read of its own target excepted: its first update reads
+        // the zero written just before it), on its own, for a precise witness.
+        for (k, org) in o.iter().enumerate() {
+            for (ax, x) in org.accesses.iter().enumerate() {
+                if x.tensor != *tensor || x.write || x.accumulates {
+                    continue;
+                }
+                let read = access_map(&|y| std::ptr::eq(y, &org.accesses[ax]))?;
+                let covered = read.clone().then(writes.clone().reverse()?)?.and(earlier_here.clone())?;
+                let reads = read.then(ctx.map(&format!(
+                    "{} -> {{ M[{}] -> [] }}",
+                    n.param_list(),
+                    (0..x.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
+                ))?)?;
+                let open = reads.minus(covered.then(instances.clone())?)?;
+                if let Some(sample) = open.coalesce()?.sample()? {
+                    let (params, a, _) = point(&sample);
+                    let Some((_, vals)) = a else {
+                        return Ok(Some(format!("a read of `{tensor}` escapes: {sample}")));
+                    };
+                    let env: BTreeMap<String, i64> = org
+                        .iters
+                        .iter()
+                        .map(|i| i.to_string())
+                        .zip(vals.iter().copied())
+                        .chain(params.iter().cloned())
+                        .collect();
+                    let element: String = x
+                        .index
+                        .iter()
+                        .map(|i| i.eval(&|v| env.get(v).copied()).map_or("[?]".into(), |e| format!("[{e}]")))
+                        .collect();
+                    let at: Vec<String> =
+                        org.iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
+                    return Ok(Some(format!(
+                        "{tensor}{element} is read by statement {} (`{}`) at ({}) in an iteration of loop \
+                         `{}` that does not write it first: its value comes from another iteration or from \
+                         before the kernel, which a buffer per iteration does not keep{}",
+                        k + 1,
+                        org.stmt,
+                        at.join(", "),
+                        l.iter,
+                        sizes(&sample)
+                    )));
+                }
+            }
+        }
+        // The updates of one accumulated element, in one iteration.
+        let sums = access_map(&|x| x.write && x.accumulates)?;
+        let split = sums.clone().then(sums.reverse()?)?.minus(same)?;
+        if let Some(sample) = split.coalesce()?.sample()? {
+            let (_, a, b) = point(&sample);
+            let inst = |t: Option<Tuple>| -> String {
+                let Some((k, vals)) = t else { return "?".into() };
+                let Some(org) = o.get(k) else { return "?".into() };
+                let at: Vec<String> = org.iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
+                format!("statement {} (`{}`) at ({})", k + 1, org.stmt, at.join(", "))
+            };
+            return Ok(Some(format!(
+                "one element of `{tensor}` is summed by {} and by {}, in different iterations of loop `{}`: \
+                 a buffer per iteration would lose the partial sum{}",
+                inst(a),
+                inst(b),
+                l.iter,
+                sizes(&sample)
+            )));
+        }
+        Ok(None)
+    }
+}
+
 /// A verdict, remembered per process: a search evaluates its space once per candidate, and
 /// asks the same questions (the legal permutations of the same nest) every time.
 type Answer = Result<Result<Verdict, Illegal>, String>;
@@ -508,7 +623,49 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
         let how = format!("loop `{}` is {what} and runs the two in different iterations", l.iter);
         return Ok(Err(Illegal { message: witness(&w, origins, state, Some(&how)) }));
     }
+
+    // Storage: a tensor stored per iteration of a loop is read only where that iteration wrote it.
+    for (d, l) in stored_loops(&nest.items) {
+        for t in &l.annot.store_at {
+            match m.escapes(&ctx, d, l, t, &all_sizes)? {
+                None => continue,
+                Some(_) if m.escapes(&ctx, d, l, t, &m.these)?.is_none() => {
+                    verdict = Verdict::TheseSizes(m.sizes.clone());
+                }
+                Some(_) => {
+                    let w = m.escapes(&ctx, d, l, t, &m.these)?.unwrap_or_default();
+                    return Ok(Err(Illegal { message: w }));
+                }
+            }
+        }
+    }
     Ok(Ok(verdict))
+}
+
+/// Whether the tensor `tensor` may be stored per iteration of loop `l` of `nest`
+/// (`analysis::storage`): every read of it is preceded by a write of the same element in the
+/// same iteration, and an accumulation into one element runs in one iteration. Decided at the
+/// program's sizes; `Err(Illegal)` with a witness otherwise.
+pub fn stays_local(
+    state: &State,
+    nest: &Nest,
+    l: &Loop,
+    tensor: &Name,
+) -> Result<Result<(), Illegal>, String> {
+    let m = Model::new(state, nest)?;
+    let Some(d) = m.places.iter().find_map(|p| p.loops.iter().position(|x| std::ptr::eq(*x, l))) else {
+        return Ok(Ok(()));
+    };
+    let ctx = Ctx::new()?;
+    Ok(match m.escapes(&ctx, d, l, tensor, &m.these)? {
+        None => Ok(()),
+        Some(message) => Err(Illegal { message }),
+    })
+}
+
+/// Loops marked `store_at`, with their depth.
+fn stored_loops(items: &[LNode]) -> Vec<(usize, &Loop)> {
+    super::storage::marked(items).into_iter().map(|(outer, l)| (outer.len(), l)).collect()
 }
 
 /// True if loop `target` of `nest` carries a dependence at the program's sizes, reductions

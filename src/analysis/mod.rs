@@ -8,6 +8,7 @@ pub mod legality;
 pub mod packing;
 pub mod reduction;
 pub mod registers;
+pub mod storage;
 pub mod vector;
 pub mod zeroing;
 

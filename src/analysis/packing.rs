@@ -35,15 +35,30 @@ pub struct Footprint {
 /// packed.
 pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, String> {
     let cannot = |why: String| format!("cannot pack `{tensor}` for loop `{}`: {why}", l.iter);
-    let mut accesses: Vec<(TNode, Vec<Loop>)> = Vec::new();
     let header = Loop { body: Vec::new(), ..l.clone() };
-    collect(&l.body, &mut vec![header], tensor, &mut accesses).map_err(cannot)?;
+    let what = "the loop's body does not read";
+    block(outer, vec![header], &l.body, tensor, false, what).map_err(cannot)
+}
+
+/// The box of elements of `tensor` that `body` accesses (reads only, unless `writes`; a write
+/// is refused otherwise), its loops and the `band` around it running over their ranges, in the
+/// iterators `outer` outside the band; `absent` says why where `body` does not access it.
+pub fn block(
+    outer: &[Name],
+    band: Vec<Loop>,
+    body: &[LNode],
+    tensor: &Name,
+    writes: bool,
+    absent: &str,
+) -> Result<Footprint, String> {
+    let mut accesses: Vec<(TNode, Vec<Loop>)> = Vec::new();
+    collect(body, &mut band.clone(), tensor, writes, &mut accesses)?;
     let Some((first, _)) = accesses.first() else {
-        return Err(cannot(format!("the loop's body does not read `{tensor}`")));
+        return Err(format!("{absent} `{tensor}`"));
     };
     let rank = first.index_list().map_or(0, |xs| xs.len());
     if rank == 0 {
-        return Err(cannot(format!("`{tensor}` is a scalar: expected a tensor with dimensions")));
+        return Err(format!("`{tensor}` is a scalar: expected a tensor with dimensions"));
     }
     let dtype = first.dtype;
     let mut lo: Vec<Expr> = Vec::new();
@@ -55,16 +70,13 @@ pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, S
         for (leaf, loops) in &accesses {
             let e = &leaf.index_list().unwrap_or(&[])[d];
             let (a, b) = range(e, loops).ok_or_else(|| {
-                cannot(format!(
-                    "the range of index {e} of {} over the band is not an affine box",
-                    leaf.access()
-                ))
+                format!("the range of index {e} of {} over the loops is not an affine box", leaf.access())
             })?;
             let (a0, b0) = first.get_or_insert_with(|| (a.clone(), b.clone())).clone();
             let (Some(oa), Some(ob)) = (a.sub(&a0).as_const(), b.sub(&b0).as_const()) else {
-                return Err(cannot(format!(
-                    "the accesses to `{tensor}` read ranges that are no constant apart ({a0} to {b0}, and {a} to {b})"
-                )));
+                return Err(format!(
+                    "the accesses to `{tensor}` reach ranges that are no constant apart ({a0} to {b0}, and {a} to {b})"
+                ));
             };
             min_off = min_off.min(oa);
             max_off = max_off.max(ob);
@@ -72,11 +84,10 @@ pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, S
         let (a0, b0) = first.unwrap_or_default();
         let size = b0.sub(&a0).add_int(max_off - min_off + 1);
         if let Some(v) = outer.iter().find(|v| size.mentions(v)) {
-            return Err(cannot(format!(
-                "the block's extent {size} in dimension {} moves with loop `{v}` outside the band: expected \
-                 a fixed shape",
+            return Err(format!(
+                "the block's extent {size} in dimension {} moves with loop `{v}`: expected a fixed shape",
                 d + 1
-            )));
+            ));
         }
         lo.push(a0.add_int(min_off));
         extent.push(size);
@@ -84,35 +95,39 @@ pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, S
     let elements =
         extent.iter().try_fold(1i64, |acc, e| e.as_const().and_then(|e| acc.checked_mul(e))).unwrap_or(0);
     if elements > MAX_ELEMENTS {
-        return Err(cannot(format!(
-            "the block read is {} elements: expected at most {MAX_ELEMENTS} (pack at a loop further in)",
+        return Err(format!(
+            "the block is {} elements: expected at most {MAX_ELEMENTS} (choose a loop further in)",
             extent.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(" x ")
-        )));
+        ));
     }
     Ok(Footprint { lo, extent, dtype })
 }
 
-/// The reads of `tensor` below, with the band's loops around each (outermost first); an error
-/// where a statement writes it.
+/// The reads of `tensor` below (and the writes, if `writes`; else a write is an error), with
+/// the band's loops around each (outermost first).
 fn collect(
     body: &[LNode],
     loops: &mut Vec<Loop>,
     tensor: &Name,
+    writes: bool,
     out: &mut Vec<(TNode, Vec<Loop>)>,
 ) -> Result<(), String> {
     for x in body {
         match x {
             LNode::Loop(inner) => {
                 loops.push(Loop { body: Vec::new(), ..(**inner).clone() });
-                collect(&inner.body, loops, tensor, out)?;
+                collect(&inner.body, loops, tensor, writes, out)?;
                 loops.pop();
             }
             LNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { continue };
                 if lw.target.id() == Some(tensor) {
-                    return Err(format!(
-                        "`{s}` writes it inside the loop: expected an operand the band only reads"
-                    ));
+                    if !writes {
+                        return Err(format!(
+                            "`{s}` writes it inside the loop: expected an operand the band only reads"
+                        ));
+                    }
+                    out.push(((*lw.target).clone(), loops.clone()));
                 }
                 lw.rhs.visit(&mut |n| {
                     if n.id() == Some(tensor) {

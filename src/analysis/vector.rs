@@ -47,7 +47,7 @@ impl Target {
     /// Lanes of a full vector of `dtype` (1: no explicit vectors).
     pub fn lanes(&self, dtype: DType) -> usize {
         let bytes = (self.vector_bits / 8) as usize;
-        let elem = if dtype == DType::Float { 4 } else { 8 };
+        let elem = dtype.size();
         (bytes / elem).max(1)
     }
 }

@@ -20,6 +20,7 @@
 
 use crate::analysis::kernel;
 use crate::analysis::reduction::Plan;
+use crate::analysis::storage;
 use crate::analysis::vector::{self, Lanes, Target};
 use crate::analysis::zeroing::{self, GNode, Zero};
 use crate::error::{Error, Result};
@@ -89,8 +90,29 @@ pub fn generate(state: &State, name: &str, nests: &[(Name, Nest)]) -> Result<CKe
     generate_for(state, name, nests, &Target::native())
 }
 
+/// Generates one kernel running `nests` in order, for the host's vectors, keeping the tensors
+/// of `keep` whole (`-o` saves them): no temporary among them is stored per iteration.
+pub fn generate_keeping(
+    state: &State,
+    name: &str,
+    nests: &[(Name, Nest)],
+    keep: &BTreeSet<Name>,
+) -> Result<CKernel> {
+    generate_with(state, name, nests, &Target::native(), keep)
+}
+
 /// Generates one kernel running `nests` in order, with explicit vectors of `target`'s width.
 pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &Target) -> Result<CKernel> {
+    generate_with(state, name, nests, target, &BTreeSet::new())
+}
+
+fn generate_with(
+    state: &State,
+    name: &str,
+    nests: &[(Name, Nest)],
+    target: &Target,
+    keep: &BTreeSet<Name>,
+) -> Result<CKernel> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     if !is_c_ident(name) {
         return Err(Error::BadArgument {
@@ -99,6 +121,21 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             expected: "a C identifier as kernel name".into(),
             found: format!("`{name}`"),
         });
+    }
+    // Temporaries that live within one iteration of a loop after fusion are stored there.
+    let (contracted, auto) = storage::contract(state, nests, keep);
+    let nests = contracted.as_slice();
+    let mut local: BTreeSet<Name> = BTreeSet::new();
+    for (_, n) in nests {
+        for (_, l) in storage::marked(n.items()) {
+            local.extend(l.annot.store_at.iter().cloned());
+        }
+    }
+    if let Some(t) = local.iter().find(|t| keep.contains(*t)) {
+        return Err(unrealizable(format!(
+            "`{t}` is stored per iteration of a loop (store_at), so its values are not kept after the \
+             kernel; expected no -o for it, or no store_at"
+        )));
     }
     let (tensors, iters, consts) = kernel::layout(state, nests)?;
     let mut params: Vec<Param> = tensors
@@ -115,6 +152,8 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
     for p in params.iter_mut() {
         p.c_name = names.tensor(&p.name).to_string();
     }
+    // A tensor stored per iteration is no parameter: the kernel holds it.
+    params.retain(|p| !local.contains(&p.name));
 
     let mut body = String::new();
     let mut helpers = Helpers { names: names.clone(), ..Helpers::default() };
@@ -141,6 +180,7 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
             tested: Vec::new(),
             parts: Vec::new(),
             guarded: n.stmts().iter().any(|s| !s.guard().is_empty()),
+            auto: auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect(),
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -203,8 +243,8 @@ pub fn generate_for(state: &State, name: &str, nests: &[(Name, Nest)], target: &
         );
         for (dtype, w) in &helpers.vtypes {
             let (ty, vt) = (dtype.c_name(), vtype(*dtype, *w));
-            let bytes = w * if *dtype == DType::Float { 4 } else { 8 };
-            let align = if *dtype == DType::Float { 4 } else { 8 };
+            let bytes = w * dtype.size();
+            let align = dtype.size();
             let _ = writeln!(
                 src,
                 "typedef {ty} {vt} __attribute__((vector_size({bytes}), aligned({align}), may_alias));"
@@ -554,8 +594,11 @@ struct Packed {
     buf: String,
     /// The block's first element in the tensor.
     lo: Vec<Expr>,
-    /// The block's dimensions in the buffer's order.
+    /// The block's dimensions in the buffer's order (those of extent 1 in a buffer per
+    /// iteration left out).
     order: Vec<usize>,
+    /// The tensor's rank.
+    rank: usize,
 }
 
 /// A loop marked `registers`, being printed: the variables its body has asked for so far.
@@ -619,6 +662,9 @@ struct Cx<'a> {
     /// Some statement of the nest is guarded (an unrolled partial block): only then can a loop
     /// split (the walk is skipped for every other nest).
     guarded: bool,
+    /// The tensors code generation stores per iteration on its own (not the program's
+    /// `store_at`).
+    auto: Vec<Name>,
 }
 
 impl Cx<'_> {
@@ -963,7 +1009,7 @@ impl Cx<'_> {
             } else {
                 self.line(d2, &format!("{buf}{} = {tc}{};", idx.join(""), src_idx.join("")));
             }
-            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order });
+            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank });
         }
         let n = bufs.len();
         self.packed.extend(bufs.iter().cloned());
@@ -1160,11 +1206,7 @@ impl Cx<'_> {
             for t in targets {
                 let var = format!("teml_acc{}", *self.acc_count);
                 *self.acc_count += 1;
-                let ty = self
-                    .params
-                    .iter()
-                    .find(|p| Some(&p.name) == t.leaf.id())
-                    .map_or("double", |p| p.dtype.c_name());
+                let ty = t.leaf.dtype.c_name();
                 self.line(depth, &format!("{ty} {var} = 0;"));
                 let outer = self.accs.insert(t.access.clone(), var.clone());
                 reduction_vars.push((var, t.leaf.clone(), outer));
@@ -1185,21 +1227,28 @@ impl Cx<'_> {
         }
         self.line(depth, &header);
         // One C statement: a statement, or a loop that is not printed as blocks of lanes.
-        let single = match body {
-            [GNode::Stmt(_)] => true,
-            [GNode::Loop(c, b)] => {
-                !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
-                    && self.split_point(c, b).is_none()
-            }
-            _ => false,
-        };
+        let locals = self.locals(l)?;
+        let single = locals.is_empty()
+            && match body {
+                [GNode::Stmt(_)] => true,
+                [GNode::Loop(c, b)] => {
+                    !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
+                        && self.split_point(c, b).is_none()
+                }
+                _ => false,
+            };
         if single {
             self.node(&body[0], depth + 1)?;
         } else {
             self.line(depth, "{");
-            for c in body {
-                self.node(c, depth + 1)?;
+            for (decl, _) in &locals {
+                self.line(depth + 1, decl);
             }
+            let n = self.packed.len();
+            self.packed.extend(locals.into_iter().map(|(_, p)| p));
+            let r = body.iter().try_for_each(|c| self.node(c, depth + 1));
+            self.packed.truncate(n);
+            r?;
             self.line(depth, "}");
         }
         if !reduction_vars.is_empty() {
@@ -1220,6 +1269,46 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// The buffers of the tensors loop `l` stores per iteration (`store_at`): their declarations,
+    /// at the start of its body, and how accesses find them.
+    fn locals(&mut self, l: &Loop) -> std::result::Result<Vec<(String, Packed)>, String> {
+        if l.annot.store_at.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The loops around `l` (its own header is the last of `outer` while it prints).
+        let mut outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
+        if outer.last() == Some(&l.iter) {
+            outer.pop();
+        }
+        let mut out = Vec::new();
+        for t in &l.annot.store_at {
+            let fp = storage::block(&outer, l, t)?;
+            let tc = self.helpers.names.tensor(t).to_string();
+            let buf = format!("teml_{tc}_local");
+            let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+            let from: String =
+                fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+            // A dimension the iteration fixes (extent 1) is left out of the buffer.
+            let order: Vec<usize> =
+                (0..fp.extent.len()).filter(|d| fp.extent[*d].as_const() != Some(1)).collect();
+            let dims: String = order.iter().map(|d| format!("[{}]", ext[*d])).collect();
+            let who = if self.auto.contains(t) {
+                " (by code generation: no iteration reads what another wrote)"
+            } else {
+                ""
+            };
+            let decl = format!(
+                "{} {buf}{dims};  /* `{tc}` stored per iteration of `{}`{who}: the {} block from {tc}{from} */",
+                fp.dtype.c_name(),
+                self.helpers.names.var(&l.iter),
+                ext.join(" x ")
+            );
+            let rank = fp.extent.len();
+            out.push((decl, Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank }));
+        }
+        Ok(out)
+    }
+
     /// The lanes of a vectorized loop that carries no dependence, printed with explicit
     /// vectors, or why it keeps its pragma.
     fn explicit_lanes(&self, l: &Loop, body: &[GNode]) -> std::result::Result<Lanes, String> {
@@ -1229,7 +1318,7 @@ impl Cx<'_> {
             return Err(format!("a statement runs only where {g} >= 0, which depends on `{}`", l.iter));
         }
         // A packed buffer whose rows are not the tensor's: its lanes are not adjacent there.
-        for p in self.packed.iter().filter(|p| p.order.last().is_some_and(|d| *d + 1 != p.order.len())) {
+        for p in self.packed.iter().filter(|p| p.order.last().is_some_and(|d| *d + 1 != p.rank)) {
             let mut acc = Vec::new();
             body.iter().for_each(|g| g.accesses(&p.tensor, &mut acc));
             if let Some((text, _)) = acc.iter().find(|(_, index)| index.iter().any(|x| x.mentions(&l.iter))) {

@@ -41,6 +41,11 @@ pub struct Annotations {
     /// padded); absent: the block as it is in the tensor.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pack_layout: BTreeMap<Name, PackLayout>,
+    /// `store_at`: the tensors stored per iteration of this loop (storage contraction): each
+    /// iteration has its own buffer of the block its body accesses, instead of the whole
+    /// tensor (`analysis::storage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub store_at: Vec<Name>,
 }
 
 /// How a packed block is laid out in its buffer.
@@ -113,6 +118,10 @@ impl Annotations {
                 .collect();
             w.push(format!("pack({})", ts.join(", ")));
         }
+        if !self.store_at.is_empty() {
+            let ts: Vec<&str> = self.store_at.iter().map(|t| &**t).collect();
+            w.push(format!("store_at({})", ts.join(", ")));
+        }
         w
     }
 
@@ -139,6 +148,11 @@ impl Annotations {
             pack_layout: {
                 let mut r = other.pack_layout.clone();
                 r.extend(self.pack_layout.iter().map(|(k, v)| (k.clone(), v.clone())));
+                r
+            },
+            store_at: {
+                let mut r = self.store_at.clone();
+                r.extend(other.store_at.iter().filter(|t| !self.store_at.contains(t)).cloned());
                 r
             },
         }

@@ -31,6 +31,14 @@ impl DType {
             DType::Float => "float",
         }
     }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::Double => 8,
+            DType::Float => 4,
+        }
+    }
 }
 
 impl fmt::Display for DType {

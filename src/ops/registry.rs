@@ -614,6 +614,11 @@ fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::registers(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
+fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("store_at", s, a, 3, 3, "store_at(l, r, T)")?;
+    Ok(n(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+}
+
 fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a =
         Args::new("pack", s, a, 3, 5, "pack(l, r, T), pack(l, r, T, order) or pack(l, r, T, order, pad)")?;
@@ -951,6 +956,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_pack),
+    },
+    Builtin {
+        name: "store_at",
+        signature: "store_at(l, r, T)",
+        equation: "storage contraction",
+        summary: "stores tensor T per iteration of the loop at level r: each iteration gets its own buffer of the block of T it accesses (private to its thread, in cache) instead of the whole tensor; every access to T must be inside the loop and read only what the same iteration wrote (after fusion, a temporary), and T must not be a result",
+        example: "l2 = store_at(l1, 1, t)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_store_at),
     },
     Builtin {
         name: "vectorize",

@@ -841,6 +841,31 @@ fn lanes_along(items: &[LNode], tensor: &Name) -> Option<(Name, String)> {
     })
 }
 
+/// `store_at(l, r, T)` (storage contraction): tensor `T` is stored per iteration of the loop at
+/// level `r`: each iteration has its own buffer of the block of `T` its body accesses (a local
+/// array, private to the thread that runs it), instead of the whole tensor
+/// (`analysis::storage`; Halide's `store_at`). Refused where a statement outside the loop
+/// accesses `T`, where nothing reads `T` (a result), where the block has no fixed shape or
+/// exceeds a thread's stack, and, with a witness (isl, after this and every later
+/// transformation), where an iteration reads an element of `T` it did not write first.
+/// `store_at(l, 1, t)` after fusing the element loops of interp:
+///
+/// ```text
+/// for e in [0, E-1]                       for e in [0, E-1]  store_at(t)
+///   t[e][a][b][c] += A[a][d]*u[e][d][b][c]   →  t'[a][b][c] += A[a][d]*u[e][d][b][c]
+///   w[e][a][b][c] += A[b][d]*t[e][a][d][c]      w[e][a][b][c] += A[b][d]*t'[a][d][c]
+/// ```
+pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
+    mark_tensor(
+        nest,
+        level,
+        "store_at",
+        tensor,
+        TensorMark { get: |a| &a.store_at, get_mut: |a| &mut a.store_at, what: "stored per iteration of" },
+        &|outer, l| crate::analysis::storage::check(state, nest, outer, l, tensor).map(|_| ()),
+    )
+}
+
 /// Largest padding multiple `pack` accepts.
 pub const MAX_PAD: usize = 64;
 

@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub time_untransformed: bool,
     /// How long one compile may take (`teml tune` gives candidates less).
     pub compile_timeout: Duration,
+    /// Tensors kept whole (`-o` saves them): code generation never stores one of them per
+    /// iteration of a loop (storage contraction).
+    pub keep: std::collections::BTreeSet<Name>,
 }
 
 impl Default for RunOptions {
@@ -77,6 +80,7 @@ impl Default for RunOptions {
             compiler: None,
             time_untransformed: true,
             compile_timeout: runtime::compiler::COMPILE_TIMEOUT,
+            keep: Default::default(),
         }
     }
 }

@@ -288,7 +288,12 @@ impl Pipeline {
     pub fn generate(&self, which: &KernelRef) -> Result<CKernel, RunError> {
         let req = which.request(&self.state)?;
         let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-        Ok(codegen::generate(&self.state, &symbol(&which.label(&self.state)), &named)?)
+        Ok(codegen::generate_keeping(
+            &self.state,
+            &symbol(&which.label(&self.state)),
+            &named,
+            &self.opts.keep,
+        )?)
     }
 
     /// Times one kernel that [`Pipeline::run`] verified, without checking it again
@@ -532,7 +537,7 @@ fn run_at(
 ) -> Result<KernelRun, RunError> {
     let name = symbol(label);
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-    let kernel = codegen::generate(state, &name, &named)?;
+    let kernel = codegen::generate_keeping(state, &name, &named, &opts.keep)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;

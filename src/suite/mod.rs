@@ -464,10 +464,7 @@ fn compulsory_bytes(state: &State) -> u64 {
         }
     }
     let Ok(store) = crate::interp::buffers_for(state, &nests, &mut |_, _, _| Vec::new()) else { return 0 };
-    store
-        .values()
-        .map(|t| t.dims.iter().product::<usize>() as u64 * if t.dtype == DType::Float { 4 } else { 8 })
-        .sum()
+    store.values().map(|t| t.dims.iter().product::<usize>() as u64 * t.dtype.size() as u64).sum()
 }
 
 /// The results as a Markdown table.

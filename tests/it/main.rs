@@ -31,6 +31,7 @@ mod script_frontend;
 mod state_json;
 mod stdlib_loops;
 mod stdlib_tensors;
+mod storage;
 mod transform;
 mod trust;
 mod tune;
