@@ -15,3 +15,9 @@ for size in 64 256; do
     "$out/triad" "$placement" "$size"
   done
 done
+# The hand-written interp and helm of issue 20 (fused, temporaries per element), to compare with
+# `teml bench --kernel interp` / `--kernel helm` (scripts/best) side by side.
+cc -O3 -march=native -fopenmp "$here/probes/interp_hand.c" -o "$out/interp_hand"
+cc -O3 -march=native -fopenmp "$here/probes/helm_hand.c" -o "$out/helm_hand"
+"$out/interp_hand"
+"$out/helm_hand"
