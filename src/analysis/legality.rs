@@ -54,6 +54,9 @@ struct Access {
     write: bool,
     /// The target of an accumulating update (`+=`): its self-dependences are a reduction.
     accumulates: bool,
+    /// An accumulator zeroed at its first update (a contraction's), not an update onto the
+    /// values the tensor held (a user's `A = add(A, ..)`).
+    zeroed: bool,
 }
 
 /// An origin statement, built alone.
@@ -81,10 +84,11 @@ fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
         }
         let lw = lower(o).ok_or("an origin that is not an assignment")?;
         let mut accesses = Vec::new();
+        let zeroed = lw.first.is_some();
         let mut push = |leaf: &crate::ir::TNode, write: bool, accumulates: bool| {
             if let Some(t) = leaf.id() {
                 let index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
-                accesses.push(Access { tensor: t.clone(), index, write, accumulates });
+                accesses.push(Access { tensor: t.clone(), index, write, accumulates, zeroed });
             }
         };
         let acc = lw.update == Update::Add;
@@ -427,11 +431,12 @@ impl Model<'_> {
             let s: Vec<String> = ps.iter().map(|(p, v)| format!("{p}={v}")).collect();
             if s.is_empty() { String::new() } else { format!(" ({})", s.join(", ")) }
         };
-        // Each read (an accumulation's read of its own target excepted: its first update reads
-        // the zero written just before it), on its own, for a precise witness.
+        // Each read (an accumulator's read of its own target excepted: its first update reads
+        // the zero written just before it; an update onto the values a tensor held is a read
+        // like any other), on its own, for a precise witness.
         for (k, org) in o.iter().enumerate() {
             for (ax, x) in org.accesses.iter().enumerate() {
-                if x.tensor != *tensor || x.write || x.accumulates {
+                if x.tensor != *tensor || x.write || (x.accumulates && x.zeroed) {
                     continue;
                 }
                 let read = access_map(&|y| std::ptr::eq(y, &org.accesses[ax]))?;
@@ -475,7 +480,7 @@ impl Model<'_> {
             }
         }
         // The updates of one accumulated element, in one iteration.
-        let sums = access_map(&|x| x.write && x.accumulates)?;
+        let sums = access_map(&|x| x.write && x.accumulates && x.zeroed)?;
         let split = sums.clone().then(sums.reverse()?)?.minus(same)?;
         if let Some(sample) = split.coalesce()?.sample()? {
             let (_, a, b) = point(&sample);

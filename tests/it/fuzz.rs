@@ -65,6 +65,7 @@ static REJECTED: AtomicUsize = AtomicUsize::new(0);
 static REJECTED_SAME: AtomicUsize = AtomicUsize::new(0);
 static CHECK_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static KNOWN: AtomicUsize = AtomicUsize::new(0);
+static LOCAL: AtomicUsize = AtomicUsize::new(0);
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
@@ -83,7 +84,7 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
          this size); {} known bugs hit; {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
@@ -95,6 +96,7 @@ fn stats() -> String {
         g(&COMPILED),
         g(&VERIFIED),
         g(&ILLEGAL),
+        g(&LOCAL),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -267,6 +269,40 @@ impl Gen<'_> {
                 Dim::Unknown => None,
             })
             .collect()
+    }
+
+    /// A consumer of the last result: it read at its indices, and one dimension shifted, so
+    /// that fusing the two nests makes the result a temporary (storage contraction).
+    fn consumer(&mut self) -> Option<String> {
+        let x = self
+            .pool
+            .iter()
+            .rev()
+            .find(|n| {
+                self.state.get(n).is_some_and(|v| matches!(v, Value::Tensor(t) if t.target().is_some()))
+            })?
+            .to_string();
+        let dims = self.dims(&x)?;
+        let r = dims.len();
+        if r == 0 || r > 3 || dims.iter().any(|e| e.val < 2) {
+            return None;
+        }
+        let its: Vec<&str> = ["i", "j", "k"][..r].to_vec();
+        let d = self.c.pick(r);
+        let shifted: Vec<String> = its
+            .iter()
+            .enumerate()
+            .map(|(k, it)| if k == d && self.c.flip(70) { offset(it, 1) } else { it.to_string() })
+            .collect();
+        let op = ["add", "mul", "sub"][self.c.pick(3)];
+        let name = self.name("Y");
+        let line = format!(
+            "{name} = {op}({x}, {x}, [[{}], [{}]] -> [{}])",
+            its.join(", "),
+            shifted.join(", "),
+            its.join(", ")
+        );
+        self.line(line).then_some(name)
     }
 
     /// A new input tensor of these extents.
@@ -590,7 +626,8 @@ impl Gen<'_> {
             st.indexed_leaves().iter().filter_map(|n| n.id()).map(|n| n.to_string()).collect();
         tensors.extend(st.target().and_then(|t| t.id()).map(|n| n.to_string()));
         let tensor = tensors.get(self.c.pick(tensors.len().max(1)))?.clone();
-        let call = match self.c.pick(16) {
+        let call = match self.c.pick(17) {
+            16 => format!("store_at({cur}, {}, {tensor})", lv(&mut self.c)),
             15 => format!("rfactor({cur}, {}, {v}, {tensor})", lv(&mut self.c)),
             12 | 13 => format!("registers({cur}, {}, {tensor})", lv(&mut self.c)),
             14 => {
@@ -676,7 +713,8 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
     let nstmts = 1 + g.c.pick(4);
     let mut built: Vec<String> = Vec::new();
     for _ in 0..nstmts {
-        let x = match g.c.pick(8) {
+        let x = match g.c.pick(10) {
+            8 | 9 => g.consumer(),
             1 => g.contract(),
             2 => g.vcontract(),
             3 => g.transpose(),
@@ -703,18 +741,53 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
         }
         finals.push(f);
     }
-    // Fusions (legal and illegal), then a short path over each.
+    // Fusions (legal and illegal), then a short path over each; some are kernels alone.
+    let mut alone: Vec<String> = Vec::new();
     if !built.is_empty() {
         for _ in 0..g.c.pick(3) {
             let a = g.c.pick(variants.len());
-            let b = if built.len() >= 2 && g.c.flip(70) { g.c.pick(variants.len()) } else { a };
+            // Often a producer and a consumer of its result (a temporary after fusion).
+            let targets = |g: &Gen, v: &str| -> Vec<String> {
+                g.nest(v).map_or(Vec::new(), |n| {
+                    n.stmts().iter().filter_map(|s| s.target()?.id().map(|x| x.to_string())).collect()
+                })
+            };
+            let reads = |g: &Gen, v: &str, t: &[String]| -> bool {
+                g.nest(v).is_some_and(|n| {
+                    n.stmts().iter().any(|s| {
+                        s.indexed_leaves().iter().any(|x| x.id().is_some_and(|i| t.contains(&i.to_string())))
+                    })
+                })
+            };
+            let made = targets(&g, &variants[a]);
+            let consumers: Vec<usize> =
+                (0..variants.len()).filter(|&j| j != a && reads(&g, &variants[j], &made)).collect();
+            let b = if !consumers.is_empty() && g.c.flip(60) {
+                consumers[g.c.pick(consumers.len())]
+            } else if built.len() >= 2 && g.c.flip(70) {
+                g.c.pick(variants.len())
+            } else {
+                a
+            };
             let (a, b) = (variants[a].clone(), variants[b].clone());
             let r = 1 + g.c.pick(3);
             let f = g.name("f");
             if g.line(format!("{f} = fuse_outer({a}, {b}, {r})")) {
                 FUSIONS.fetch_add(1, Relaxed);
+                // Now and then the temporary stored per iteration explicitly.
+                let f = match made.first() {
+                    Some(t) if g.c.flip(40) => {
+                        let s = g.name("s");
+                        let r = 1 + g.c.pick(2);
+                        if g.line(format!("{s} = store_at({f}, {r}, {t})")) { s } else { f }
+                    }
+                    _ => f,
+                };
                 let p = g.path(&f, 2);
                 variants.push(f.clone());
+                if g.c.flip(50) {
+                    alone.push(p.clone());
+                }
                 if p != f {
                     variants.push(p);
                 }
@@ -722,6 +795,9 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
         }
     }
     // Kernels.
+    for f in &alone {
+        g.line(format!("codegen({f})"));
+    }
     if !variants.is_empty() {
         for k in 0..1 + g.c.pick(3) {
             // Mostly the most transformed variants (the last ones).
@@ -873,8 +949,26 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             }
         }
 
+        // A temporary stored per iteration where an iteration reads another's value: the
+        // interpreter keeps whole tensors, so only the check and the kernel see it.
+        let escapes = refusal.as_deref().is_some_and(|r| r.contains("a buffer per iteration"));
+
         // 3. the compiled kernel.
-        match pipeline::run_request(state, req, k, &opts) {
+        let run = pipeline::run_request(state, req, k, &opts);
+        if let Ok(report) = &run
+            && std::fs::read_to_string(&report.c_path).is_ok_and(|c| c.contains("_local"))
+        {
+            LOCAL.fetch_add(1, Relaxed);
+        }
+        match run {
+            Ok(report) if escapes => {
+                COMPILED.fetch_add(1, Relaxed);
+                if report.verified {
+                    VERIFIED.fetch_add(1, Relaxed);
+                } else {
+                    ILLEGAL.fetch_add(1, Relaxed);
+                }
+            }
             Ok(report) => {
                 COMPILED.fetch_add(1, Relaxed);
                 match (report.verified, &illegal) {
@@ -1051,5 +1145,19 @@ fn cancellation_residue_is_not_a_mismatch() {
          X3 = sub(t5, A1, [, [i]] -> [i])\nl6 = build(X3)\nY7 = @X3: mul(X3, X3, [[i], [i]] -> [i])\n\
          l8 = build(Y7)\nl14 = stripmine(l6, 1, 3)\nl15 = unroll(l14, 1)\nl20 = stripmine(l8, 1, 3)\n\
          codegen(l15, l20)\n",
+    );
+}
+
+/// Found by the fuzzer: `A3 = add(A3, p4, ..)` updates onto the values `A3` held, and `T11`
+/// reads `A3`; fused at the outer loop, `A3` looked like a temporary, and the update's read of
+/// its own target was taken for an accumulator's (which reads the zero written just before).
+/// It reads the initial data: `A3` must keep its storage.
+#[test]
+fn an_update_onto_a_tensor_is_no_temporary() {
+    check_text(
+        "N = 3\nA1 = tensor([9, N])\nA2 = tensor(float, [1, 1])\nA3 = tensor([9, N])\n\
+         p4 = vmul(A1, A2, [[h+kh, w+kw], [kh, kw]])\nA3 = add(A3, p4, [[h, w], ] -> [h, w])\nl5 = build(A3)\n\
+         T11 = eq(A3, [i, j] -> [i, j])\nl12 = build(T11)\nf23 = fuse_outer(l5, l12, 1)\n\
+         l24 = parallelize(f23, 1)\ncodegen(l24)\ns = store_at(f23, 1, A3)\ncodegen(s)\n",
     );
 }
