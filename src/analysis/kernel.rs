@@ -68,6 +68,17 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             .try_for_each(|g| walk(state, n, g, &mut Vec::new()))
             .map_err(unrealizable)?;
     }
+    // One layout per tensor across the kernel's nests.
+    let mut layouts: std::collections::BTreeMap<&Name, &crate::ir::Layout> = Default::default();
+    for (_, n) in nests {
+        for (t, lay) in &n.layouts {
+            if layouts.insert(t, lay).is_some_and(|other| other != lay) {
+                return Err(unrealizable(format!(
+                    "`{t}` has two layouts in the kernel: expected one layout per tensor"
+                )));
+            }
+        }
+    }
     // A tensor stored per iteration of a loop exists nowhere else.
     for (k, (name, n)) in nests.iter().enumerate() {
         for (outer, l) in super::storage::marked(n.items()) {

@@ -45,6 +45,12 @@ pub fn check(
     tensor: &Name,
 ) -> Result<Footprint, String> {
     let cannot = |why: String| format!("cannot store `{tensor}` per iteration of loop `{}`: {why}", l.iter);
+    if let Some(lay) = nest.layouts.get(tensor) {
+        return Err(cannot(format!(
+            "it has the layout {} for the whole kernel: expected a tensor stored as declared",
+            lay.describe(fp_rank(nest, tensor))
+        )));
+    }
     if l.annot.vectorize {
         return Err(cannot(
             "the loop is vectorized: its iterations run together in vector lanes; expected a loop \
@@ -101,6 +107,19 @@ pub fn check(
         )));
     }
     Ok(fp)
+}
+
+/// The rank of `tensor` in the accesses of `nest` (0 if none).
+fn fp_rank(nest: &Nest, tensor: &Name) -> usize {
+    let mut r = None;
+    for s in nest.stmts() {
+        s.visit(&mut |n| {
+            if n.id() == Some(tensor) {
+                r = r.or(n.index_list().map(|xs| xs.len()));
+            }
+        });
+    }
+    r.unwrap_or(0)
 }
 
 /// The loops of `items` marked `store_at`, with the loops around each (outermost first).
@@ -192,7 +211,10 @@ fn temporaries(nest: &Nest) -> Vec<Name> {
             }
         });
     }
-    written.into_iter().filter(|t| read.contains(t) && !stored.contains(t)).collect()
+    written
+        .into_iter()
+        .filter(|t| read.contains(t) && !stored.contains(t) && !nest.layouts.contains_key(t))
+        .collect()
 }
 
 /// `nest` with `tensor` stored per iteration of the innermost loop that allows it, and that

@@ -137,6 +137,27 @@ fn generate_with(
              kernel; expected no -o for it, or no store_at"
         )));
     }
+    // Tensors stored in another layout: one per tensor across the kernel's nests.
+    let mut layouts: BTreeMap<Name, crate::ir::Layout> = BTreeMap::new();
+    for (nname, n) in nests {
+        for (t, lay) in &n.layouts {
+            if local.contains(t) {
+                return Err(unrealizable(format!(
+                    "`{t}` has a layout in `{nname}` and is stored per iteration of a loop: expected one of the two"
+                )));
+            }
+            match layouts.get(t) {
+                Some(other) if other != lay => {
+                    return Err(unrealizable(format!(
+                        "`{t}` has two layouts in the kernel: expected one layout per tensor"
+                    )));
+                }
+                _ => {
+                    layouts.insert(t.clone(), lay.clone());
+                }
+            }
+        }
+    }
     let (tensors, iters, consts) = kernel::layout(state, nests)?;
     let mut params: Vec<Param> = tensors
         .into_iter()
@@ -158,6 +179,17 @@ fn generate_with(
     let mut body = String::new();
     let mut helpers = Helpers { names: names.clone(), ..Helpers::default() };
     let mut acc_count = 0;
+    // Each laid-out tensor: its buffer, filled from the tensor at entry.
+    let mut laid: BTreeMap<Name, (String, crate::ir::Layout)> = BTreeMap::new();
+    let mut epilogue = String::new();
+    for (t, lay) in &layouts {
+        let Some(p) = params.iter().find(|p| &p.name == t) else { continue };
+        helpers.packs = true;
+        let (buf, prologue, back) = convert(p, lay, &mut helpers);
+        body.push_str(&prologue);
+        epilogue.push_str(&back);
+        laid.insert(t.clone(), (buf, lay.clone()));
+    }
     for (k, (nname, n)) in nests.iter().enumerate() {
         if k > 0 {
             body.push('\n');
@@ -181,12 +213,14 @@ fn generate_with(
             parts: Vec::new(),
             guarded: n.stmts().iter().any(|s| !s.guard().is_empty()),
             auto: auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect(),
+            laid: &laid,
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
         }
         body.push_str(&cx.out);
     }
+    body.push_str(&epilogue);
 
     // Extents may use the helpers too (an inferred `min(N-2, 2)`): the parameters need them.
     for p in &params {
@@ -269,6 +303,60 @@ fn generate_with(
         params.iter().enumerate().map(|(k, p)| format!("({})args[{k}]", param_cast(p, &names))).collect();
     let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
     Ok(CKernel { source: src, name: name.to_string(), params, consts })
+}
+
+/// The buffer of tensor `p` in layout `lay`: its name, the C that allocates it (zeroed: the
+/// padding is defined) and converts the tensor into it at kernel entry, and the C that converts
+/// it back (if the kernel writes the tensor) and frees it at exit.
+fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers) -> (String, String, String) {
+    let ty = p.dtype.c_name();
+    let buf = format!("teml_{}_layout", p.c_name);
+    let ext: Vec<String> = lay.extents(&p.dims).iter().map(|e| c_expr(e, h, false)).collect();
+    let tail: String = ext[1..].iter().map(|e| format!("[{e}]")).collect();
+    let all: String = ext.iter().map(|e| format!("[{e}]")).collect();
+    let decl = if ext.len() == 1 {
+        format!("{ty} *restrict {buf}")
+    } else {
+        format!("{ty} (*restrict {buf}){tail}")
+    };
+    let rank = p.dims.len();
+    let qs: Vec<Expr> = (0..rank).map(|k| Expr::var(&format!("teml_q{k}"))).collect();
+    let mut loops = String::new();
+    for (k, d) in p.dims.iter().enumerate() {
+        let _ = writeln!(
+            loops,
+            "{}for (int teml_q{k} = 0; teml_q{k} <= {}; teml_q{k}++)",
+            "  ".repeat(k + 1),
+            c_expr(&d.add_int(-1), h, true)
+        );
+    }
+    let at: String = lay.map(&qs).iter().map(|x| format!("[{}]", c_expr(x, h, false))).collect();
+    let src: String = (0..rank).map(|k| format!("[teml_q{k}]")).collect();
+    let pad = "  ".repeat(rank + 1);
+    let mut pro = String::new();
+    let _ = writeln!(
+        pro,
+        "  /* `{}` laid out {} for this kernel: converted at entry{} */",
+        p.c_name,
+        lay.describe(rank),
+        if p.written { " and back at exit" } else { "" }
+    );
+    let _ = writeln!(pro, "  {decl} = calloc(1, sizeof({ty}{all}));");
+    let _ = writeln!(
+        pro,
+        "  if (!{buf}) {{ fputs(\"teml: out of memory laying out `{}`\\n\", stderr); abort(); }}",
+        p.c_name
+    );
+    pro.push_str(&loops);
+    let _ = writeln!(pro, "{pad}{buf}{at} = {}{src};", p.c_name);
+    let mut back = String::new();
+    if p.written {
+        let _ = writeln!(back, "  /* `{}` back to its declared shape */", p.c_name);
+        back.push_str(&loops);
+        let _ = writeln!(back, "{pad}{}{src} = {buf}{at};", p.c_name);
+    }
+    let _ = writeln!(back, "  free({buf});");
+    (buf, pro, back)
 }
 
 fn param_decl(p: &Param, names: &Rc<CNames>) -> String {
@@ -665,6 +753,8 @@ struct Cx<'a> {
     /// The tensors code generation stores per iteration on its own (not the program's
     /// `store_at`).
     auto: Vec<Name>,
+    /// Tensors stored in another layout: their buffer and layout.
+    laid: &'a BTreeMap<Name, (String, crate::ir::Layout)>,
 }
 
 impl Cx<'_> {
@@ -927,6 +1017,9 @@ impl Cx<'_> {
         let mut bufs: Vec<Packed> = Vec::new();
         self.line(depth, "{");
         for t in &l.annot.pack {
+            if self.laid.contains_key(t) {
+                return Err(format!("cannot pack `{t}`: it has a layout of its own for the whole kernel"));
+            }
             let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
             let fp = crate::analysis::packing::footprint(&outer, l, t)?;
             let layout = l.annot.pack_layout.get(t).cloned().unwrap_or_default();
@@ -1328,6 +1421,20 @@ impl Cx<'_> {
                 ));
             }
         }
+        // A tensor in another layout: its lanes are adjacent only where its rows stay rows.
+        for (t, (_, lay)) in self.laid.iter() {
+            let mut acc = Vec::new();
+            body.iter().for_each(|g| g.accesses(t, &mut acc));
+            if let Some((text, index)) =
+                acc.iter().find(|(_, index)| index.iter().any(|x| x.mentions(&l.iter)))
+                && !lay.keeps_rows(index.len())
+            {
+                return Err(format!(
+                    "`{t}` has the layout {}: the lanes of {text} are not adjacent in its buffer",
+                    lay.describe(index.len())
+                ));
+            }
+        }
         for g in body {
             match g {
                 GNode::Stmt(_) => {}
@@ -1521,6 +1628,14 @@ impl Cx<'_> {
                 for d in &p.order {
                     let (Some(x), Some(l)) = (xs.get(*d), p.lo.get(*d)) else { continue };
                     s.push_str(&format!("[{}]", c_expr(&x.sub(l), self.helpers, false)));
+                }
+                s
+            }
+            (Op::Id(n), Some(xs)) if !xs.is_empty() && self.laid.contains_key(n) => {
+                let Some((buf, lay)) = self.laid.get(n) else { return t.access() };
+                let mut s = buf.clone();
+                for x in lay.map(xs) {
+                    s.push_str(&format!("[{}]", c_expr(&x, self.helpers, false)));
                 }
                 s
             }

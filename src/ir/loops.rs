@@ -312,6 +312,106 @@ impl LNode {
     }
 }
 
+/// How a tensor is stored in a kernel where that is not its declared shape (seed 001's
+/// padding, seed 004's layout types): element `x` of the tensor lives at `map(x)` of a buffer
+/// of `extents(dims)`. The program's meaning, its inputs and outputs keep the declared shape;
+/// the kernel converts at entry and back at exit (docs/semantics.md, "Layouts and padding").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Seed 004's `I_k`: dimension `k` (0-based) of width `V` regrouped: `x_k` becomes
+    /// `x_k div V` in its place and `x_k mod V` a new last dimension (AoS to SoA/AoSoA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regroup: Option<(usize, i64)>,
+    /// Buffer dimension `d` is dimension `order[d]` of the (regrouped) index; empty: as is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<usize>,
+    /// Per buffer dimension, `(multiple, extra)`: its extent rounded up to a multiple, then
+    /// `extra` more (padding, never read by the program); empty or `(1, 0)`: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pad: Vec<(i64, i64)>,
+}
+
+impl Layout {
+    /// Rank of the buffer for a tensor of rank `rank`.
+    pub fn rank(&self, rank: usize) -> usize {
+        rank + usize::from(self.regroup.is_some())
+    }
+
+    /// The buffer dimension order for a tensor of rank `rank`.
+    pub fn order(&self, rank: usize) -> Vec<usize> {
+        let r = self.rank(rank);
+        if self.order.len() == r { self.order.clone() } else { (0..r).collect() }
+    }
+
+    /// Where element `index` lives in the buffer.
+    pub fn map(&self, index: &[Expr]) -> Vec<Expr> {
+        let mut x: Vec<Expr> = index.to_vec();
+        if let Some((k, v)) = self.regroup
+            && k < x.len()
+        {
+            let xk = x[k].clone();
+            x[k] = xk.floordiv(v);
+            x.push(xk.sub(&xk.floordiv(v).scale(v)));
+        }
+        self.order(index.len()).iter().map(|d| x[*d].clone()).collect()
+    }
+
+    /// The buffer's extents for a tensor of extents `dims`.
+    pub fn extents(&self, dims: &[Expr]) -> Vec<Expr> {
+        let mut e: Vec<Expr> = dims.to_vec();
+        if let Some((k, v)) = self.regroup
+            && k < e.len()
+        {
+            e[k] = e[k].add_int(v - 1).floordiv(v);
+            e.push(Expr::int(v));
+        }
+        let mut out: Vec<Expr> = self.order(dims.len()).iter().map(|d| e[*d].clone()).collect();
+        for (d, (m, extra)) in self.pad.iter().enumerate() {
+            if let Some(x) = out.get_mut(d) {
+                let rounded = if *m > 1 { x.add_int(m - 1).floordiv(*m).scale(*m) } else { x.clone() };
+                *x = rounded.add_int(*extra);
+            }
+        }
+        out
+    }
+
+    /// True where the buffer is the tensor as declared.
+    pub fn is_plain(&self, rank: usize) -> bool {
+        self.regroup.is_none()
+            && self.order(rank).iter().enumerate().all(|(k, d)| k == *d)
+            && self.pad.iter().all(|(m, e)| *m <= 1 && *e == 0)
+    }
+
+    /// True where consecutive elements of the tensor's last dimension stay adjacent.
+    pub fn keeps_rows(&self, rank: usize) -> bool {
+        self.regroup.is_none_or(|(k, _)| k + 1 != rank)
+            && self.order(rank).last() == Some(&(self.rank(rank) - 1))
+    }
+
+    /// E.g. `regroup(1, 8) [2, 1] pad [(8, 0)]`.
+    pub fn describe(&self, rank: usize) -> String {
+        let mut out = Vec::new();
+        if let Some((k, v)) = self.regroup {
+            out.push(format!("regroup({}, {v})", k + 1));
+        }
+        let order = self.order(rank);
+        if !order.iter().enumerate().all(|(k, d)| k == *d) {
+            let ds: Vec<String> = order.iter().map(|d| (d + 1).to_string()).collect();
+            out.push(format!("[{}]", ds.join(", ")));
+        }
+        for (d, (m, e)) in self.pad.iter().enumerate() {
+            if *m > 1 || *e > 0 {
+                out.push(format!(
+                    "pad({}, {m}{})",
+                    d + 1,
+                    if *e > 0 { format!(", {e}") } else { String::new() }
+                ));
+            }
+        }
+        out.join(" ")
+    }
+}
+
 /// A callback for each statement instance, with the values of the enclosing iterators.
 pub type InstanceFn<'a> = dyn FnMut(&TExpr, &[(Name, i64)]) + 'a;
 
@@ -331,17 +431,25 @@ pub struct Nest {
     /// How it was made (not saved, never compared).
     #[serde(skip)]
     pub history: super::history::History,
+    /// Tensors stored in another layout than their declared shape in a kernel of this nest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub layouts: BTreeMap<Name, Layout>,
 }
 
 impl Nest {
     /// A nest of `items` computing the assignments `origin`.
     pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
-        Nest { items, origin, history: Default::default() }
+        Nest { items, origin, history: Default::default(), layouts: BTreeMap::new() }
     }
 
     /// The same origin with other items (what every transformation returns).
     pub fn with_items(&self, items: Vec<LNode>) -> Nest {
-        Nest { items, origin: self.origin.clone(), history: Default::default() }
+        Nest {
+            items,
+            origin: self.origin.clone(),
+            history: Default::default(),
+            layouts: self.layouts.clone(),
+        }
     }
 
     /// The top-level items.
@@ -393,6 +501,22 @@ impl Nest {
                     x.tree_into(&mut out, 1);
                 }
             }
+        }
+        for (t, l) in &self.layouts {
+            let rank = self
+                .stmts()
+                .iter()
+                .find_map(|s| {
+                    let mut r = None;
+                    s.visit(&mut |n| {
+                        if n.id() == Some(t) {
+                            r = r.or(n.index_list().map(|xs| xs.len()));
+                        }
+                    });
+                    r
+                })
+                .unwrap_or(0);
+            let _ = writeln!(out, "layout {t}: {}", l.describe(rank));
         }
         out
     }

@@ -619,6 +619,43 @@ fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
+fn b_regroup(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("regroup", s, a, 4, 5, "regroup(l, T, d, V) or regroup(l, T, d, V, pad)")?;
+    let pad = match a.get(5) {
+        ArgVal::Omitted => false,
+        _ => a.int(5, "pad")? != 0,
+    };
+    let nest = a.nest(1, "nest")?;
+    Ok(n(transform::regroup(
+        s,
+        &nest,
+        &a.real_tensor_name(2)?,
+        a.int(3, "dimension")?,
+        a.int(4, "width")?,
+        pad,
+    )?))
+}
+
+fn b_permute_layout(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("permute_layout", s, a, 3, 3, "permute_layout(l, T, order)")?;
+    Ok(n(transform::permute_layout(&a.nest(1, "nest")?, &a.real_tensor_name(2)?, &a.ints(3, "order")?)?))
+}
+
+fn b_pad(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("pad", s, a, 4, 5, "pad(l, T, d, m) or pad(l, T, d, m, extra)")?;
+    let extra = match a.get(5) {
+        ArgVal::Omitted => 0,
+        _ => a.int(5, "extra")?,
+    };
+    Ok(n(transform::pad(
+        &a.nest(1, "nest")?,
+        &a.real_tensor_name(2)?,
+        a.int(3, "dimension")?,
+        a.int(4, "multiple")?,
+        extra,
+    )?))
+}
+
 fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a =
         Args::new("pack", s, a, 3, 5, "pack(l, r, T), pack(l, r, T, order) or pack(l, r, T, order, pad)")?;
@@ -956,6 +993,36 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_pack),
+    },
+    Builtin {
+        name: "regroup",
+        signature: "regroup(l, T, d, V [, pad])",
+        equation: "layouts and padding",
+        summary: "stores tensor T with dimension d regrouped into blocks of V (seed 004's layout type: element x at [.., x_d div V, .., x_d mod V], AoS to SoA/AoSoA); V must divide the extent unless pad is 1; the kernel converts T at entry and back at exit",
+        example: "l2 = regroup(l1, P, 1, 8)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_regroup),
+    },
+    Builtin {
+        name: "permute_layout",
+        signature: "permute_layout(l, T, order)",
+        equation: "layouts and padding",
+        summary: "stores tensor T with its dimensions in another order ([2, 1]: transposed), every access rewritten; the kernel converts T at entry and back at exit",
+        example: "l2 = permute_layout(l1, B, [2, 1])",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_permute_layout),
+    },
+    Builtin {
+        name: "pad",
+        signature: "pad(l, T, d, m [, extra])",
+        equation: "layouts and padding",
+        summary: "pads dimension d of tensor T's buffer up to a multiple of m, then extra more elements (seed 001: rows of whole vectors, leading dimensions against conflict misses); invisible to the program, its inputs and outputs",
+        example: "l2 = pad(l1, A, 2, 8, 8)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_pad),
     },
     Builtin {
         name: "store_at",

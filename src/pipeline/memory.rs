@@ -18,7 +18,32 @@ pub(super) fn check_memory(state: &State, nests: &[Nest], opts: &RunOptions) -> 
     // Shapes only: no data is allocated here.
     let shapes = interp::buffers_for(state, nests, &mut |_, _, _| Vec::new()).map_err(RunError::Data)?;
     let data: f64 = shapes.values().map(|t| t.dims.iter().map(|&d| d as f64).product::<f64>() * 8.0).sum();
-    let need = data * memory_factor(opts);
+    // A tensor in another layout (padded, regrouped) has a second buffer in the kernel.
+    let mut laid: std::collections::BTreeMap<&crate::ir::Name, f64> = Default::default();
+    for n in nests {
+        for (t, lay) in &n.layouts {
+            let Some(dims) = state.real_tensor(t).and_then(|x| {
+                x.shape.dims().map(|ds| {
+                    ds.iter()
+                        .filter_map(|d| match d {
+                            crate::ir::Dim::Known(e) => Some(e.clone()),
+                            crate::ir::Dim::Unknown => None,
+                        })
+                        .collect::<Vec<_>>()
+                })
+            }) else {
+                continue;
+            };
+            let bytes: f64 = lay
+                .extents(&dims)
+                .iter()
+                .map(|e| e.eval(&|v| state.constant(v)).unwrap_or(0).max(0) as f64)
+                .product::<f64>()
+                * 8.0;
+            laid.insert(t, bytes);
+        }
+    }
+    let need = data * memory_factor(opts) + laid.values().sum::<f64>();
     match crate::runtime::host::available_memory().map(|a| a as f64) {
         Some(avail) if need > avail => Err(RunError::Data(format!(
             "expected a run that fits in memory, found one that needs about {:.1} GB (its tensors hold {:.1} GB; \

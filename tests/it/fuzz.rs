@@ -66,6 +66,7 @@ static REJECTED_SAME: AtomicUsize = AtomicUsize::new(0);
 static CHECK_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static KNOWN: AtomicUsize = AtomicUsize::new(0);
 static LOCAL: AtomicUsize = AtomicUsize::new(0);
+static LAID: AtomicUsize = AtomicUsize::new(0);
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
@@ -84,7 +85,7 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings, {} with a temporary stored per iteration), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
          this size); {} known bugs hit; {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
@@ -97,6 +98,7 @@ fn stats() -> String {
         g(&VERIFIED),
         g(&ILLEGAL),
         g(&LOCAL),
+        g(&LAID),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -626,7 +628,34 @@ impl Gen<'_> {
             st.indexed_leaves().iter().filter_map(|n| n.id()).map(|n| n.to_string()).collect();
         tensors.extend(st.target().and_then(|t| t.id()).map(|n| n.to_string()));
         let tensor = tensors.get(self.c.pick(tensors.len().max(1)))?.clone();
-        let call = match self.c.pick(17) {
+        let rank = st
+            .indexed_leaves()
+            .iter()
+            .copied()
+            .chain(st.target().map(|t| &**t))
+            .find(|n| n.id().is_some_and(|x| **x == *tensor))
+            .and_then(|n| n.index_list().map(|xs| xs.len()))
+            .unwrap_or(1)
+            .max(1);
+        let call = match self.c.pick(19) {
+            17 => {
+                // a tensor's layout: regrouped (padded when the width does not divide), permuted
+                let d = 1 + self.c.pick(rank);
+                match self.c.pick(3) {
+                    0 => format!("regroup({cur}, {tensor}, {d}, {}, 1)", 2 + self.c.pick(4)),
+                    1 => format!("regroup({cur}, {tensor}, {d}, 2)"),
+                    _ => {
+                        let o: Vec<String> = (1..=rank).rev().map(|d| d.to_string()).collect();
+                        format!("permute_layout({cur}, {tensor}, [{}])", o.join(", "))
+                    }
+                }
+            }
+            18 => format!(
+                "pad({cur}, {tensor}, {}, {}, {})",
+                1 + self.c.pick(rank),
+                [1, 4, 8][self.c.pick(3)],
+                self.c.pick(3)
+            ),
             16 => format!("store_at({cur}, {}, {tensor})", lv(&mut self.c)),
             15 => format!("rfactor({cur}, {}, {v}, {tensor})", lv(&mut self.c)),
             12 | 13 => format!("registers({cur}, {}, {tensor})", lv(&mut self.c)),
@@ -956,9 +985,14 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
         // 3. the compiled kernel.
         let run = pipeline::run_request(state, req, k, &opts);
         if let Ok(report) = &run
-            && std::fs::read_to_string(&report.c_path).is_ok_and(|c| c.contains("_local"))
+            && let Ok(c) = std::fs::read_to_string(&report.c_path)
         {
-            LOCAL.fetch_add(1, Relaxed);
+            if c.contains("_local") {
+                LOCAL.fetch_add(1, Relaxed);
+            }
+            if c.contains("_layout") {
+                LAID.fetch_add(1, Relaxed);
+            }
         }
         match run {
             Ok(report) if escapes => {

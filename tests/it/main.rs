@@ -16,6 +16,7 @@ mod lang_errors;
 mod lang_eval;
 mod lang_prop;
 mod lang_syntax;
+mod layouts;
 mod legality;
 mod oracle;
 mod pack;

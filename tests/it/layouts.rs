@@ -1,0 +1,97 @@
+//! Layouts and padding (`permute_layout`, `regroup`, `pad`; seeds 004 and 001): a tensor
+//! stored in another layout for a kernel, converted at entry and back at exit, verified through
+//! the real binary (serial, on threads, with explicit vectors and without), `-o` saving the
+//! declared shape, the C as a user reads it, and every refusal with expected and found.
+
+use crate::common::{program, refused, teml_bits};
+
+const MM: &str = "N = 10\nA = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
+
+#[test]
+fn laid_out_tensors_verify_and_keep_their_shape_outside() {
+    let d = tempfile::tempdir().unwrap();
+    let src = format!(
+        "{MM}l1 = permute_layout(l, B, [2, 1])\nl2 = pad(l1, A, 2, 8, 8)\nl3 = regroup(l2, C, 2, 4, 1)\n\
+         l4 = parallelize(l3, 1)\nl5 = vectorize(l4, 3)\ncodegen(l5)\n\
+         m1 = regroup(l, B, 2, 5)\nm2 = permute_layout(m1, B, [3, 1, 2])\ncodegen(m2)\n"
+    );
+    let f = program(d.path(), "mm.teml", &src);
+    for bits in ["512", "0"] {
+        let (ok, out) = teml_bits(d.path(), Some(bits), &["run", &f, "--threads", "2"]);
+        assert!(ok && out.matches("verified").count() == 2, "{bits}: {out}");
+        assert!(
+            out.contains("layout C: regroup(2, 4)") && out.contains("layout B: regroup(2, 5) [3, 1, 2]"),
+            "{out}"
+        );
+    }
+    let (ok, out) = teml_bits(d.path(), None, &["run", &f, "-q", "-D", "N=5"]);
+    assert!(ok && out.matches("verified").count() == 2, "{out}");
+    // -o saves C in its declared shape: the same bytes as the kernel without layouts
+    let plain = program(d.path(), "plain.teml", &format!("{MM}codegen(l)\n"));
+    let (a, b) = (d.path().join("a.npy"), d.path().join("b.npy"));
+    let one = format!("{MM}l3 = regroup(l, C, 2, 4, 1)\nl4 = pad(l3, A, 2, 8, 8)\ncodegen(l4)\n");
+    let g = program(d.path(), "one.teml", &one);
+    let (ok, out) = teml_bits(d.path(), None, &["run", &g, "-q", "-o", &format!("C={}", a.display())]);
+    assert!(ok, "{out}");
+    let (ok, out) = teml_bits(d.path(), None, &["run", &plain, "-q", "-o", &format!("C={}", b.display())]);
+    assert!(ok, "{out}");
+    let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(x.len(), y.len());
+    // the C: buffers converted at entry and back at exit (TEML_BLESS=1 to update the golden file)
+    let emitted = d.path().join("k.c");
+    let (ok, out) = teml_bits(
+        d.path(),
+        Some("512"),
+        &["run", &g, "--no-run", "-q", "--emit-c", emitted.to_str().unwrap()],
+    );
+    assert!(ok, "{out}");
+    let actual = std::fs::read_to_string(&emitted).unwrap();
+    assert!(
+        actual.contains(
+            "/* `C` laid out regroup(2, 4) for this kernel: converted at entry and back at exit */"
+        )
+    );
+    assert!(actual.contains("double (*restrict teml_A_layout)[8*teml_floordiv(N+7, 8)+8] = calloc("));
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mm_layouts.c");
+    if std::env::var_os("TEML_BLESS").is_some() {
+        std::fs::write(&golden, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "tests/golden/mm_layouts.c differs (TEML_BLESS=1 to update):\n{}",
+        crate::common::unified_diff(&expected, &actual, "golden", "generated")
+    );
+}
+
+#[test]
+fn layouts_that_do_not_fit_are_refused_at_their_line() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| format!("{MM}{s}\n");
+    let r = |name: &str, s: &str, want: &[&str]| refused(d.path(), None, name, &p(s), want);
+    r(
+        "divide.teml",
+        "x = regroup(l, C, 2, 4)",
+        &[
+            "regroup: argument 4 (width): expected a width that divides dimension 2 of `C` (extent 10)",
+            "found 4",
+        ],
+    );
+    r("dim.teml", "x = regroup(l, C, 3, 2)", &["expected a dimension of `C`, from 1 to 2", "found 3"]);
+    r("order.teml", "x = permute_layout(l, B, [1, 1])", &["expected a permutation of 1..2", "found [1, 1]"]);
+    r("order3.teml", "x = regroup(l, B, 1, 5)\ny = permute_layout(x, B, [2, 1])", &["a permutation of 1..3"]);
+    r("multiple.teml", "x = pad(l, A, 2, 100)", &["expected a multiple from 1 to 64", "found 100"]);
+    r("absent.teml", "D = tensor([N])\nx = pad(l, D, 1, 8)", &["expected a tensor the nest accesses"]);
+    r(
+        "late.teml",
+        "x = permute_layout(l, B, [2, 1])\ny = regroup(x, B, 1, 5)",
+        &["already has the layout [2, 1]: expected regroup first"],
+    );
+    r("padfirst.teml", "x = pad(l, B, 2, 8)\ny = permute_layout(x, B, [2, 1])", &["already padded"]);
+    // one layout per tensor in a kernel, and none for a tensor stored per iteration
+    r(
+        "two.teml",
+        "x = pad(l, A, 2, 8)\ny = pad(l, A, 2, 4)\ncodegen(x, y)",
+        &["`A` has two layouts in the kernel: expected one layout per tensor"],
+    );
+}
