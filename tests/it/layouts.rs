@@ -52,16 +52,7 @@ fn laid_out_tensors_verify_and_keep_their_shape_outside() {
         )
     );
     assert!(actual.contains("double (*restrict teml_A_layout)[8*teml_floordiv(N+7, 8)+8] = calloc("));
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mm_layouts.c");
-    if std::env::var_os("TEML_BLESS").is_some() {
-        std::fs::write(&golden, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "tests/golden/mm_layouts.c differs (TEML_BLESS=1 to update):\n{}",
-        crate::common::unified_diff(&expected, &actual, "golden", "generated")
-    );
+    crate::common::golden("mm_layouts.c", &actual);
 }
 
 #[test]

@@ -44,16 +44,7 @@ fn a_register_tile_verifies_at_every_vector_width() {
     let (ok, out2) = teml(d.path(), "512", &["run", &f, "--no-run", "-q", "--emit-c", c.to_str().unwrap()]);
     assert!(ok, "{out2}");
     let actual = std::fs::read_to_string(&c).unwrap();
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mm_register_tile.c");
-    if std::env::var_os("TEML_BLESS").is_some() {
-        std::fs::write(&golden, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "tests/golden/mm_register_tile.c differs (TEML_BLESS=1 to update):\n{}",
-        crate::common::unified_diff(&expected, &actual, "golden", "generated")
-    );
+    crate::common::golden("mm_register_tile.c", &actual);
     // without vectors: 64 scalar registers
     let (ok, out) = teml(d.path(), "0", &["run", &f, "--no-run"]);
     assert!(ok && out.contains("double teml_C63 = C[4*i1o+3][16*i2o+15];"), "{out}");

@@ -40,16 +40,7 @@ fn temporaries_stored_per_element_verify_serial_threaded_and_under_d() {
     let (ok, out) = teml(d.path(), &["run", &f, "--no-run", "-q", "--emit-c", emitted.to_str().unwrap()]);
     assert!(ok, "{out}");
     let actual = std::fs::read_to_string(d.path().join("k.1.c")).unwrap();
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/interp_store_at.c");
-    if std::env::var_os("TEML_BLESS").is_some() {
-        std::fs::write(&golden, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "tests/golden/interp_store_at.c differs (TEML_BLESS=1 to update):\n{}",
-        crate::common::unified_diff(&expected, &actual, "golden", "generated")
-    );
+    crate::common::golden("interp_store_at.c", &actual);
 }
 
 #[test]

@@ -230,3 +230,18 @@ pub fn refused(dir: &std::path::Path, vector_bits: Option<&str>, name: &str, src
         assert!(out.contains(w), "{w}: {out}");
     }
 }
+
+/// Compares `actual` with the golden file `tests/golden/<name>` (`TEML_BLESS=1` writes it
+/// instead), failing with a unified diff.
+pub fn golden(name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("TEML_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "tests/golden/{name} differs (TEML_BLESS=1 to update):\n{}",
+        unified_diff(&expected, actual, "golden", "generated")
+    );
+}
