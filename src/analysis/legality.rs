@@ -630,7 +630,7 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     }
 
     // Storage: a tensor stored per iteration of a loop is read only where that iteration wrote it.
-    for (d, l) in stored_loops(&nest.items) {
+    for (d, l) in loops_where(&nest.items, &|l| !l.annot.store_at.is_empty()) {
         for t in &l.annot.store_at {
             match m.escapes(&ctx, d, l, t, &all_sizes)? {
                 None => continue,
@@ -666,11 +666,6 @@ pub fn stays_local(
         None => Ok(()),
         Some(message) => Err(Illegal { message }),
     })
-}
-
-/// Loops marked `store_at`, with their depth.
-fn stored_loops(items: &[LNode]) -> Vec<(usize, &Loop)> {
-    super::storage::marked(items).into_iter().map(|(outer, l)| (outer.len(), l)).collect()
 }
 
 /// True if loop `target` of `nest` carries a dependence at the program's sizes, reductions
@@ -787,20 +782,25 @@ fn domain_map(origins: &[Origin], names: &Names) -> String {
     format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
 }
 
-/// Marked loops with their depth (0 for the outermost).
+/// Loops marked parallel or vector, with their depth (0 for the outermost).
 fn marked_loops(items: &[LNode]) -> Vec<(usize, &Loop)> {
-    fn go<'a>(items: &'a [LNode], d: usize, out: &mut Vec<(usize, &'a Loop)>) {
+    loops_where(items, &|l| l.annot.parallel || l.annot.vectorize)
+}
+
+/// The loops that `pick` selects, with their depth (0 for the outermost).
+fn loops_where<'a>(items: &'a [LNode], pick: &dyn Fn(&Loop) -> bool) -> Vec<(usize, &'a Loop)> {
+    fn go<'a>(items: &'a [LNode], d: usize, pick: &dyn Fn(&Loop) -> bool, out: &mut Vec<(usize, &'a Loop)>) {
         for x in items {
             if let LNode::Loop(l) = x {
-                if l.annot.parallel || l.annot.vectorize {
+                if pick(l) {
                     out.push((d, l));
                 }
-                go(&l.body, d + 1, out);
+                go(&l.body, d + 1, pick, out);
             }
         }
     }
     let mut out = Vec::new();
-    go(items, 0, &mut out);
+    go(items, 0, pick, &mut out);
     out
 }
 

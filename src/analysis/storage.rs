@@ -48,7 +48,7 @@ pub fn check(
     if let Some(lay) = nest.layouts.get(tensor) {
         return Err(cannot(format!(
             "it has the layout {} for the whole kernel: expected a tensor stored as declared",
-            lay.describe(fp_rank(nest, tensor))
+            lay.describe(nest.rank_of(tensor).unwrap_or(0))
         )));
     }
     if l.annot.vectorize {
@@ -107,19 +107,6 @@ pub fn check(
         )));
     }
     Ok(fp)
-}
-
-/// The rank of `tensor` in the accesses of `nest` (0 if none).
-fn fp_rank(nest: &Nest, tensor: &Name) -> usize {
-    let mut r = None;
-    for s in nest.stmts() {
-        s.visit(&mut |n| {
-            if n.id() == Some(tensor) {
-                r = r.or(n.index_list().map(|xs| xs.len()));
-            }
-        });
-    }
-    r.unwrap_or(0)
 }
 
 /// The loops of `items` marked `store_at`, with the loops around each (outermost first).

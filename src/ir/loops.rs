@@ -462,6 +462,19 @@ impl Nest {
         !matches!(self.items.as_slice(), [LNode::Loop(_)])
     }
 
+    /// The rank with which the statements access `tensor` (the first access's), if any does.
+    pub fn rank_of(&self, tensor: &str) -> Option<usize> {
+        let mut rank = None;
+        for s in self.stmts() {
+            s.visit(&mut |n| {
+                if n.id().is_some_and(|x| &**x == tensor) {
+                    rank = rank.or(n.index_list().map(|xs| xs.len()));
+                }
+            });
+        }
+        rank
+    }
+
     /// Every statement, in program order.
     pub fn stmts(&self) -> Vec<TExpr> {
         self.items().iter().flat_map(|x| x.stmts()).collect()
@@ -503,19 +516,7 @@ impl Nest {
             }
         }
         for (t, l) in &self.layouts {
-            let rank = self
-                .stmts()
-                .iter()
-                .find_map(|s| {
-                    let mut r = None;
-                    s.visit(&mut |n| {
-                        if n.id() == Some(t) {
-                            r = r.or(n.index_list().map(|xs| xs.len()));
-                        }
-                    });
-                    r
-                })
-                .unwrap_or(0);
+            let rank = self.rank_of(t).unwrap_or(0);
             let _ = writeln!(out, "layout {t}: {}", l.describe(rank));
         }
         out

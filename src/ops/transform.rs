@@ -889,14 +889,7 @@ pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result
 /// What a layout builtin changes: the tensor's current layout in `nest` and its rank, after
 /// checking that the nest accesses it and does not store it per iteration.
 fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::ir::Layout, usize)> {
-    let mut rank = None;
-    for s in nest.stmts() {
-        s.visit(&mut |n| {
-            if n.id() == Some(tensor) {
-                rank = rank.or(n.index_list().map(|xs| xs.len()));
-            }
-        });
-    }
+    let rank = nest.rank_of(tensor);
     let bad = |expected: &str, found: String| Error::BadArgument {
         builtin: b.into(),
         arg: Arg::new(2, "tensor"),
