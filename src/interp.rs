@@ -288,6 +288,10 @@ impl Machine<'_> {
 pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, String> {
     let mut total = 0;
     for n in nests {
+        // A result stored over its operand (`in_place`): the nest writes the operand's buffer;
+        // afterwards the result has those values and the operand its own again, as in a kernel.
+        let kept: Vec<(Name, Name, Option<Tensor>)> =
+            n.over.iter().map(|(y, x)| (y.clone(), x.clone(), bufs.get(x).cloned())).collect();
         let mut cx = Compiler { state, names: Vec::new(), dims: Vec::new(), slots: Vec::new() };
         let code = n.items().iter().map(|x| cx.node(x, bufs)).collect::<Result<Vec<_>, _>>()?;
         let names = cx.names;
@@ -303,6 +307,13 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
         };
         for (n, t) in taken {
             bufs.insert(n, t);
+        }
+        for (y, x, before) in kept {
+            if let Some(before) = before
+                && let Some(result) = bufs.insert(x, before)
+            {
+                bufs.insert(y, result);
+            }
         }
         total += result?;
     }

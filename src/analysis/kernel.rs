@@ -79,6 +79,20 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             }
         }
     }
+    // A result stored over an operand: no other nest of the kernel accesses either.
+    for (k, (name, n)) in nests.iter().enumerate() {
+        for (y, x) in &n.over {
+            let elsewhere = nests.iter().enumerate().find_map(|(j, (other, m))| {
+                [y, x].into_iter().find(|t| j != k && m.rank_of(t).is_some()).map(|t| (other, t))
+            });
+            if let Some((other, t)) = elsewhere {
+                return Err(unrealizable(format!(
+                    "`{y}` is stored over `{x}` (in_place) in `{name}`, but `{other}` of the same kernel \
+                     accesses `{t}`; expected in_place on a nest whose kernel accesses neither elsewhere"
+                )));
+            }
+        }
+    }
     // A tensor stored per iteration of a loop exists nowhere else.
     for (k, (name, n)) in nests.iter().enumerate() {
         for (outer, l) in super::storage::marked(n.items()) {

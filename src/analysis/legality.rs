@@ -88,7 +88,9 @@ fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
         let mut push = |leaf: &crate::ir::TNode, write: bool, accumulates: bool| {
             if let Some(t) = leaf.id() {
                 let index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
-                accesses.push(Access { tensor: t.clone(), index, write, accumulates, zeroed });
+                // A result stored over an operand (`in_place`) is that operand's element.
+                let tensor = nest.over.get(t).unwrap_or(t).clone();
+                accesses.push(Access { tensor, index, write, accumulates, zeroed });
             }
         };
         let acc = lw.update == Update::Add;
@@ -388,6 +390,40 @@ impl<'n> Model<'n> {
 }
 
 impl Model<'_> {
+    /// `S<k>[iters] -> M[element]` for the accesses of `tensor` that `pick` selects, where the
+    /// parameters satisfy `params`.
+    fn accesses<'c>(
+        &self,
+        ctx: &'c Ctx,
+        tensor: &Name,
+        pick: &dyn Fn(&Access) -> bool,
+        params: &str,
+    ) -> Result<UMap<'c>, String> {
+        let (o, n) = (&self.origins, &self.names);
+        let mut pieces = Vec::new();
+        for (k, org) in o.iter().enumerate() {
+            let v = n.var(&org.iters, "o_");
+            for x in org.accesses.iter().filter(|x| x.tensor == *tensor && pick(x)) {
+                let idx: Vec<String> = x.index.iter().map(|i| isl(i, &v)).collect();
+                pieces.push(format!(
+                    "S{k}[{}] -> M[{}] : {}",
+                    dims(&org.iters, "o_"),
+                    idx.join(", "),
+                    domain(org, &v)
+                ));
+            }
+        }
+        ctx.map(&format!("{} -> {{ {} }}", n.param_list(), pieces.join("; ")))?.with_params(params)
+    }
+
+    /// Statement `k` at the point `vals` (with `params`), in words: "statement 2 (`..`) at (i=0, k=1)".
+    fn instance_words(&self, t: Option<&Tuple>) -> String {
+        let Some((k, vals)) = t else { return "?".into() };
+        let Some(org) = self.origins.get(*k) else { return "?".into() };
+        let at: Vec<String> = org.iters.iter().zip(vals).map(|(i, v)| format!("{i}={v}")).collect();
+        format!("statement {} (`{}`) at ({})", k + 1, org.stmt, at.join(", "))
+    }
+
     /// Why storing `tensor` per iteration of loop `l` (at depth `d`) would change the nest's
     /// meaning where the parameters satisfy `params`, in words with a witness: a read whose
     /// value was not written earlier in its iteration, or two updates of one accumulated
@@ -408,22 +444,7 @@ impl Model<'_> {
         // b -> a: a runs before b, in the same iteration.
         let same = prefix.clone().then(prefix.reverse()?)?;
         let earlier_here = theta.clone().lex_lt(theta)?.reverse()?.and(same.clone())?;
-        let access_map = |pick: &dyn Fn(&Access) -> bool| -> Result<UMap<'_>, String> {
-            let mut pieces = Vec::new();
-            for (k, org) in o.iter().enumerate() {
-                let v = n.var(&org.iters, "o_");
-                for x in org.accesses.iter().filter(|x| x.tensor == *tensor && pick(x)) {
-                    let idx: Vec<String> = x.index.iter().map(|i| isl(i, &v)).collect();
-                    pieces.push(format!(
-                        "S{k}[{}] -> M[{}] : {}",
-                        dims(&org.iters, "o_"),
-                        idx.join(", "),
-                        domain(org, &v)
-                    ));
-                }
-            }
-            ctx.map(&format!("{} -> {{ {} }}", n.param_list(), pieces.join("; ")))?.with_params(params)
-        };
+        let access_map = |pick: &dyn Fn(&Access) -> bool| self.accesses(ctx, tensor, pick, params);
         let writes = access_map(&|x| x.write)?;
         let instances = ctx.map(&domain_map(o, n))?;
         let sizes = |text: &str| {
@@ -484,12 +505,7 @@ impl Model<'_> {
         let split = sums.clone().then(sums.reverse()?)?.minus(same)?;
         if let Some(sample) = split.coalesce()?.sample()? {
             let (_, a, b) = point(&sample);
-            let inst = |t: Option<Tuple>| -> String {
-                let Some((k, vals)) = t else { return "?".into() };
-                let Some(org) = o.get(k) else { return "?".into() };
-                let at: Vec<String> = org.iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
-                format!("statement {} (`{}`) at ({})", k + 1, org.stmt, at.join(", "))
-            };
+            let inst = |t: Option<Tuple>| self.instance_words(t.as_ref());
             return Ok(Some(format!(
                 "one element of `{tensor}` is summed by {} and by {}, in different iterations of loop `{}`: \
                  a buffer per iteration would lose the partial sum{}",
@@ -629,6 +645,16 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
         return Ok(Err(Illegal { message: witness(&w, origins, state, Some(&how)) }));
     }
 
+    // In place: each result stored over an operand overwrites only values already read (in the
+    // original order; the order above keeps every such read first).
+    for y in nest.over.keys() {
+        let mut apart = nest.clone();
+        let Some(x) = apart.over.remove(y) else { continue };
+        if let Err(i) = stays_in_place(state, &apart, y, &x)? {
+            return Ok(Err(i));
+        }
+    }
+
     // Storage: a tensor stored per iteration of a loop is read only where that iteration wrote it.
     for (d, l) in loops_where(&nest.items, &|l| !l.annot.store_at.is_empty()) {
         for t in &l.annot.store_at {
@@ -666,6 +692,91 @@ pub fn stays_local(
         None => Ok(()),
         Some(message) => Err(Illegal { message }),
     })
+}
+
+/// Whether the result `y` of `nest` may be stored over its operand `x` (`in_place`, seed 000):
+/// in the original order, no element of `x` is read after the element of `y` over it was
+/// written (a read and the write of one instance are in order: the value is read first), and
+/// `y` is never read before it is written (it would read `x`). With `y == x`, whether the
+/// statement `x = e(x)` may run in place: its old values are read before they are overwritten
+/// (the updates of `x += r` excepted: they read what they add to). Decided at the program's
+/// sizes; `Err(Illegal)` with a witness otherwise.
+pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Result<(), Illegal>, String> {
+    let m = Model::new(state, nest)?;
+    let ctx = Ctx::new()?;
+    let orig = ctx.map(&original_schedule(&m.origins, &m.names, m.depth))?.with_params(&m.these)?;
+    // s -> t: t runs before s in the original order.
+    let before = orig.clone().lex_lt(orig)?.reverse()?;
+    let writes = m.accesses(&ctx, y, &|a| a.write, &m.these)?;
+    let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
+        let env: BTreeMap<String, i64> = org
+            .iters
+            .iter()
+            .map(|i| i.to_string())
+            .zip(vals.iter().copied())
+            .chain(params.iter().cloned())
+            .chain(state.consts.iter().map(|(k, v)| (k.to_string(), *v)))
+            .collect();
+        a.index
+            .iter()
+            .map(|i| i.eval(&|v| env.get(v).copied()).map_or("[?]".into(), |e| format!("[{e}]")))
+            .collect()
+    };
+    for org in &m.origins {
+        for a in org.accesses.iter().filter(|a| !a.write) {
+            let is = |t: &Name| a.tensor == *t;
+            // An update's read of what it adds to: a zeroed accumulator's reads its own sum; a
+            // user's `y = add(y, ..)` reads `y` from before the nest, which over `x` is `x`.
+            let own = a.accumulates && (a.zeroed || y == x);
+            if own || !(is(x) || (is(y) && y != x)) {
+                continue;
+            }
+            let read = m.accesses(&ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?;
+            let earlier_writes = read.then(writes.clone().reverse()?)?.and(before.clone())?;
+            if is(x) {
+                // A write of `y` over the element before this read of `x`.
+                if let Some(sample) = earlier_writes.coalesce()?.sample()? {
+                    let (params, s, t) = point(&sample);
+                    let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
+                    let (read, wrote) = (m.instance_words(s.as_ref()), m.instance_words(t.as_ref()));
+                    let message = if y == x {
+                        format!(
+                            "{x}{el} is read by {read} after {wrote} overwrote it: in place, a new value \
+                             would be read where the old one is meant (not a compatible statement, seed 000)"
+                        )
+                    } else {
+                        format!(
+                            "{x}{el} is read by {read} after {wrote} wrote {y}{el}: stored over `{x}`, `{y}` \
+                             would overwrite a value still to be read (not a compatible statement, seed 000)"
+                        )
+                    };
+                    return Ok(Err(Illegal { message }));
+                }
+            } else {
+                // A read of `y` with no write of its element before: over `x`, it would read `x`.
+                let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
+                let unit = ctx.map(&format!(
+                    "{} -> {{ M[{}] -> [] }}",
+                    m.names.param_list(),
+                    (0..a.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
+                ))?;
+                let reads = m.accesses(&ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?.then(unit)?;
+                let open = reads.minus(earlier_writes.then(instances)?)?;
+                if let Some(sample) = open.coalesce()?.sample()? {
+                    let (params, s, _) = point(&sample);
+                    let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
+                    return Ok(Err(Illegal {
+                        message: format!(
+                            "{y}{el} is read by {} before the nest writes it: stored over `{x}`, it would \
+                             read `{x}`'s value instead of `{y}`'s",
+                            m.instance_words(s.as_ref())
+                        ),
+                    }));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// True if loop `target` of `nest` carries a dependence at the program's sizes, reductions

@@ -51,6 +51,9 @@ pub fn check(
             lay.describe(nest.rank_of(tensor).unwrap_or(0))
         )));
     }
+    if nest.over.contains_key(tensor) || nest.over.values().any(|x| x == tensor) {
+        return Err(cannot("it is stored in place (in_place): expected a tensor stored as declared".into()));
+    }
     if l.annot.vectorize {
         return Err(cannot(
             "the loop is vectorized: its iterations run together in vector lanes; expected a loop \
@@ -200,7 +203,12 @@ fn temporaries(nest: &Nest) -> Vec<Name> {
     }
     written
         .into_iter()
-        .filter(|t| read.contains(t) && !stored.contains(t) && !nest.layouts.contains_key(t))
+        .filter(|t| {
+            read.contains(t)
+                && !stored.contains(t)
+                && !nest.layouts.contains_key(t)
+                && !nest.over.values().any(|x| x == t)
+        })
         .collect()
 }
 

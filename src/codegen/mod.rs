@@ -49,9 +49,18 @@ pub struct Param {
     pub dims: Vec<Expr>,
     /// Written by some statement.
     pub written: bool,
+    /// The buffer holds this tensor's data at entry (a result stored over its operand by
+    /// `in_place`: `name` is the result, `holds` the operand the statements read and write).
+    pub holds: Option<Name>,
 }
 
 impl Param {
+    /// The tensor the statements access through this parameter (the operand, for a result
+    /// stored over it).
+    pub fn accessed(&self) -> &Name {
+        self.holds.as_ref().unwrap_or(&self.name)
+    }
+
     /// Number of elements, with the named constants `state` binds.
     pub fn len(&self, state: &State) -> std::result::Result<usize, Name> {
         let mut n: usize = 1;
@@ -167,11 +176,21 @@ fn generate_with(
             dtype: t.dtype,
             dims: t.dims,
             written: t.written,
+            holds: None,
         })
         .collect();
     let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
     for p in params.iter_mut() {
         p.c_name = names.tensor(&p.name).to_string();
+    }
+    // A result stored over its operand: the operand's buffer is the result's parameter.
+    for (_, n) in nests {
+        for (y, x) in &n.over {
+            if let Some(p) = params.iter_mut().find(|p| &p.name == x) {
+                p.holds = Some(x.clone());
+                p.name = y.clone();
+            }
+        }
     }
     // A tensor stored per iteration is no parameter: the kernel holds it.
     params.retain(|p| !local.contains(&p.name));
@@ -296,6 +315,10 @@ fn generate_with(
             );
         }
         src.push('\n');
+    }
+    for p in params.iter().filter(|p| p.holds.is_some()) {
+        let x = p.holds.as_ref().map_or("", |x| &**x);
+        let _ = writeln!(src, "/* in place: `{x}` holds {x} at entry and {} at exit */", p.name);
     }
     let decls: Vec<String> = params.iter().map(|p| param_decl(p, &names)).collect();
     let _ = writeln!(src, "void {name}({})\n{{\n{body}}}\n", decls.join(", "));
@@ -1031,7 +1054,7 @@ impl Cx<'_> {
             let dims = self
                 .params
                 .iter()
-                .find(|p| &p.name == t)
+                .find(|p| p.accessed() == t)
                 .map(|p| p.dims.clone())
                 .ok_or_else(|| format!("cannot pack `{t}`: not a tensor of the kernel"))?;
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();

@@ -434,12 +434,16 @@ pub struct Nest {
     /// Tensors stored in another layout than their declared shape in a kernel of this nest.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub layouts: BTreeMap<Name, Layout>,
+    /// Results stored over an operand (`in_place(l, y, x)`, seed 000): `y ↦ x`. The nest's
+    /// statements write `x` where they wrote `y`; the kernel's buffer for `y` holds `x` at entry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub over: BTreeMap<Name, Name>,
 }
 
 impl Nest {
     /// A nest of `items` computing the assignments `origin`.
     pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
-        Nest { items, origin, history: Default::default(), layouts: BTreeMap::new() }
+        Nest { items, origin, history: Default::default(), layouts: BTreeMap::new(), over: BTreeMap::new() }
     }
 
     /// The same origin with other items (what every transformation returns).
@@ -449,6 +453,7 @@ impl Nest {
             origin: self.origin.clone(),
             history: Default::default(),
             layouts: self.layouts.clone(),
+            over: self.over.clone(),
         }
     }
 
@@ -518,6 +523,9 @@ impl Nest {
         for (t, l) in &self.layouts {
             let rank = self.rank_of(t).unwrap_or(0);
             let _ = writeln!(out, "layout {t}: {}", l.describe(rank));
+        }
+        for (y, x) in &self.over {
+            let _ = writeln!(out, "in place: {y} is stored over {x}");
         }
         out
     }

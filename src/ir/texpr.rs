@@ -348,6 +348,16 @@ impl TNode {
         Arc::new(TNode { op, children, ..(**self).clone() })
     }
 
+    /// The tree with every leaf of tensor `from` naming `to` instead.
+    pub fn rename_tensor(self: &TExpr, from: &Name, to: &Name) -> TExpr {
+        let op = match &self.op {
+            Op::Id(n) if n == from => Op::Id(to.clone()),
+            other => other.clone(),
+        };
+        let children = self.children.iter().map(|c| c.rename_tensor(from, to)).collect();
+        Arc::new(TNode { op, children, ..(**self).clone() })
+    }
+
     /// True if some node is a virtual contraction.
     pub fn has_contract(&self) -> bool {
         matches!(self.op, Op::Contract(_)) || self.children.iter().any(|c| c.has_contract())

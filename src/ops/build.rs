@@ -137,5 +137,30 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             body,
         }))];
     }
-    Ok(Nest::new(body, vec![t.clone()]))
+    let nest = Nest::new(body, vec![t.clone()]);
+    // A sum into `x` that reads `x` (`x = M x`): its loops zero `x[i]` at the first update and
+    // add into it while other instances still read `x`, so what they read depends on where the
+    // partial sums live (memory in the reference, registers in a kernel): refused, with isl's
+    // witness, unless each old element is read before it is first written (seed 000's
+    // compatible statements). Other statements over their own operand (`A = @A: eq(A, [i, j] ->
+    // [j, i])`) mean what their loops do (docs/semantics.md).
+    if let (Some(name), Some(lw)) = (x.id(), crate::ir::lower(t))
+        && lw.first.is_some()
+    {
+        let mut reads_target = false;
+        lw.rhs.visit(&mut |n| reads_target |= n.id() == Some(name));
+        if reads_target
+            && let Ok(Err(why)) = crate::analysis::legality::stays_in_place(state, &nest, name, name)
+        {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "`{t}` sums into `{name}` while reading it: {}; expected a sum that reads `{name}` only at \
+                     the element it writes, or a result under a new name (e.g. `{name}2 = ...`)",
+                    why.message
+                ),
+            });
+        }
+    }
+    Ok(nest)
 }

@@ -619,6 +619,11 @@ fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
+fn b_in_place(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("in_place", s, a, 3, 3, "in_place(l, y, x)")?;
+    Ok(n(transform::in_place(s, &a.nest(1, "nest")?, &a.real_tensor_name(2)?, &a.real_tensor_name(3)?)?))
+}
+
 fn b_regroup(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("regroup", s, a, 4, 5, "regroup(l, T, d, V) or regroup(l, T, d, V, pad)")?;
     let pad = match a.get(5) {
@@ -1023,6 +1028,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_pad),
+    },
+    Builtin {
+        name: "in_place",
+        signature: "in_place(l, y, x)",
+        equation: "seed 000, compatible statements",
+        summary: "stores the result y over the operand x: the nest writes x where it wrote y, and the kernel's buffer holds x at entry and y at exit (no second buffer); x and y must have one shape and type, the nest must only read x, and each element of x must be read before the element of y over it is written (refused with a witness otherwise)",
+        example: "l2 = in_place(l1, y, x)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_in_place),
     },
     Builtin {
         name: "store_at",

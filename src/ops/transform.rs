@@ -341,9 +341,24 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
             }
         }
     }
+    // A result stored over an operand: the other nest accesses neither.
+    for (a, b2) in [(n1, n2), (n2, n1)] {
+        for (y, x) in &a.over {
+            if let Some(t) = [y, x].into_iter().find(|t| b2.rank_of(t).is_some()) {
+                return Err(Error::Illegal {
+                    builtin: b.into(),
+                    reason: format!(
+                        "`{y}` is stored over `{x}` (in_place) in one nest and the other accesses `{t}`: \
+                         expected in_place after the fusion"
+                    ),
+                });
+            }
+        }
+    }
     let fused = rewrite_body(n1, 0, &mut |_| Ok(body.clone()))?;
     let mut out = Nest::new(fused.items, n1.origin.iter().chain(&n2.origin).cloned().collect());
     out.layouts = layouts;
+    out.over = n1.over.iter().chain(&n2.over).map(|(y, x)| (y.clone(), x.clone())).collect();
     Ok(out)
 }
 
@@ -886,6 +901,119 @@ pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result
     )
 }
 
+/// `in_place(l, y, x)` (seed 000, "other variable vs. in-place"): the result `y` is stored
+/// over the operand `x`: every statement of the nest that wrote `y` writes `x` instead, and
+/// the kernel's buffer holds `x` at entry and `y` at exit. Legal where `x` and `y` have one
+/// shape and element type, the nest only reads `x` and only writes `y` (or sums into it from
+/// zero), and, decided by isl in the original order (`analysis::legality::stays_in_place`, part
+/// of the legality check), no element of `x` is read after the element of `y` over it was written: each old value is
+/// read before it is overwritten (seed 000's compatible statements, Definition 2, where every
+/// read of `x` is at the written index). Every later transformation is checked against the
+/// nest as it runs in place. `in_place(l, y, x)` for `y = exp(x)`:
+///
+/// ```text
+/// for i in [0, N-1]          for i in [0, N-1]
+///   y[i] = exp(x[i])    →      x[i] = exp(x[i])      in place: y is stored over x
+/// ```
+pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> {
+    let b = "in_place";
+    let bad = |k: usize, name: &str, expected: String, found: String| Error::BadArgument {
+        builtin: b.into(),
+        arg: Arg::new(k, name),
+        expected,
+        found,
+    };
+    if y == x {
+        return Err(bad(
+            3,
+            "operand",
+            format!("an operand other than the result `{y}`"),
+            format!("`{x}`: a statement `{x} = e({x})` already writes over its operand where it can"),
+        ));
+    }
+    let stmts = nest.stmts();
+    let writes = |t: &Name| stmts.iter().any(|s| s.target().and_then(|x| x.id()) == Some(t));
+    let reads = |t: &Name| {
+        stmts.iter().any(|s| {
+            let mut found = false;
+            if let Some(v) = s.value() {
+                v.visit(&mut |n| found |= n.id() == Some(t));
+            }
+            found
+        })
+    };
+    if nest.rank_of(y).is_none() || !writes(y) {
+        return Err(bad(
+            2,
+            "result",
+            "a tensor the nest writes".into(),
+            format!("`{y}`, which it does not write"),
+        ));
+    }
+    if nest.rank_of(x).is_none() || !reads(x) {
+        return Err(bad(
+            3,
+            "operand",
+            "a tensor the nest reads".into(),
+            format!("`{x}`, which it does not read"),
+        ));
+    }
+    if writes(x) {
+        return Err(bad(
+            3,
+            "operand",
+            "an operand the nest only reads".into(),
+            format!("`{x}`, which it writes"),
+        ));
+    }
+    for (k, t, name) in [(2, y, "result"), (3, x, "operand")] {
+        if nest.over.contains_key(t) || nest.over.values().any(|v| v == t) {
+            return Err(bad(
+                k,
+                name,
+                "a tensor not yet stored in place".into(),
+                format!("`{t}`, already in place"),
+            ));
+        }
+        if nest.layouts.contains_key(t) {
+            return Err(bad(
+                k,
+                name,
+                "a tensor in its declared layout".into(),
+                format!("`{t}`, which has a layout"),
+            ));
+        }
+        if crate::analysis::storage::marked(nest.items()).iter().any(|(_, l)| l.annot.store_at.contains(t)) {
+            return Err(bad(
+                k,
+                name,
+                "a tensor with storage of its own".into(),
+                format!("`{t}`, stored per iteration (store_at)"),
+            ));
+        }
+    }
+    let shape = |t: &Name| state.real_tensor(t).map(|d| (d.dtype, d.shape.clone()));
+    let (sy, sx) = (shape(y), shape(x));
+    if sy.is_none() || sy != sx {
+        let show = |s: Option<(crate::ir::DType, crate::ir::Shape)>| match s {
+            Some((d, sh)) => format!("{} {sh}", d.c_name()),
+            None => "no declared shape".into(),
+        };
+        return Err(Error::Illegal {
+            builtin: b.into(),
+            reason: format!(
+                "`{y}` is {} and `{x}` is {}: expected one shape and element type",
+                show(sy),
+                show(sx)
+            ),
+        });
+    }
+    let rename = |t: &crate::ir::TExpr| t.rename_tensor(y, x);
+    let mut out = nest.with_items(nest.items.iter().map(|n| n.map_stmts(&rename)).collect());
+    out.over.insert(y.clone(), x.clone());
+    Ok(out)
+}
+
 /// What a layout builtin changes: the tensor's current layout in `nest` and its rank, after
 /// checking that the nest accesses it and does not store it per iteration.
 fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::ir::Layout, usize)> {
@@ -905,6 +1033,12 @@ fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::ir::Layout, 
         return Err(bad(
             "a tensor with storage of its own",
             format!("`{tensor}`, stored per iteration of a loop (store_at)"),
+        ));
+    }
+    if nest.over.contains_key(tensor) || nest.over.values().any(|x| x == tensor) {
+        return Err(bad(
+            "a tensor with storage of its own",
+            format!("`{tensor}`, stored in place (in_place)"),
         ));
     }
     Ok((nest.layouts.get(tensor).cloned().unwrap_or_default(), rank))

@@ -93,8 +93,9 @@ fn run_compiled(
     let mut tensors = Vec::new();
     let mut buffers = Vec::new();
     for p in &k.params {
-        let t =
-            store.get(&p.name).ok_or_else(|| RunError::Data(format!("no data for tensor `{}`", p.name)))?;
+        // A result stored over its operand starts from the operand's data.
+        let from = p.accessed();
+        let t = store.get(from).ok_or_else(|| RunError::Data(format!("no data for tensor `{from}`")))?;
         buffers.push(BufferSpec {
             read_only: !p.written,
             ..BufferSpec::new(p.name.to_string(), t.data.len() * element_bytes(t.dtype))
@@ -662,6 +663,12 @@ fn run_at(
     for p in &kernel.params {
         if let Some(t) = written.remove(&p.name).or_else(|| store.remove(&p.name)) {
             outputs.insert(p.name.clone(), t);
+        }
+        // The operand a result was stored over keeps its meaning: its data as it started.
+        if let Some(x) = &p.holds
+            && let Some(t) = store.remove(x)
+        {
+            outputs.insert(x.clone(), t);
         }
     }
     Ok(KernelRun { report, outputs, verified: None })

@@ -67,6 +67,7 @@ static CHECK_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 static KNOWN: AtomicUsize = AtomicUsize::new(0);
 static LOCAL: AtomicUsize = AtomicUsize::new(0);
 static LAID: AtomicUsize = AtomicUsize::new(0);
+static IN_PLACE: AtomicUsize = AtomicUsize::new(0);
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
@@ -85,7 +86,7 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
          this size); {} known bugs hit; {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
@@ -99,6 +100,7 @@ fn stats() -> String {
         g(&ILLEGAL),
         g(&LOCAL),
         g(&LAID),
+        g(&IN_PLACE),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -637,7 +639,20 @@ impl Gen<'_> {
             .and_then(|n| n.index_list().map(|xs| xs.len()))
             .unwrap_or(1)
             .max(1);
-        let call = match self.c.pick(19) {
+        let call = match self.c.pick(20) {
+            19 => {
+                // the statement's result over one of its operands
+                let y = st.target().and_then(|t| t.id())?.to_string();
+                let xs: Vec<String> = st
+                    .value()?
+                    .indexed_leaves()
+                    .iter()
+                    .filter_map(|n| n.id())
+                    .map(|n| n.to_string())
+                    .collect();
+                let x = xs.get(self.c.pick(xs.len().max(1)))?;
+                format!("in_place({cur}, {y}, {x})")
+            }
             17 => {
                 // a tensor's layout: regrouped (padded when the width does not divide), permuted
                 let d = 1 + self.c.pick(rank);
@@ -992,6 +1007,9 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             }
             if c.contains("_layout") {
                 LAID.fetch_add(1, Relaxed);
+            }
+            if c.contains("/* in place:") {
+                IN_PLACE.fetch_add(1, Relaxed);
             }
         }
         match run {

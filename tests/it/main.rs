@@ -11,6 +11,7 @@ mod collapse;
 mod errors;
 mod examples;
 mod fuzz;
+mod in_place;
 mod interp;
 mod lang_errors;
 mod lang_eval;

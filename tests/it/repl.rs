@@ -217,3 +217,35 @@ fn load_with_constants_diff_undo_redo_and_export() -> R {
     assert!(body(&c).contains(&body(shown)), "REPL :c l4\n{shown}\n--- teml run --no-run\n{c}");
     Ok(())
 }
+
+/// The transformations of where data lives (`in_place`, `pad`, `store_at`) in the REPL: the
+/// tree and the C compared by `:diff`, a refusal with its witness that keeps the session.
+#[test]
+fn diff_shows_where_data_lives() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("add.teml");
+    std::fs::write(
+        &f,
+        "N = 16\nx = tensor([N, N])\nM = tensor([N, N])\ny = add(x, M, [[i, j], [i, j]] -> [i, j])\nl = build(y)\n\
+         z = eq(x, [i, j] -> [j, i])\nk = build(z)\n",
+    )
+    .unwrap();
+    let mut p = repl(&d)?;
+    let t = "teml> ";
+    step(&mut p, &format!(":load {}", f.display()), "loaded", t)?;
+    step(&mut p, "l1 = in_place(l, y, x)", "in place: y is stored over x", t)?;
+    p.send_line(":diff l l1")?;
+    p.exp_string("+in place: y is stored over x")?;
+    p.exp_string("+/* in place: `x` holds x at entry and y at exit */")?;
+    p.exp_string(t)?;
+    step(&mut p, "l2 = pad(l1, M, 2, 8)", "layout M: pad", t)?;
+    p.send_line(":diff l1 l2")?;
+    p.exp_string("+layout M: pad")?;
+    p.exp_string("teml_M_layout")?;
+    p.exp_string(t)?;
+    step(&mut p, "k1 = in_place(k, z, x)", "would overwrite a value still to be read", t)?;
+    step(&mut p, ":tree l2", "in place: y is stored over x", t)?;
+    p.send_line(":quit")?;
+    p.exp_eof()?;
+    Ok(())
+}
