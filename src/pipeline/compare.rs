@@ -29,7 +29,14 @@ pub fn tolerance(dtype: DType) -> f64 {
 }
 
 /// Compares `got` with `want` element-wise: |got - want| <= tol * max(|want|, 1e-3 * max|want|).
-pub fn compare(name: &str, dims: &[usize], got: &[f64], want: &[f64], tol: f64, acc: &mut Comparison) {
+pub fn compare(
+    name: &str,
+    dims: &[usize],
+    got: impl IntoIterator<Item = impl std::borrow::Borrow<f64>>,
+    want: &[f64],
+    tol: f64,
+    acc: &mut Comparison,
+) {
     compare_within(name, dims, got, want, tol, 0.0, acc)
 }
 
@@ -40,7 +47,7 @@ pub fn compare(name: &str, dims: &[usize], got: &[f64], want: &[f64], tol: f64, 
 pub fn compare_within(
     name: &str,
     dims: &[usize],
-    got: &[f64],
+    got: impl IntoIterator<Item = impl std::borrow::Borrow<f64>>,
     want: &[f64],
     tol: f64,
     magnitude: f64,
@@ -48,7 +55,8 @@ pub fn compare_within(
 ) {
     let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE);
     let floor = (1e-3 * scale).max(magnitude);
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+    for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
+        let g = *g.borrow();
         let same_nan = g.is_nan() && w.is_nan();
         let abs = if same_nan { 0.0 } else { (g - w).abs() };
         let rel = abs / w.abs().max(floor);

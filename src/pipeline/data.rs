@@ -120,6 +120,15 @@ pub(super) fn write_bytes(t: &Tensor, dst: &mut [u8]) {
     }
 }
 
+/// The values of a buffer's bytes, one at a time (no copy of the whole buffer).
+pub(super) fn values(b: &[u8], dtype: DType) -> impl Iterator<Item = f64> + '_ {
+    let size = if dtype == DType::Double { 8 } else { 4 };
+    b.chunks_exact(size).map(move |c| match dtype {
+        DType::Double => f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])),
+        DType::Float => f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+    })
+}
+
 pub(super) fn from_bytes(b: &[u8], dtype: DType) -> Vec<f64> {
     match dtype {
         DType::Double => {

@@ -98,6 +98,7 @@ fn run_compiled(
         let t = store.get(from).ok_or_else(|| RunError::Data(format!("no data for tensor `{from}`")))?;
         buffers.push(BufferSpec {
             read_only: !p.written,
+            fresh: p.fresh,
             ..BufferSpec::new(p.name.to_string(), t.data.len() * element_bytes(t.dtype))
         });
         tensors.push(t);
@@ -591,7 +592,14 @@ fn run_at(
                 let p = &b.params[i];
                 let got = kernel.params.iter().position(|q| q.name == p.name).and_then(|k| outs[k].as_ref());
                 if let (true, Some(got), Some(t)) = (p.written, got, store.get(&p.name)) {
-                    compare(&p.name, &t.dims, &from_bytes(src, p.dtype), got, tolerance(p.dtype), &mut bcmp);
+                    compare(
+                        &p.name,
+                        &t.dims,
+                        super::data::values(src, p.dtype),
+                        got,
+                        tolerance(p.dtype),
+                        &mut bcmp,
+                    );
                 }
             })?;
             Some((bcmp, base_time.or(t)))

@@ -54,12 +54,16 @@ pub struct BufferSpec {
     /// runs left, and verification reports the difference.)
     #[serde(default)]
     pub read_only: bool,
+    /// The kernel writes every element before it reads any (a result computed afresh): timed
+    /// runs need no copy of its initial data either, since what it held does not matter.
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 impl BufferSpec {
     /// A buffer of `bytes` bytes the kernel may write.
     pub fn new(name: impl Into<String>, bytes: usize) -> BufferSpec {
-        BufferSpec { name: name.into(), bytes, read_only: false }
+        BufferSpec { name: name.into(), bytes, read_only: false, fresh: false }
     }
 }
 
@@ -228,7 +232,7 @@ fn layout(buffers: &[BufferSpec], snapshot: bool) -> Result<(Vec<JobBuffer>, usi
     let snap = if snapshot {
         buffers
             .iter()
-            .map(|b| if b.read_only { Ok(None) } else { place(b.bytes).map(Some) })
+            .map(|b| if b.read_only || b.fresh { Ok(None) } else { place(b.bytes).map(Some) })
             .collect::<Result<Vec<_>, _>>()?
     } else {
         vec![None; buffers.len()]
@@ -584,6 +588,14 @@ mod tests {
         spans.sort();
         assert!(spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "no overlap: {spans:?}");
         assert!(spans.last().is_some_and(|(at, n)| at + n <= len));
+    }
+
+    #[test]
+    fn fresh_buffers_have_no_snapshot() {
+        let bufs = [BufferSpec { fresh: true, ..BufferSpec::new("a", 100) }, BufferSpec::new("c", 8)];
+        let (placed, _) = layout(&bufs, true).unwrap();
+        assert_eq!(placed[0].snapshot_offset, None);
+        assert!(placed[1].snapshot_offset.is_some());
     }
 
     #[test]

@@ -88,7 +88,8 @@ fn run_job(args: &[String]) -> Result<Report, String> {
     // (bench/RESULTS.md: a triad over 3 x 256 MiB streams about 25 % faster in huge pages).
     let live_len = job.buffers.iter().map(|b| b.offset + b.bytes).max().unwrap_or(0);
     let shared = map.as_mut_ptr();
-    let private = HugeCopy::new(shared, live_len);
+    // (Only for timing: a run that is only checked gains nothing from it.)
+    let private = job.timing.and_then(|_| HugeCopy::new(shared, live_len, &job.buffers));
     let live = private.as_ref().map_or(shared, |p| p.ptr);
     let mut kernel = Kernel::new(entry, live, shared, &job.buffers);
 
@@ -115,9 +116,27 @@ fn run_job(args: &[String]) -> Result<Report, String> {
     }
     kernel.run();
     if let Some(p) = &private {
-        p.copy_back(shared);
+        p.copy_back(shared, &job.buffers);
     }
     Ok(Report { times_s })
+}
+
+const PAGE: usize = 4096;
+
+/// Gives back the pages wholly inside buffer `b` of the region at `base` (its first and last
+/// pages may hold a neighbour's bytes: they stay): `MADV_REMOVE` frees a shared file's pages,
+/// which read as zeros until written again; `MADV_DONTNEED` a private mapping's. Failing only
+/// means the memory stays in use.
+fn release(base: *mut u8, b: &JobBuffer, advice: libc::c_int) {
+    let from = b.offset.next_multiple_of(PAGE);
+    let to = (b.offset + b.bytes) / PAGE * PAGE;
+    if to > from {
+        // SAFETY: a page-aligned range inside the buffer (the region is page-aligned), whose
+        // contents were copied elsewhere just before.
+        unsafe {
+            libc::madvise(base.add(from).cast(), to - from, advice);
+        }
+    }
 }
 
 /// Live buffers at least this large get a private copy in huge pages.
@@ -128,7 +147,6 @@ const HUGE_FROM: usize = 4 << 20;
 /// offsets: the staggering of their page offsets is kept).
 struct HugeCopy {
     ptr: *mut u8,
-    len: usize,
     map: *mut c_void,
     map_len: usize,
 }
@@ -137,7 +155,7 @@ impl HugeCopy {
     /// The copy, or `None` where it does not pay (small buffers), the system has no memory to
     /// spare for it, `TEML_HUGE_PAGES=0` asks for none, or the mapping fails: the kernel then
     /// runs on the shared mapping.
-    fn new(shared: *const u8, len: usize) -> Option<HugeCopy> {
+    fn new(shared: *mut u8, len: usize, buffers: &[JobBuffer]) -> Option<HugeCopy> {
         const HUGE: usize = 2 << 20;
         if len < HUGE_FROM
             || std::env::var("TEML_HUGE_PAGES").is_ok_and(|v| v == "0")
@@ -166,15 +184,27 @@ impl HugeCopy {
         // bytes (checked against the job before).
         unsafe {
             libc::madvise(ptr.cast(), len.next_multiple_of(HUGE), libc::MADV_HUGEPAGE);
-            std::ptr::copy_nonoverlapping(shared, ptr, len);
         }
-        Some(HugeCopy { ptr, len, map, map_len })
+        // Buffer by buffer, each one's shared pages given back once copied: the shared file's
+        // pages are memory too, and a run would otherwise hold its data twice here.
+        for b in buffers {
+            // SAFETY: every buffer lies inside the first `len` bytes of both regions (checked
+            // against the job).
+            unsafe { std::ptr::copy_nonoverlapping(shared.add(b.offset), ptr.add(b.offset), b.bytes) };
+            release(shared, b, libc::MADV_REMOVE);
+        }
+        Some(HugeCopy { ptr, map, map_len })
     }
 
-    /// Copies the live buffers (the outputs) back to the shared mapping.
-    fn copy_back(&self, shared: *mut u8) {
-        // SAFETY: both regions hold `len` bytes and do not overlap (one is private).
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr, shared, self.len) }
+    /// Copies the live buffers (the outputs) back to the shared mapping, one at a time, each
+    /// one's private pages given back once copied: the two copies never coexist whole.
+    fn copy_back(&self, shared: *mut u8, buffers: &[JobBuffer]) {
+        for b in buffers {
+            // SAFETY: every buffer lies inside the first `len` bytes of both regions (checked
+            // against the job), which do not overlap (one is private).
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(b.offset), shared.add(b.offset), b.bytes) };
+            release(self.ptr, b, libc::MADV_DONTNEED);
+        }
     }
 }
 

@@ -163,7 +163,7 @@ pub fn run(
         pipeline::compare_within(
             name,
             &want.dims,
-            &got.data.to_f64(),
+            got.data.to_f64(),
             &want.data,
             pipeline::tolerance(DType::Double),
             mag,

@@ -210,3 +210,27 @@ fn a_statement_over_its_own_operand_runs_in_place_only_where_it_may() {
         ],
     );
 }
+
+/// Which buffers a kernel computes afresh (their timed runs need no copy of the initial data):
+/// results set or summed from zero; not an update onto what a tensor held, not a buffer that
+/// holds an operand at entry.
+#[test]
+fn results_computed_afresh_need_no_restore() {
+    let src = "N = 6\nx = tensor([N, N])\nM = tensor([N, N])\nA = tensor([N, N])\n\
+               C = contract(x, M, [2, 1])\ny = add(x, M, [[i, j], [i, j]] -> [i, j])\n\
+               A = add(A, M, [[i, j], [i, j]] -> [i, j])\nlc = build(C)\nly = build(y)\nla = build(A)\n\
+               lp = in_place(ly, y, x)\n";
+    let s =
+        teml::lang::eval_with(src, "t.teml", &teml::ir::State::new(), &teml::script::Stdlib::get()).unwrap();
+    let nest = |id: &str| match s.get(id) {
+        Some(teml::ir::Value::Nest(n)) => (teml::ir::Name::from(id), n.clone()),
+        _ => panic!("{id}"),
+    };
+    let fresh = |ids: &[&str]| -> Vec<(String, bool)> {
+        let nests: Vec<_> = ids.iter().map(|i| nest(i)).collect();
+        let k = teml::codegen::generate(&s, "k", &nests).unwrap();
+        k.params.iter().filter(|p| p.written).map(|p| (p.name.to_string(), p.fresh)).collect()
+    };
+    assert_eq!(fresh(&["lc", "ly", "la"]), vec![("C".into(), true), ("y".into(), true), ("A".into(), false)]);
+    assert_eq!(fresh(&["lp"]), vec![("y".into(), false)]);
+}

@@ -51,7 +51,7 @@ fn laid_out_tensors_verify_and_keep_their_shape_outside() {
             "/* `C` laid out regroup(2, 4) for this kernel: converted at entry and back at exit */"
         )
     );
-    assert!(actual.contains("double (*restrict teml_A_layout)[8*teml_floordiv(N+7, 8)+8] = calloc("));
+    assert!(actual.contains("double (*restrict teml_A_layout)[8*teml_floordiv(N+7, 8)+8] = teml_buffer("));
     crate::common::golden("mm_layouts.c", &actual);
 }
 
