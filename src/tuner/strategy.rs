@@ -107,6 +107,9 @@ impl Search {
                 pinned.insert(last[k].name.clone(), last[k].index + 1);
                 Some(Proposal { pinned, seed: None })
             }
+            // The space's first choices come first: its author's default, the path they
+            // expect to be good (TVM's default configuration, a seeded population).
+            Strategy::Random | Strategy::Evolutionary if self.made == 1 => Some(Proposal::default()),
             Strategy::Random => Some(self.random()),
             Strategy::Evolutionary => {
                 if self.population.len() < INITIAL_RANDOM || self.unit() < EXPLORE {
@@ -209,6 +212,15 @@ mod tests {
                 "a=2 c=1"
             ]
         );
+    }
+
+    #[test]
+    fn searches_measure_the_first_choices_first() {
+        for st in [Strategy::Random, Strategy::Evolutionary] {
+            let mut s = Search::new(st, 7);
+            assert_eq!(s.propose(), Some(Proposal::default()), "{st}");
+            assert!(s.propose().is_some_and(|p| p.seed.is_some()), "{st}");
+        }
     }
 
     #[test]
