@@ -473,18 +473,7 @@ impl Model<'_> {
                     let Some((_, vals)) = a else {
                         return Ok(Some(format!("a read of `{tensor}` escapes: {sample}")));
                     };
-                    let env: BTreeMap<String, i64> = org
-                        .iters
-                        .iter()
-                        .map(|i| i.to_string())
-                        .zip(vals.iter().copied())
-                        .chain(params.iter().cloned())
-                        .collect();
-                    let element: String = x
-                        .index
-                        .iter()
-                        .map(|i| i.eval(&|v| env.get(v).copied()).map_or("[?]".into(), |e| format!("[{e}]")))
-                        .collect();
+                    let element = element_at(org, x, &vals, &params);
                     let at: Vec<String> =
                         org.iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
                     return Ok(Some(format!(
@@ -694,6 +683,22 @@ pub fn stays_local(
     })
 }
 
+/// The element access `a` of statement `org` touches at the iterator values `vals` (with the
+/// parameters' values `params`), e.g. "[0][3]".
+fn element_at(org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]) -> String {
+    let env: BTreeMap<String, i64> = org
+        .iters
+        .iter()
+        .map(|i| i.to_string())
+        .zip(vals.iter().copied())
+        .chain(params.iter().cloned())
+        .collect();
+    a.index
+        .iter()
+        .map(|i| i.eval(&|v| env.get(v).copied()).map_or("[?]".into(), |e| format!("[{e}]")))
+        .collect()
+}
+
 /// Whether the result `y` of `nest` may be stored over its operand `x` (`in_place`, seed 000):
 /// in the original order, no element of `x` is read after the element of `y` over it was
 /// written (a read and the write of one instance are in order: the value is read first), and
@@ -708,19 +713,9 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
     // s -> t: t runs before s in the original order.
     let before = orig.clone().lex_lt(orig)?.reverse()?;
     let writes = m.accesses(&ctx, y, &|a| a.write, &m.these)?;
+    let bound: Vec<(String, i64)> = state.consts.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
-        let env: BTreeMap<String, i64> = org
-            .iters
-            .iter()
-            .map(|i| i.to_string())
-            .zip(vals.iter().copied())
-            .chain(params.iter().cloned())
-            .chain(state.consts.iter().map(|(k, v)| (k.to_string(), *v)))
-            .collect();
-        a.index
-            .iter()
-            .map(|i| i.eval(&|v| env.get(v).copied()).map_or("[?]".into(), |e| format!("[{e}]")))
-            .collect()
+        element_at(org, a, vals, &[params, &bound].concat())
     };
     for org in &m.origins {
         for a in org.accesses.iter().filter(|a| !a.write) {
