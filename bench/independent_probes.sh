@@ -21,3 +21,9 @@ cc -O3 -march=native -fopenmp "$here/probes/interp_hand.c" -o "$out/interp_hand"
 cc -O3 -march=native -fopenmp "$here/probes/helm_hand.c" -o "$out/helm_hand"
 "$out/interp_hand"
 "$out/helm_hand"
+# blur with plain against non-temporal stores (AVX-512F only): what skipping the read for
+# ownership of B's lines would give (issue 20's blur target; bench/RESULTS.md).
+if grep -q avx512f /proc/cpuinfo; then
+  cc -O3 -march=native -fopenmp "$here/probes/blur_nt.c" -o "$out/blur_nt"
+  "$out/blur_nt"
+fi
