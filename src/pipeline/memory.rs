@@ -5,9 +5,11 @@ use super::options::{RunError, RunOptions};
 use crate::interp;
 use crate::ir::{Nest, State};
 
-/// Memory a run takes per byte of its tensors (held as 8-byte elements): the initial data
-/// (which becomes the reference), the shared mapping (twice while timing), the worker's copy
-/// in huge pages (where memory allows: `runtime::worker`) and the outputs.
+/// Memory a run takes per byte of its tensors (held as 8-byte elements), at most: the initial
+/// data (which becomes the reference), the shared mapping (with the snapshots of the buffers
+/// timed runs restore), the worker's copy in huge pages (where memory allows:
+/// `runtime::worker`, which gives back the shared pages buffer by buffer) and the outputs.
+/// Measured peaks are 2.2-2.6x (bench/RESULTS.md, "Where tensors live"): the factor is a bound.
 fn memory_factor(opts: &RunOptions) -> f64 {
     if opts.timing.is_some() { 5.0 } else { 4.0 }
 }
