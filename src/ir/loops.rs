@@ -382,10 +382,16 @@ impl Layout {
             && self.pad.iter().all(|(m, e)| *m <= 1 && *e == 0)
     }
 
-    /// True where consecutive elements of the tensor's last dimension stay adjacent.
+    /// True where consecutive elements of the tensor's last dimension stay adjacent: the
+    /// buffer's last dimension is that one (or, regrouped, its block `x div V` then its lanes
+    /// `x mod V`, whose row-major offset is `x` again). Another dimension regrouped puts its
+    /// lanes last, between consecutive elements of the rows.
     pub fn keeps_rows(&self, rank: usize) -> bool {
-        self.regroup.is_none_or(|(k, _)| k + 1 != rank)
-            && self.order(rank).last() == Some(&(self.rank(rank) - 1))
+        let order = self.order(rank);
+        match self.regroup {
+            Some((k, _)) if k + 1 == rank => order.ends_with(&[rank - 1, rank]),
+            _ => order.last() == Some(&(rank - 1)),
+        }
     }
 
     /// E.g. `regroup(1, 8) [2, 1] pad [(8, 0)]`.

@@ -1213,3 +1213,18 @@ fn an_update_onto_a_tensor_is_no_temporary() {
          l24 = parallelize(f23, 1)\ncodegen(l24)\ns = store_at(f23, 1, A3)\ncodegen(s)\n",
     );
 }
+
+/// Found by the fuzzer: `X8` regrouped along its first dimension keeps that dimension's lanes
+/// last in its buffer (`[j div 2][i][k][j mod 2]`), so consecutive `k` are 2 apart; explicit
+/// lanes along `k` stored pairs of adjacent doubles there, half of them into another element.
+/// Such lanes now keep the pragma.
+#[test]
+fn lanes_along_a_row_that_another_regrouped_dimension_splits() {
+    check_text(
+        "N = 7\nA6 = tensor([N, N, 6])\nA7 = tensor([N, 6])\n\
+         X8 = mul(A6, A7, [[i, j, k], [j, k]] -> [j, i, k])\nl10 = build(X8)\n\
+         l17 = vectorize(l10, 3, 128)\nl18 = regroup(l17, X8, 1, 2, 1)\ncodegen(l18)\n\
+         l19 = regroup(l17, X8, 3, 2)\ncodegen(l19)\nl20 = regroup(l10, X8, 1, 2, 1)\n\
+         l21 = permute_layout(l20, X8, [1, 2, 4, 3])\nl22 = vectorize(l21, 3)\ncodegen(l22)\n",
+    );
+}
