@@ -713,6 +713,7 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
     // s -> t: t runs before s in the original order.
     let before = orig.clone().lex_lt(orig)?.reverse()?;
     let writes = m.accesses(&ctx, y, &|a| a.write, &m.these)?;
+    let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
     let bound: Vec<(String, i64)> = state.consts.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
         element_at(org, a, vals, &[params, &bound].concat())
@@ -749,14 +750,13 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
                 }
             } else {
                 // A read of `y` with no write of its element before: over `x`, it would read `x`.
-                let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
                 let unit = ctx.map(&format!(
                     "{} -> {{ M[{}] -> [] }}",
                     m.names.param_list(),
                     (0..a.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
                 ))?;
                 let reads = m.accesses(&ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?.then(unit)?;
-                let open = reads.minus(earlier_writes.then(instances)?)?;
+                let open = reads.minus(earlier_writes.then(instances.clone())?)?;
                 if let Some(sample) = open.coalesce()?.sample()? {
                     let (params, s, _) = point(&sample);
                     let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));

@@ -51,7 +51,7 @@ pub fn check(
             lay.describe(nest.rank_of(tensor).unwrap_or(0))
         )));
     }
-    if nest.over.contains_key(tensor) || nest.over.values().any(|x| x == tensor) {
+    if nest.in_place(tensor) {
         return Err(cannot("it is stored in place (in_place): expected a tensor stored as declared".into()));
     }
     if l.annot.vectorize {
@@ -204,10 +204,7 @@ fn temporaries(nest: &Nest) -> Vec<Name> {
     written
         .into_iter()
         .filter(|t| {
-            read.contains(t)
-                && !stored.contains(t)
-                && !nest.layouts.contains_key(t)
-                && !nest.over.values().any(|x| x == t)
+            read.contains(t) && !stored.contains(t) && !nest.layouts.contains_key(t) && !nest.in_place(t)
         })
         .collect()
 }

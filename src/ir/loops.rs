@@ -473,6 +473,11 @@ impl Nest {
         !matches!(self.items.as_slice(), [LNode::Loop(_)])
     }
 
+    /// True if `tensor` is a result stored over its operand here (`in_place`), or that operand.
+    pub fn in_place(&self, tensor: &str) -> bool {
+        self.over.iter().any(|(y, x)| &**y == tensor || &**x == tensor)
+    }
+
     /// The rank with which the statements access `tensor` (the first access's), if any does.
     pub fn rank_of(&self, tensor: &str) -> Option<usize> {
         let mut rank = None;

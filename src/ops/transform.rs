@@ -967,7 +967,7 @@ pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> 
         ));
     }
     for (k, t, name) in [(2, y, "result"), (3, x, "operand")] {
-        if nest.over.contains_key(t) || nest.over.values().any(|v| v == t) {
+        if nest.in_place(t) {
             return Err(bad(
                 k,
                 name,
@@ -1035,7 +1035,7 @@ fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::ir::Layout, 
             format!("`{tensor}`, stored per iteration of a loop (store_at)"),
         ));
     }
-    if nest.over.contains_key(tensor) || nest.over.values().any(|x| x == tensor) {
+    if nest.in_place(tensor) {
         return Err(bad(
             "a tensor with storage of its own",
             format!("`{tensor}`, stored in place (in_place)"),
