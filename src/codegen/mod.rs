@@ -243,6 +243,7 @@ fn generate_with(
             guarded: n.stmts().iter().any(|s| !s.guard().is_empty()),
             auto: auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect(),
             laid: &laid,
+            stream: None,
         };
         for g in &zeroing::place(n.items()) {
             cx.node(g, 1).map_err(unrealizable)?;
@@ -266,6 +267,14 @@ fn generate_with(
         nest_names.join(", ")
     );
     src.push('\n');
+    if !helpers.streams.is_empty() {
+        src.push_str(
+            "#include <stdint.h>\n#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n",
+        );
+        if !helpers.packs {
+            src.push('\n');
+        }
+    }
     if helpers.packs {
         src.push_str("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
         if helpers.layouts {
@@ -327,6 +336,12 @@ fn generate_with(
                 src,
                 "static inline {ty} teml_hsum_{vt}({vt} v) {{ {ty} s = 0; for (int l = 0; l < {w}; l++) s += v[l]; return s; }}"
             );
+        }
+        for (dtype, w) in &helpers.streams {
+            src.push_str(&stream_helper(*dtype, *w));
+        }
+        if !helpers.streams.is_empty() {
+            src.push_str(STREAM_FENCE);
         }
         src.push('\n');
     }
@@ -503,6 +518,35 @@ fn stands_for(parts: &[(Arc<Loop>, Arc<Loop>)], l: &Arc<Loop>) -> Arc<Loop> {
     parts.iter().find(|(c, _)| Arc::ptr_eq(c, l)).map_or_else(|| l.clone(), |(_, o)| o.clone())
 }
 
+/// `teml_stream_teml_d8(p, v)`: stores vector `v` at `p` (aligned to its size) with a
+/// streaming (non-temporal) store where the target has one of its width, a plain store
+/// otherwise (`stream`).
+fn stream_helper(dtype: DType, w: usize) -> String {
+    let (ty, vt) = (dtype.c_name(), vtype(dtype, w));
+    let bits = w * dtype.size() * 8;
+    let (isa, prefix) = match bits {
+        512 => ("__AVX512F__", "_mm512"),
+        256 => ("__AVX__", "_mm256"),
+        128 if dtype == DType::Double => ("__SSE2__", "_mm"),
+        128 => ("__SSE__", "_mm"),
+        _ => ("", ""),
+    };
+    let plain = format!("*({vt} *)p = v;");
+    let body = if isa.is_empty() {
+        format!("  {plain}\n")
+    } else {
+        let (suffix, m) = if dtype == DType::Double { ("pd", "d") } else { ("ps", "") };
+        format!(
+            "#if defined({isa})\n  {prefix}_stream_{suffix}(({ty} *)p, (__m{bits}{m})v);\n#else\n  {plain}\n#endif\n"
+        )
+    };
+    format!("static inline void teml_stream_{vt}(void *p, {vt} v)\n{{\n{body}}}\n")
+}
+
+/// Orders a thread's streaming stores before what it does next (they are weakly ordered).
+const STREAM_FENCE: &str =
+    "static inline void teml_stream_fence(void)\n{\n#if defined(__SSE__)\n  _mm_sfence();\n#endif\n}\n";
+
 /// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
 fn vtype(dtype: DType, w: usize) -> String {
     format!("teml_{}{w}", if dtype == DType::Float { "f" } else { "d" })
@@ -519,6 +563,8 @@ struct Helpers {
     splats: BTreeSet<(DType, usize)>,
     /// Sums of the lanes of a vector used (partial sums stored).
     hsums: BTreeSet<(DType, usize)>,
+    /// Streaming stores of vectors used (`stream`).
+    streams: BTreeSet<(DType, usize)>,
     /// Some loop packs a tensor (the kernel allocates and copies).
     packs: bool,
     /// Some tensor is laid out in a buffer of its own for the kernel ([`convert`]).
@@ -821,6 +867,9 @@ struct Cx<'a> {
     auto: Vec<Name>,
     /// Tensors stored in another layout: their buffer and layout.
     laid: &'a BTreeMap<Name, (String, crate::ir::Layout)>,
+    /// In the whole vectors of a streaming loop (`stream`): the tensor and the index whose
+    /// stores are streamed (the access the loop was peeled to align).
+    stream: Option<(Name, Vec<Expr>)>,
 }
 
 impl Cx<'_> {
@@ -856,12 +905,26 @@ impl Cx<'_> {
             }
             _ => rhs,
         };
+        // A whole vector of the tensor a streaming loop stores: a streaming store.
+        let streamed = match (lane, &self.stream) {
+            (Some(ln), Some((t, index)))
+                if ln.width > 1
+                    && lw.update == Update::Set
+                    && lw.target.id() == Some(t)
+                    && lw.target.index_list() == Some(index.as_slice()) =>
+            {
+                let vt = vtype(ln.dtype, ln.width);
+                lhs.strip_prefix(&format!("*({vt} *)")).map(|p| format!("teml_stream_{vt}({p}, {rhs});"))
+            }
+            _ => None,
+        };
+        let text = streamed.unwrap_or_else(|| format!("{lhs} {op} {rhs};"));
         match self.test(&lw.when) {
             Some(test) => {
                 self.line(depth, &test);
-                self.line(depth + 1, &format!("{lhs} {op} {rhs};"));
+                self.line(depth + 1, &text);
             }
-            None => self.line(depth, &format!("{lhs} {op} {rhs};")),
+            None => self.line(depth, &text),
         }
         Ok(())
     }
@@ -1344,6 +1407,12 @@ impl Cx<'_> {
                 Err(why) => simd_note = Some(why),
             }
         }
+        if let Some(t) = l.annot.stream.first()
+            && self.target.vector_bits > 0
+        {
+            let why = simd_note.as_deref().unwrap_or("the loop is not printed with explicit vectors");
+            self.line(depth, &format!("/* `{t}` not streamed: {} */", why.replace("*/", "* /")));
+        }
         let header = self.header(l);
         let mut pragma = match (l.annot.parallel && !in_band, l.annot.vectorize) {
             (true, true) => Some("#pragma omp parallel for simd".to_string()),
@@ -1549,7 +1618,59 @@ impl Cx<'_> {
                     width: *width,
                     dtype: *dtype,
                 };
-                if whole {
+                let streamed = match self.streamed(l, body) {
+                    Ok(t) => t,
+                    Err(why) => {
+                        self.line(depth, &format!("/* {} */", why.replace("*/", "* /")));
+                        None
+                    }
+                };
+                if let Some(target) = streamed {
+                    // Scalar iterations until the streamed access starts an aligned vector, whole
+                    // vectors with streaming stores, a scalar remainder, and the fence.
+                    let t = target.id().cloned().unwrap_or_default();
+                    let bytes = *width * target.dtype.size();
+                    self.helpers.streams.insert((*dtype, *width));
+                    let element = self.c_leaf(&target);
+                    let ub = c_expr(&l.ub, self.helpers, true);
+                    self.line(depth, "{");
+                    self.line(depth + 1, &format!("int {i} = {lb};"));
+                    self.line(
+                        depth + 1,
+                        &format!(
+                            "for (; {i} <= {ub} && (uintptr_t)&{element} % {bytes} != 0; {i}++)  /* until {element} starts a {bytes}-byte line */"
+                        ),
+                    );
+                    self.line(depth + 1, "{");
+                    for g in body {
+                        self.node(g, depth + 2)?;
+                    }
+                    self.line(depth + 1, "}");
+                    self.line(
+                        depth + 1,
+                        &format!(
+                            "for (; {i} <= {last}; {i} += {width})  /* `{}` streamed: stored without reading its lines */",
+                            self.helpers.names.tensor(&t)
+                        ),
+                    );
+                    self.line(depth + 1, "{");
+                    self.stream = Some((t, target.index_list().unwrap_or(&[]).to_vec()));
+                    let r = self.lanes_body(body, &lane, depth + 2);
+                    self.stream = None;
+                    r?;
+                    self.line(depth + 1, "}");
+                    self.line(depth + 1, &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"));
+                    self.line(depth + 1, "{");
+                    for g in body {
+                        self.node(g, depth + 2)?;
+                    }
+                    self.line(depth + 1, "}");
+                    self.line(
+                        depth + 1,
+                        "teml_stream_fence();  /* the streamed stores, in order before what follows */",
+                    );
+                    self.line(depth, "}");
+                } else if whole {
                     self.line(depth, &format!("for (int {i} = {lb}; {i} <= {last}; {i} += {width})"));
                     self.line(depth, "{");
                     self.lanes_body(body, &lane, depth + 1)?;
@@ -1573,6 +1694,29 @@ impl Cx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The store that streaming loop `l` (`stream`) aligns to: the first statement's target
+    /// that sets its streamed tensor along `l`; none where `l` streams nothing; why, where its
+    /// stores stay plain.
+    fn streamed(&self, l: &Loop, body: &[GNode]) -> std::result::Result<Option<crate::ir::TExpr>, String> {
+        let Some(t) = l.annot.stream.first() else { return Ok(None) };
+        if self.bands.iter().any(|b| b.tensors.contains(t)) {
+            return Err(format!("`{t}` not streamed: it is kept in registers around `{}`", l.iter));
+        }
+        let target = body.iter().find_map(|g| match g {
+            GNode::Stmt(s) => {
+                lower(s).filter(|lw| lw.update == Update::Set).map(|lw| lw.target).filter(|x| {
+                    x.id() == Some(t)
+                        && x.index_list().and_then(|xs| xs.last()).is_some_and(|x| x.mentions(&l.iter))
+                })
+            }
+            _ => None,
+        });
+        match target {
+            Some(x) => Ok(Some(x)),
+            None => Err(format!("`{t}` not streamed: no statement of `{}` sets it along its rows", l.iter)),
+        }
     }
 
     fn lanes_body(&mut self, body: &[GNode], lane: &Lane, depth: usize) -> std::result::Result<(), String> {

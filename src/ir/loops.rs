@@ -46,6 +46,10 @@ pub struct Annotations {
     /// tensor (`analysis::storage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub store_at: Vec<Name>,
+    /// `stream`: the tensor whose whole vectors of lanes this vectorized loop stores with
+    /// non-temporal (streaming) stores, its rows peeled to the vector's alignment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream: Vec<Name>,
 }
 
 /// How a packed block is laid out in its buffer.
@@ -122,6 +126,10 @@ impl Annotations {
             let ts: Vec<&str> = self.store_at.iter().map(|t| &**t).collect();
             w.push(format!("store_at({})", ts.join(", ")));
         }
+        if !self.stream.is_empty() {
+            let ts: Vec<&str> = self.stream.iter().map(|t| &**t).collect();
+            w.push(format!("stream({})", ts.join(", ")));
+        }
         w
     }
 
@@ -153,6 +161,11 @@ impl Annotations {
             store_at: {
                 let mut r = self.store_at.clone();
                 r.extend(other.store_at.iter().filter(|t| !self.store_at.contains(t)).cloned());
+                r
+            },
+            stream: {
+                let mut r = self.stream.clone();
+                r.extend(other.stream.iter().filter(|t| !self.stream.contains(t)).cloned());
                 r
             },
         }

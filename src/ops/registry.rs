@@ -609,6 +609,11 @@ fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?, bits)?))
 }
 
+fn b_stream(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("stream", s, a, 3, 3, "stream(l, r, T)")?;
+    Ok(n(transform::stream(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+}
+
 fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("registers", s, a, 3, 3, "registers(l, r, T)")?;
     Ok(n(transform::registers(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
@@ -998,6 +1003,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_pack),
+    },
+    Builtin {
+        name: "stream",
+        signature: "stream(l, r, T)",
+        equation: "non-temporal stores",
+        summary: "the vectorized innermost loop at level r stores its whole vectors of T with streaming (non-temporal) stores, which skip reading the cache line first, after peeling the loop to T's vector alignment; for a result written once per kernel and not read back soon",
+        example: "l3 = stream(l2, 2, B)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_stream),
     },
     Builtin {
         name: "regroup",

@@ -876,6 +876,104 @@ fn lanes_along(items: &[LNode], tensor: &Name) -> Option<(Name, String)> {
     })
 }
 
+/// `stream(l, r, T)` (non-temporal stores): the vectorized loop at level `r` stores its whole
+/// vectors of `T` with streaming stores, which write a cache line without reading it first
+/// (the read for ownership a plain store costs) and keep it out of the caches. The loop is
+/// peeled until `T`'s first lane starts a vector-aligned address; the stores are fenced after
+/// it. Only the code changes, not the order: the nest means what it meant. For a result
+/// written once and read later (blur's output, at 2/3 of its memory traffic). Refused where
+/// the loop is not an innermost vectorized loop, where its body does not set (`=`) `T` with
+/// lanes along its last dimension, or where `T` is kept in registers, stored per iteration or
+/// another tensor is streamed by the loop. `stream(l, 2, B)`:
+///
+/// ```text
+/// for j in [0, N-3]  vectorize      for j in [0, N-3]  vectorize stream(B)
+///   B[i][j] = (A[i][j] + ...) / 9  →   B[i][j] = (A[i][j] + ...) / 9   (streamed)
+/// ```
+pub fn stream(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
+    let b = "stream";
+    // A result stored over its operand (`in_place`) is stored as the operand.
+    let tensor = nest.over.get(tensor).unwrap_or(tensor);
+    let l = locate(nest, level, b, &level_arg(2))?;
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    if !l.annot.vectorize {
+        return Err(illegal(format!(
+            "loop `{}` is not vectorized: expected a vectorized loop (streaming stores write whole \
+             vectors of lanes; vectorize it first)",
+            l.iter
+        )));
+    }
+    if let Some(inner) = l.body.iter().find_map(|x| x.as_loop()) {
+        return Err(illegal(format!(
+            "loop `{}` has the loop `{}` inside: expected an innermost vectorized loop (its lanes are \
+             the vectors stored)",
+            l.iter, inner.iter
+        )));
+    }
+    if let Some(other) = l.annot.stream.iter().find(|t| *t != tensor) {
+        return Err(illegal(format!(
+            "loop `{}` already streams `{other}`: expected one streamed tensor per loop (its stores \
+             decide where the loop is peeled to)",
+            l.iter
+        )));
+    }
+    let path = nest.path();
+    let outer = path.iter().take(level as usize - 1);
+    if let Some(o) = outer.clone().find(|o| o.annot.registers.contains(tensor)) {
+        return Err(illegal(format!(
+            "`{tensor}` is kept in registers across loop `{}`: its stores are after that loop, not in \
+             `{}`'s lanes",
+            o.iter, l.iter
+        )));
+    }
+    if let Some(o) = outer.clone().chain([&l]).find(|o| o.annot.store_at.contains(tensor)) {
+        return Err(illegal(format!(
+            "`{tensor}` is stored per iteration of loop `{}`: its small buffer lives in the cache, which \
+             streaming stores would bypass",
+            o.iter
+        )));
+    }
+    let mut set = None;
+    let mut summed = None;
+    for s in l.body.iter().flat_map(|x| x.stmts()) {
+        let Some(lw) = crate::ir::lower(&s) else { continue };
+        if lw.target.id() != Some(tensor) {
+            continue;
+        }
+        let index = lw.target.index_list().unwrap_or(&[]);
+        let along = index
+            .split_last()
+            .is_some_and(|(last, rest)| last.mentions(&l.iter) && !rest.iter().any(|x| x.mentions(&l.iter)));
+        match lw.update {
+            crate::ir::Update::Set if along => set = Some(lw.target.access()),
+            crate::ir::Update::Set => summed = summed.or(Some((lw.target.access(), false))),
+            _ => summed = summed.or(Some((lw.target.access(), true))),
+        }
+    }
+    if set.is_none() {
+        let found = match summed {
+            Some((a, true)) => format!(
+                "{a} summed into (+=): its old values are read, so its lines come into the cache anyway"
+            ),
+            Some((a, false)) => {
+                format!("{a}, whose lanes along `{}` are not adjacent elements of a row", l.iter)
+            }
+            None => format!("no statement in loop `{}` that writes `{tensor}`", l.iter),
+        };
+        return Err(illegal(format!(
+            "expected a tensor that loop `{}` sets (=) along its last dimension; found {found}",
+            l.iter
+        )));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        if !l2.annot.stream.contains(tensor) {
+            l2.annot.stream.push(tensor.clone());
+        }
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
 /// `store_at(l, r, T)` (storage contraction): tensor `T` is stored per iteration of the loop at
 /// level `r`: each iteration has its own buffer of the block of `T` its body accesses (a local
 /// array, private to the thread that runs it), instead of the whole tensor

