@@ -306,13 +306,14 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
     }
     // Memory bound: the bound counts bytes as STREAM does, without the write-allocate reads
     // (a triad moves four arrays and counts three), so a kernel whose writes need none (stored
-    // over lines it has just read: `in_place`) can pass it by up to a third.
+    // over lines it has just read: `in_place`; streaming stores: `stream`) can pass it by up
+    // to a third.
     let memory_bound = k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= k.flops as f64 / (m.peak_gflops * 1e9);
     for v in k.variants.iter().filter(|v| v.roofline.is_some_and(|x| x > 1.0)) {
         let why = if memory_bound {
             "STREAM's triad, the bandwidth probe, moves its output's lines twice (read for ownership, \
              then written) and counts them once; a kernel that writes over lines it has read (in place) \
-             moves only what it counts, so it can pass the probe by up to a third; above that, the probe \
+             or stores without reading (stream) moves only what it counts, so it can pass the probe by up to a third; above that, the probe \
              under-measured this machine in this run"
         } else {
             "the probes under-measured this machine in this run"
