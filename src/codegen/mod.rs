@@ -1635,17 +1635,10 @@ impl Cx<'_> {
                     let ub = c_expr(&l.ub, self.helpers, true);
                     self.line(depth, "{");
                     self.line(depth + 1, &format!("int {i} = {lb};"));
-                    self.line(
-                        depth + 1,
-                        &format!(
-                            "for (; {i} <= {ub} && (uintptr_t)&{element} % {bytes} != 0; {i}++)  /* until {element} starts a {bytes}-byte line */"
-                        ),
+                    let peel = format!(
+                        "for (; {i} <= {ub} && (uintptr_t)&{element} % {bytes} != 0; {i}++)  /* until {element} starts a {bytes}-byte line */"
                     );
-                    self.line(depth + 1, "{");
-                    for g in body {
-                        self.node(g, depth + 2)?;
-                    }
-                    self.line(depth + 1, "}");
+                    self.scalar_loop(&peel, body, depth + 1)?;
                     self.line(
                         depth + 1,
                         &format!(
@@ -1659,12 +1652,11 @@ impl Cx<'_> {
                     self.stream = None;
                     r?;
                     self.line(depth + 1, "}");
-                    self.line(depth + 1, &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"));
-                    self.line(depth + 1, "{");
-                    for g in body {
-                        self.node(g, depth + 2)?;
-                    }
-                    self.line(depth + 1, "}");
+                    self.scalar_loop(
+                        &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"),
+                        body,
+                        depth + 1,
+                    )?;
                     self.line(
                         depth + 1,
                         "teml_stream_fence();  /* the streamed stores, in order before what follows */",
@@ -1683,16 +1675,26 @@ impl Cx<'_> {
                     self.line(depth + 1, "{");
                     self.lanes_body(body, &lane, depth + 2)?;
                     self.line(depth + 1, "}");
-                    self.line(depth + 1, &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"));
-                    self.line(depth + 1, "{");
-                    for g in body {
-                        self.node(g, depth + 2)?;
-                    }
-                    self.line(depth + 1, "}");
+                    self.scalar_loop(
+                        &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"),
+                        body,
+                        depth + 1,
+                    )?;
                     self.line(depth, "}");
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `header { body }`, the body printed one iteration at a time (a peel or a remainder).
+    fn scalar_loop(&mut self, header: &str, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
+        self.line(depth, header);
+        self.line(depth, "{");
+        for g in body {
+            self.node(g, depth + 1)?;
+        }
+        self.line(depth, "}");
         Ok(())
     }
 
