@@ -1601,6 +1601,14 @@ impl Cx<'_> {
         match lanes {
             Lanes::Unrolled { dtype, blocks } => {
                 let widths: Vec<String> = blocks.iter().map(|(_, w)| w.to_string()).collect();
+                if let Some(t) = l.annot.stream.first() {
+                    self.line(
+                        depth,
+                        &format!(
+                            "/* `{t}` not streamed: {i}'s few lanes are unrolled, with no aligned start */"
+                        ),
+                    );
+                }
                 self.line(depth, &format!("/* {i} in {}: lanes {} */", l.range(), widths.join(" + ")));
                 for (off, w) in blocks {
                     let lane =

@@ -89,6 +89,18 @@ fn the_c_peels_to_the_line_streams_whole_vectors_and_fences() {
     let (ok, c) = teml_bits(d.path(), Some("512"), &["run", &f, "--no-run", "-q"]);
     assert!(ok, "{c}");
     assert!(c.contains("% 32 != 0") && c.contains("_mm256_stream_ps((float *)p, (__m256)v);"), "{c}");
+    // blocks of 8 lanes after a strip-mine: unrolled lanes, plain stores, and the C says why
+    let src = format!(
+        "{}v = vectorize(l, 2, 256)\ns = stream(v, 2, B)\nt = stripmine(s, 2, 8)\ncodegen(t)\n",
+        stencil("float, ")
+    );
+    let u = program(d.path(), "u.teml", &src);
+    let (ok, c) = teml_bits(d.path(), Some("512"), &["run", &u, "--no-run", "-q", "-D", "N=17"]);
+    assert!(
+        ok && c.contains("/* `B` not streamed: j's few lanes are unrolled")
+            && !c.contains("teml_stream_teml"),
+        "{c}"
+    );
     // without explicit vectors, plain stores
     let g = program(d.path(), "g.teml", &std::fs::read_to_string(&f).unwrap().replace(", 256)", ")"));
     let (ok, c) = teml_bits(d.path(), Some("0"), &["run", &g, "--no-run", "-q"]);
