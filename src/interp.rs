@@ -71,6 +71,8 @@ enum ROp {
     Sub,
     Mul,
     Div,
+    /// A scalar function of the top one or two values.
+    Call(crate::ir::Func),
 }
 
 #[derive(Clone, Debug)]
@@ -173,6 +175,12 @@ impl Compiler<'_> {
                     _ => ROp::Div,
                 });
             }
+            Op::Call(f) if t.children.len() == f.arity() => {
+                for c in &t.children {
+                    self.rhs(c, out, bufs)?;
+                }
+                out.push(ROp::Call(*f));
+            }
             _ => return Err(format!("cannot evaluate `{t}`")),
         }
         Ok(())
@@ -231,6 +239,15 @@ impl Machine<'_> {
                                 .ok_or_else(|| format!("read out of bounds at offset {off}"))?
                         }
                         ROp::Lit(x) => *x,
+                        ROp::Call(f) if f.arity() == 1 => {
+                            let a = self.stack.pop().unwrap_or(0.0);
+                            f.eval(a, 0.0)
+                        }
+                        ROp::Call(f) => {
+                            let b = self.stack.pop().unwrap_or(0.0);
+                            let a = self.stack.pop().unwrap_or(0.0);
+                            f.eval(a, b)
+                        }
                         _ => {
                             let r = self.stack.pop().unwrap_or(0.0);
                             let l = self.stack.pop().unwrap_or(0.0);

@@ -90,6 +90,8 @@ enum Node {
         idx: Vec<Lin>,
     },
     Bin(Bin, Box<Node>, Box<Node>),
+    /// A scalar function of its operands.
+    Call(crate::ir::Func, Vec<Node>),
     /// A contraction: the sum over the slots of the product of the factors.
     Sum {
         over: Vec<usize>,
@@ -225,6 +227,12 @@ impl<'a> Compiler<'a> {
                     _ => Bin::Div,
                 };
                 Node::Bin(op, Box::new(self.node(a)?), Box::new(self.node(b)?))
+            }
+            Op::Call(f) => {
+                if t.children.len() != f.arity() {
+                    return unsupported(format!("`{}` with {} operands", f.name(), t.children.len()));
+                }
+                Node::Call(*f, t.children.iter().map(|c| self.node(c)).collect::<Res<Vec<_>>>()?)
             }
             Op::Contract(ks) => {
                 let depth = self.scope.len();
@@ -457,6 +465,14 @@ fn eval(n: &Node, ext: &[i64], env: &mut [i64], rd: &mut dyn Reader) -> Res<f64>
                 Bin::Mul => a * b,
                 Bin::Div => a / b,
             })
+        }
+        Node::Call(f, args) => {
+            let a = eval(&args[0], ext, env, rd)?;
+            let b = match args.get(1) {
+                Some(x) => eval(x, ext, env, rd)?,
+                None => 0.0,
+            };
+            Ok(f.eval(a, b))
         }
         Node::Sum { over, factors } => sum_box(over, ext, env, rd, &mut |env, rd| {
             let mut p = 1.0;

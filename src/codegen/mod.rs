@@ -267,6 +267,12 @@ fn generate_with(
         nest_names.join(", ")
     );
     src.push('\n');
+    if helpers.math {
+        src.push_str("#include <math.h>\n");
+        if !helpers.packs && helpers.streams.is_empty() {
+            src.push('\n');
+        }
+    }
     if !helpers.streams.is_empty() {
         src.push_str(
             "#include <stdint.h>\n#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n",
@@ -565,6 +571,8 @@ struct Helpers {
     hsums: BTreeSet<(DType, usize)>,
     /// Streaming stores of vectors used (`stream`).
     streams: BTreeSet<(DType, usize)>,
+    /// A function of `<math.h>` is called (`sqrt`, `fmax`, ...).
+    math: bool,
     /// Some loop packs a tensor (the kernel allocates and copies).
     packs: bool,
     /// Some tensor is laid out in a buffer of its own for the kernel ([`convert`]).
@@ -1580,6 +1588,23 @@ impl Cx<'_> {
                 GNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
             }
         }
+        // A scalar function (`sqrt`, `fmax`, ...) has no vector form in C's vector extensions:
+        // the compiler vectorizes it under the pragma (with the vector math library it has).
+        for g in body {
+            if let GNode::Stmt(s) = g
+                && let Some(f) = s.value().and_then(|v| {
+                    let mut found = None;
+                    v.visit(&mut |n| {
+                        if let Op::Call(f) = n.op {
+                            found = found.or(Some(f));
+                        }
+                    });
+                    found
+                })
+            {
+                return Err(format!("`{}` has no explicit vector form", f.name()));
+            }
+        }
         let sums: Vec<Name> = self.bands.iter().flat_map(|b| b.tensors.iter().cloned()).collect();
         let target = match l.annot.vector_bits {
             0 => self.target,
@@ -1893,6 +1918,18 @@ impl Cx<'_> {
                 let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
                 let rs = if rp { format!("({rs})") } else { rs };
                 format!("{ls} {} {rs}", t.op.symbol())
+            }
+            Op::Call(f) => {
+                if lane.is_some_and(|ln| ln.width > 1) {
+                    return Err(format!("`{}` in explicit vector lanes", f.name()));
+                }
+                self.helpers.math = true;
+                let args = t
+                    .children
+                    .iter()
+                    .map(|c| self.c_value(c, lane, vector))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                format!("{}({})", f.c_name(t.dtype), args.join(", "))
             }
             Op::Lit(x) => {
                 let s = crate::ir::texpr::fmt_lit(x);

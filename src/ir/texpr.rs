@@ -80,6 +80,79 @@ pub enum Op {
     /// Virtual contraction (Sec. 4.2.3): the sum over the named iterators of the product of
     /// the children. Fundamental: it has no accumulator of its own.
     Contract(Vec<Name>),
+    /// An element-wise scalar function of the children (extension: `sqrt`, `pow`, `max`, ...).
+    Call(Func),
+}
+
+/// A scalar function applied element-wise (the math of PolyBench's kernels: `sqrt` in
+/// correlation and cholesky, `exp` and `pow` in deriche, `min` in floyd-warshall, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Func {
+    /// `sqrt(x)`
+    Sqrt,
+    /// `exp(x)`
+    Exp,
+    /// `log(x)` (natural)
+    Log,
+    /// `abs(x)`
+    Abs,
+    /// `pow(x, y)`
+    Pow,
+    /// `min(x, y)`
+    Min,
+    /// `max(x, y)`
+    Max,
+}
+
+impl Func {
+    /// Every function, unary ones first.
+    pub const ALL: [Func; 7] = [Func::Sqrt, Func::Exp, Func::Log, Func::Abs, Func::Pow, Func::Min, Func::Max];
+
+    /// The name the builtins and the printed expressions use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Sqrt => "sqrt",
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Abs => "abs",
+            Func::Pow => "pow",
+            Func::Min => "min",
+            Func::Max => "max",
+        }
+    }
+
+    /// How many operands it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Sqrt | Func::Exp | Func::Log | Func::Abs => 1,
+            Func::Pow | Func::Min | Func::Max => 2,
+        }
+    }
+
+    /// Its value (`b` is ignored by unary functions), as C's `<math.h>` computes it in double.
+    pub fn eval(self, a: f64, b: f64) -> f64 {
+        match self {
+            Func::Sqrt => a.sqrt(),
+            Func::Exp => a.exp(),
+            Func::Log => a.ln(),
+            Func::Abs => a.abs(),
+            Func::Pow => a.powf(b),
+            Func::Min => a.min(b),
+            Func::Max => a.max(b),
+        }
+    }
+
+    /// The C function of `<math.h>` for the element type: `sqrt`, `sqrtf`, `fabs`, `fmin`, ...
+    pub fn c_name(self, dtype: DType) -> String {
+        let base = match self {
+            Func::Abs => "fabs",
+            Func::Min => "fmin",
+            Func::Max => "fmax",
+            f => f.name(),
+        };
+        if dtype == DType::Float { format!("{base}f") } else { base.to_string() }
+    }
 }
 
 impl Op {
@@ -95,12 +168,14 @@ impl Op {
             Op::Mul => "*".into(),
             Op::Div => "/".into(),
             Op::Contract(ks) => format!("Σ[{}]", join(ks)),
+            Op::Call(f) => f.name().into(),
         }
     }
 
-    /// True for the arithmetic operations `+ - * /`.
+    /// True for the arithmetic operations `+ - * /` and the scalar functions (one
+    /// floating-point operation each, as the flop counts go).
     pub fn is_arith(&self) -> bool {
-        matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)
+        matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Call(_))
     }
 }
 
@@ -506,6 +581,10 @@ impl fmt::Display for TNode {
                 wrap(f, l, lp)?;
                 write!(f, " {} ", self.op.symbol())?;
                 wrap(f, r, rp)
+            }
+            Op::Call(func) => {
+                let args: Vec<String> = self.children.iter().map(|c| c.to_string()).collect();
+                write!(f, "{}({})", func.name(), args.join(", "))
             }
             Op::Contract(ks) => {
                 write!(f, "sum[{}](", join(ks))?;

@@ -8,6 +8,7 @@
 use super::tensor::Arith;
 use super::{build, tensor, transform};
 use crate::error::{Arg, Error, Result};
+use crate::ir::Func;
 use crate::ir::{
     DType, Expr, History, Init, KernelRequest, Name, Nest, Op, Shape, State, StepArg, TExpr, TNode, Value,
     state::describe_tensor,
@@ -507,6 +508,44 @@ op_builtin!(b_add, "add", Arith::Add);
 op_builtin!(b_sub, "sub", Arith::Sub);
 op_builtin!(b_mul, "mul", Arith::Mul);
 op_builtin!(b_div, "div", Arith::Div);
+vop_builtin!(b_vpow, "vpow", Arith::Pow);
+vop_builtin!(b_vmin, "vmin", Arith::Min);
+vop_builtin!(b_vmax, "vmax", Arith::Max);
+op_builtin!(b_pow, "pow", Arith::Pow);
+op_builtin!(b_min, "min", Arith::Min);
+op_builtin!(b_max, "max", Arith::Max);
+
+macro_rules! vfn_builtin {
+    ($f:ident, $name:literal, $func:expr) => {
+        fn $f(s: &State, a: &[ArgVal]) -> Result<Value> {
+            let a = Args::new($name, s, a, 1, 2, concat!($name, "(t, I0)"))?;
+            let x = a.tensor(1, "operand", true)?;
+            let i0 = a.iters(a.get(2), 2, "iterators")?;
+            Ok(t(tensor::vcall(s, $func, &x, i0.as_deref())?))
+        }
+    };
+}
+
+macro_rules! fn_builtin {
+    ($f:ident, $name:literal, $func:expr) => {
+        fn $f(s: &State, a: &[ArgVal]) -> Result<Value> {
+            let a = Args::new($name, s, a, 3, 3, concat!($name, "(t, I0 -> I1)"))?;
+            let x = a.tensor(1, "operand", true)?;
+            let i0 = a.iters(a.get(2), 2, "iterators")?;
+            let i1 = a.result_iters(3)?;
+            Ok(t(tensor::call(s, $func, &x, i0.as_deref(), &i1)?))
+        }
+    };
+}
+
+vfn_builtin!(b_vsqrt, "vsqrt", Func::Sqrt);
+vfn_builtin!(b_vexp, "vexp", Func::Exp);
+vfn_builtin!(b_vlog, "vlog", Func::Log);
+vfn_builtin!(b_vabs, "vabs", Func::Abs);
+fn_builtin!(b_sqrt, "sqrt", Func::Sqrt);
+fn_builtin!(b_exp, "exp", Func::Exp);
+fn_builtin!(b_log, "log", Func::Log);
+fn_builtin!(b_abs, "abs", Func::Abs);
 
 fn b_vcontract(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new(
@@ -883,6 +922,146 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Tensor,
         checked: false,
         call: Call::Value(b_div),
+    },
+    Builtin {
+        name: "vsqrt",
+        signature: "vsqrt(t, I0)",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise the square root sqrt(t[I0]); I0 is omitted when t carries iterators",
+        example: "S = vsqrt(A, [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vsqrt),
+    },
+    Builtin {
+        name: "sqrt",
+        signature: "sqrt(t, I0 -> I1)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I1] = sqrt(t[I0]), the square root (C's <math.h>)",
+        example: "B = sqrt(A, [i, j] -> [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_sqrt),
+    },
+    Builtin {
+        name: "vexp",
+        signature: "vexp(t, I0)",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise the exponential exp(t[I0]); I0 is omitted when t carries iterators",
+        example: "S = vexp(A, [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vexp),
+    },
+    Builtin {
+        name: "exp",
+        signature: "exp(t, I0 -> I1)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I1] = exp(t[I0]), the exponential (C's <math.h>)",
+        example: "B = exp(A, [i, j] -> [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_exp),
+    },
+    Builtin {
+        name: "vlog",
+        signature: "vlog(t, I0)",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise the natural logarithm log(t[I0]); I0 is omitted when t carries iterators",
+        example: "S = vlog(A, [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vlog),
+    },
+    Builtin {
+        name: "log",
+        signature: "log(t, I0 -> I1)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I1] = log(t[I0]), the natural logarithm (C's <math.h>)",
+        example: "B = log(A, [i, j] -> [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_log),
+    },
+    Builtin {
+        name: "vabs",
+        signature: "vabs(t, I0)",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise the absolute value abs(t[I0]); I0 is omitted when t carries iterators",
+        example: "S = vabs(A, [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vabs),
+    },
+    Builtin {
+        name: "abs",
+        signature: "abs(t, I0 -> I1)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I1] = abs(t[I0]), the absolute value (C's <math.h>)",
+        example: "B = abs(A, [i, j] -> [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_abs),
+    },
+    Builtin {
+        name: "vpow",
+        signature: "vpow(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise pow(t0[I0], t1[I1]): t0[I0] raised to the power t1[I1]",
+        example: "P = vpow(A, 2.0, [[i], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vpow),
+    },
+    Builtin {
+        name: "pow",
+        signature: "pow(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I2] = pow(t0[I0], t1[I1]): t0[I0] raised to the power t1[I1] (C's <math.h>)",
+        example: "P = pow(A, 2.0, [[i], ] -> [i])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_pow),
+    },
+    Builtin {
+        name: "vmin",
+        signature: "vmin(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise min(t0[I0], t1[I1]): the smaller of t0[I0] and t1[I1]",
+        example: "M = vmin(A, B, [[i, k], [k, j]])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vmin),
+    },
+    Builtin {
+        name: "min",
+        signature: "min(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I2] = min(t0[I0], t1[I1]): the smaller of t0[I0] and t1[I1] (C's <math.h>)",
+        example: "M = min(A, B, [[i, j], [i, j]] -> [i, j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_min),
+    },
+    Builtin {
+        name: "vmax",
+        signature: "vmax(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise max(t0[I0], t1[I1]): the larger of t0[I0] and t1[I1]",
+        example: "M = vmax(A, 0.0, [[i], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vmax),
+    },
+    Builtin {
+        name: "max",
+        signature: "max(t0, t1, [I0, I1] -> I2)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I2] = max(t0[I0], t1[I1]): the larger of t0[I0] and t1[I1] (C's <math.h>)",
+        example: "M = max(A, 0.0, [[i], ] -> [i])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_max),
     },
     Builtin {
         name: "vcontract",

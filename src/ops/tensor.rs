@@ -5,7 +5,7 @@ use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
 use crate::ir::{
-    AssignMode, DType, Dim, Expr, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf,
+    AssignMode, DType, Dim, Expr, Func, Iters, Name, Op, Shape, State, TExpr, TNode, Value, real_leaf,
 };
 use std::collections::BTreeSet;
 
@@ -20,6 +20,12 @@ pub enum Arith {
     Mul,
     /// `/`
     Div,
+    /// `pow(x, y)`
+    Pow,
+    /// `min(x, y)`
+    Min,
+    /// `max(x, y)`
+    Max,
 }
 
 impl Arith {
@@ -29,6 +35,9 @@ impl Arith {
             Arith::Sub => Op::Sub,
             Arith::Mul => Op::Mul,
             Arith::Div => Op::Div,
+            Arith::Pow => Op::Call(Func::Pow),
+            Arith::Min => Op::Call(Func::Min),
+            Arith::Max => Op::Call(Func::Max),
         }
     }
 
@@ -39,6 +48,9 @@ impl Arith {
             Arith::Sub => "sub",
             Arith::Mul => "mul",
             Arith::Div => "div",
+            Arith::Pow => "pow",
+            Arith::Min => "min",
+            Arith::Max => "max",
         }
     }
 }
@@ -255,6 +267,26 @@ fn vop_named(
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
 }
 
+/// `vsqrt(t, I0)` and the other unary functions (extension, by eq. 15's pattern): the virtual
+/// element-wise `f(t[I0])`; `I0` is omitted where `t` carries iterators.
+pub fn vcall(state: &State, f: Func, t: &TExpr, i0: Option<&[Expr]>) -> Result<TExpr> {
+    vcall_named(state, &format!("v{}", f.name()), f, t, i0)
+}
+
+fn vcall_named(state: &State, builtin: &str, f: Func, t: &TExpr, i0: Option<&[Expr]>) -> Result<TExpr> {
+    let y = operand(state, builtin, &Arg::new(1, "operand"), t, i0)?;
+    let node = TNode::node(Op::Call(f), Shape::Dims(vec![]), vec![y]);
+    let shape = infer_shape(state, builtin, &Arg::new(2, "iterators"), &node)?;
+    Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
+}
+
+/// `sqrt(t, I0 -> I1)` and the other unary functions (extension, by eq. 16's pattern):
+/// `eq(vsqrt(t, I0), ε -> I1)`, the assignment `□[I1] = f(t[I0])`.
+pub fn call(state: &State, f: Func, t: &TExpr, i0: Option<&[Expr]>, i1: &[Expr]) -> Result<TExpr> {
+    let x = vcall_named(state, f.name(), f, t, i0)?;
+    assign_node(state, f.name(), x, i1, &Arg::new(3, "result iterators"))
+}
+
 /// `eq(t, I0 -> I1)`, eq. 14: the assignment `□[I1] = t[I0]`.
 pub fn eq(state: &State, t: &TExpr, i0: Option<&[Expr]>, i1: &[Expr]) -> Result<TExpr> {
     let y = operand(state, "eq", &Arg::new(1, "tensor"), t, i0)?;
@@ -358,6 +390,7 @@ fn check_reductions(builtin: &str, stmt: &TNode, lenient: bool) -> Result<()> {
                 let sym = if n.op == Op::Add { "+" } else { "-" };
                 n.children.iter().try_for_each(|c| go(builtin, c, false, sym))
             }
+            Op::Call(f) => n.children.iter().try_for_each(|c| go(builtin, c, false, f.name())),
             _ => Ok(()),
         }
     }

@@ -70,6 +70,7 @@ static LAID: AtomicUsize = AtomicUsize::new(0);
 static IN_PLACE: AtomicUsize = AtomicUsize::new(0);
 static STREAMED: AtomicUsize = AtomicUsize::new(0);
 static GCC_BUGS: AtomicUsize = AtomicUsize::new(0);
+static MATH: AtomicUsize = AtomicUsize::new(0);
 
 /// True if kernel `k`, which did not verify, verifies when the same C is compiled without
 /// gcc's loop vectorizer (`-fno-tree-loop-vectorize`).
@@ -101,7 +102,7 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
          this size); {} known bugs hit; {} kernels miscompiled by gcc's loop vectorizer (verified without it); {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
@@ -117,6 +118,7 @@ fn stats() -> String {
         g(&LAID),
         g(&IN_PLACE),
         g(&STREAMED),
+        g(&MATH),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -417,8 +419,12 @@ impl Gen<'_> {
         let out_list = format!("[{}]", out_list.join(", "));
         let x = self.name("X");
         let pick_op = |c: &mut Choices, safe: bool, v: bool| -> String {
-            let ops = if safe { 4 } else { 3 };
-            let base = ["add", "mul", "sub", "div"][c.pick(ops)];
+            // now and then a function of two operands (issue 21) instead of an arithmetic one
+            let base = if c.flip(15) {
+                ["min", "max"][c.pick(2)]
+            } else {
+                ["add", "mul", "sub", "div"][c.pick(if safe { 4 } else { 3 })]
+            };
             if v { format!("v{base}") } else { base.to_string() }
         };
         if ops.len() == 2 {
@@ -444,6 +450,22 @@ impl Gen<'_> {
                 return None;
             }
             prev = t;
+            // now and then a function of one operand: abs, then sqrt or exp of it
+            if self.c.flip(15) {
+                let a = self.name("t");
+                if !self.line(format!("{a} = vabs({prev})")) {
+                    return None;
+                }
+                prev = a;
+                if self.c.flip(50) {
+                    let f = self.name("t");
+                    let func = ["vsqrt", "vexp"][self.c.pick(2)];
+                    if !self.line(format!("{f} = {func}({prev})")) {
+                        return None;
+                    }
+                    prev = f;
+                }
+            }
         }
         None
     }
@@ -1050,6 +1072,9 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             }
             if c.contains("teml_stream_fence();  /*") {
                 STREAMED.fetch_add(1, Relaxed);
+            }
+            if c.contains("#include <math.h>") {
+                MATH.fetch_add(1, Relaxed);
             }
         }
         match run {

@@ -10,6 +10,7 @@ mod codegen_golden;
 mod collapse;
 mod errors;
 mod examples;
+mod functions;
 mod fuzz;
 mod in_place;
 mod interp;
