@@ -374,7 +374,9 @@ fn computed_afresh(nests: &[(Name, Nest)], t: &Name) -> bool {
         let mut reads = false;
         lw.rhs.visit(&mut |x| reads |= x.id() == Some(t));
         let target = lw.target.id() == Some(t);
-        !reads && (!target || lw.update == Update::Set || lw.first.is_some())
+        // A statement writing affine positions (an interior, a slice) leaves the rest as it was.
+        let whole = lw.target.index_list().is_none_or(|xs| xs.iter().all(|x| x.as_var().is_some()));
+        !reads && (!target || (whole && (lw.update == Update::Set || lw.first.is_some())))
     })
 }
 

@@ -82,7 +82,8 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         });
         let extent = match from_target {
             Some(e) => e,
-            None => match extent_of(v, &[&y], state, b, &arg)? {
+            // Else the accesses that bound it, the target's affine positions (`B[i+1]`) too.
+            None => match extent_of(v, &[&y, &x], state, b, &arg)? {
                 Some(e) => e,
                 None => {
                     return Err(Error::RangeInference {

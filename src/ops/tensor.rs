@@ -311,39 +311,76 @@ pub fn op(
 fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -> Result<TExpr> {
     let consts = constants(state, &[&y]);
     let bound: BTreeSet<Name> = y.bound_iters().into_iter().collect();
-    let mut seen: Vec<&Name> = Vec::new();
+    let mut seen: Vec<Name> = Vec::new();
     let mut dims = Vec::new();
+    let list_error = |expected: String, found: String| Error::IteratorList {
+        builtin: builtin.into(),
+        arg: arg.clone(),
+        expected,
+        found,
+    };
+    // One iterator of the result list: distinct, free, not a named constant.
+    let check = |v: &Name, seen: &[Name]| -> Result<()> {
+        if seen.contains(v) {
+            return Err(list_error(
+                "distinct iterators in the result list".into(),
+                format!("`{v}` twice in [{}]", fmt_list(i1)),
+            ));
+        }
+        if bound.contains(v) {
+            return Err(list_error(
+                "free iterators in the result list".into(),
+                format!("`{v}`, which is summed over by a contraction"),
+            ));
+        }
+        Ok(())
+    };
     for x in i1 {
-        let Some(v) = x.as_var() else {
-            return Err(Error::IteratorList {
-                builtin: builtin.into(),
-                arg: arg.clone(),
-                expected: "plain iterators in the result list".into(),
-                found: x.to_string(),
+        if let Some(v) = x.as_var() {
+            if consts.contains(v) {
+                return Err(list_error(
+                    "free iterators in the result list".into(),
+                    format!("`{v}`, which is a named constant"),
+                ));
+            }
+            check(v, &seen)?;
+            seen.push(v.clone());
+            dims.push(match extent_of(v, &[&y], state, builtin, arg)? {
+                Some(e) => Dim::Known(e),
+                None => Dim::Unknown,
             });
-        };
-        if seen.contains(&v) {
-            return Err(Error::IteratorList {
-                builtin: builtin.into(),
-                arg: arg.clone(),
-                expected: "distinct iterators in the result list".into(),
-                found: format!("`{v}` twice in [{}]", fmt_list(i1)),
-            });
+            continue;
         }
-        if consts.contains(v) || bound.contains(v) {
-            let what = if bound.contains(v) { "summed over by a contraction" } else { "a named constant" };
-            return Err(Error::IteratorList {
-                builtin: builtin.into(),
-                arg: arg.clone(),
-                expected: "free iterators in the result list".into(),
-                found: format!("`{v}`, which is {what}"),
-            });
+        // An affine position (an interior `i+1`, a slice `0` or `N-1`): one iterator with
+        // coefficient 1 plus a constant, or a constant, so that no two iterations write one
+        // element. The extent is the declared tensor's.
+        if !x.is_affine() {
+            return Err(list_error(
+                "iterators, or affine positions `i+c` and constants, in the result list".into(),
+                x.to_string(),
+            ));
         }
-        seen.push(v);
-        dims.push(match extent_of(v, &[&y], state, builtin, arg)? {
-            Some(e) => Dim::Known(e),
-            None => Dim::Unknown,
-        });
+        let its: Vec<Name> = x.vars().into_iter().filter(|v| !consts.contains(v)).collect();
+        match its.as_slice() {
+            [] => {}
+            [v] if x.coeff(v).abs() == 1 => {
+                check(v, &seen)?;
+                seen.push(v.clone());
+            }
+            [v] => {
+                return Err(list_error(
+                    format!("`{v}` with coefficient 1 or -1 in a result position (`{v}+c`, `c-{v}`)"),
+                    format!("{x}: its iterations would write every {}th element only", x.coeff(v).abs()),
+                ));
+            }
+            _ => {
+                return Err(list_error(
+                    "at most one iterator per result position".into(),
+                    format!("{x}: two iterations would write one element"),
+                ));
+            }
+        }
+        dims.push(Dim::Unknown);
     }
     let x = TNode::leaf(Op::Hole, Shape::Dims(dims), Iters::List(i1.to_vec()), y.dtype);
     let mode = if y.has_contract() || y.has_hole() { AssignMode::Accumulator } else { AssignMode::Plain };
@@ -585,9 +622,15 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
             builtin,
             arg: Arg::new(1, "result"),
             iterator: x.index_list().and_then(|xs| xs.get(k)).map(|e| e.to_string()).unwrap_or_default(),
-            reason: format!(
-                "no access of the value determines it, and `{target_name}` is not declared: declare it with tensor([...])"
-            ),
+            reason: match x.index_list().and_then(|xs| xs.get(k)) {
+                Some(e) if e.as_var().is_none() => format!(
+                    "a result at affine positions writes part of a tensor, and `{target_name}` is not \
+                     declared: declare it with tensor([...])"
+                ),
+                _ => format!(
+                    "no access of the value determines it, and `{target_name}` is not declared: declare it with tensor([...])"
+                ),
+            },
         });
     }
     let shape = Shape::Dims(dims);

@@ -1064,6 +1064,20 @@ pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> 
             format!("`{x}`, which it writes"),
         ));
     }
+    // Every element of `y` must be written (condition 3): a statement writing affine positions
+    // (an interior, a slice) would leave `x`'s values where `y` should keep its own.
+    if let Some(s) = stmts.iter().find(|s| {
+        s.target().is_some_and(|t| {
+            t.id() == Some(y) && t.index_list().is_some_and(|xs| xs.iter().any(|e| e.as_var().is_none()))
+        })
+    }) {
+        return Err(bad(
+            2,
+            "result",
+            "a result the nest writes whole (every element, at plain iterators)".into(),
+            format!("`{y}`, written at affine positions by `{s}`"),
+        ));
+    }
     for (k, t, name) in [(2, y, "result"), (3, x, "operand")] {
         if nest.in_place(t) {
             return Err(bad(

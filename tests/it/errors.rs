@@ -64,16 +64,25 @@ fn iterator_list_rules_of_eq14_and_eq15() {
         e,
         "vmul: argument 1 (operand): expected no iterator list for the scalar `s` (•, eq. 12), found [i]"
     );
-    // Result lists are plain and distinct.
+    // Result iterators are distinct.
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i, i")]);
     assert_eq!(
         e,
         "eq: argument 3 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
     );
+    // Affine positions write part of a declared tensor (issue 21); two iterators in one would
+    // make two iterations write one element.
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i+1, j")]);
     assert_eq!(
         e,
-        "eq: argument 3 (result iterators): expected plain iterators in the result list, found i+1"
+        "x =: argument 1 (result): cannot infer the range of iterator `i+1`: a result at affine positions \
+         writes part of a tensor, and `x` is not declared: declare it with tensor([...])"
+    );
+    let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i+j")]);
+    assert_eq!(
+        e,
+        "eq: argument 3 (result iterators): expected at most one iterator per result position, found i+j: two \
+         iterations would write one element"
     );
     // vop's list pair must be a pair
     let e = fails(&s, "x", "vadd", vec![id("A"), id("A"), its("i, j")]);

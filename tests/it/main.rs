@@ -4,6 +4,7 @@
 
 mod common;
 
+mod affine_results;
 mod bench;
 mod cli;
 mod codegen_golden;
