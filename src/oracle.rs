@@ -150,14 +150,32 @@ struct Compiler<'a> {
     text: String,
     /// Leaves with an index list, the target first: where extents come from.
     leaves: Vec<&'a TNode>,
+    /// The target and the value: an iterator the target does not index on its own ranges
+    /// as TeIL's rules (and `build`) infer it from all the accesses.
+    target: &'a TNode,
+    value: &'a TNode,
     scope: Vec<(Name, usize)>,
     extents: Vec<i64>,
     reads: Vec<(Name, Vec<usize>)>,
 }
 
 impl<'a> Compiler<'a> {
-    /// The extent of iterator `v`: a dimension it indexes on its own, the target's first.
+    /// The extent of iterator `v`: the target's dimension it indexes on its own; else, where the
+    /// target writes affine positions (`B[i+1]`), the range every access allows (`build`'s
+    /// inference: the target's positions bound it too); else a dimension it indexes on its own.
     fn extent(&self, v: &Name) -> Res<i64> {
+        let xs = self.target.index_list().unwrap_or(&[]);
+        let plain_target = xs.iter().any(|e| e.as_var() == Some(v));
+        if !plain_target && xs.iter().any(|e| e.as_var().is_none()) {
+            let arg = crate::error::Arg::new(1, "statement");
+            if let Ok(Some(e)) =
+                crate::ops::infer::extent_of(v, &[self.value, self.target], self.state, "oracle", &arg)
+            {
+                return e
+                    .eval(&|x| self.state.constant(x))
+                    .or_else(|x| data(format!("named constant `{x}` in the range of `{v}` is not bound")));
+            }
+        }
         for leaf in &self.leaves {
             let dims = leaf.shape.dims().unwrap_or(&[]);
             for (k, e) in leaf.index_list().unwrap_or(&[]).iter().enumerate() {
@@ -288,6 +306,8 @@ fn compile(state: &State, s: &TExpr) -> Res<Stmt> {
         state,
         text: text.clone(),
         leaves,
+        target: x,
+        value: y,
         scope: Vec::new(),
         extents: Vec::new(),
         reads: Vec::new(),

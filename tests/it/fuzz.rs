@@ -71,6 +71,7 @@ static IN_PLACE: AtomicUsize = AtomicUsize::new(0);
 static STREAMED: AtomicUsize = AtomicUsize::new(0);
 static GCC_BUGS: AtomicUsize = AtomicUsize::new(0);
 static MATH: AtomicUsize = AtomicUsize::new(0);
+static AFFINE: AtomicUsize = AtomicUsize::new(0);
 
 /// True if kernel `k`, which did not verify, verifies when the same C is compiled without
 /// gcc's loop vectorizer (`-fno-tree-loop-vectorize`).
@@ -102,7 +103,7 @@ fn stats() -> String {
     format!(
         "fuzz: {} programs ({} lines kept, {} dropped with a located error), {} transformation steps, \
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
-         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
+         reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions, {} writing affine result positions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
          this size); {} known bugs hit; {} kernels miscompiled by gcc's loop vectorizer (verified without it); {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
@@ -119,6 +120,7 @@ fn stats() -> String {
         g(&IN_PLACE),
         g(&STREAMED),
         g(&MATH),
+        g(&AFFINE),
         g(&REFUSED),
         g(&ORACLE_OK),
         g(&ORACLE_SKIP),
@@ -417,6 +419,16 @@ impl Gen<'_> {
         let out = self.c.perm(r);
         let out_list: Vec<&str> = out.iter().map(|&d| its[d]).collect();
         let out_list = format!("[{}]", out_list.join(", "));
+        // now and then the result at affine positions of a larger declared tensor (issue 21)
+        let (at, out_list) = if self.c.flip(12) {
+            let cs: Vec<i64> = (0..r).map(|_| self.c.pick(3) as i64).collect();
+            let dims: Vec<Ext> = out.iter().zip(&cs).map(|(&d, &c)| exts[d].plus(c)).collect();
+            let y = self.input(&dims)?;
+            let list: Vec<String> = out.iter().zip(&cs).map(|(&d, &c)| offset(its[d], c)).collect();
+            (format!("@{y}: "), format!("[{}]", list.join(", ")))
+        } else {
+            (String::new(), out_list)
+        };
         let x = self.name("X");
         let pick_op = |c: &mut Choices, safe: bool, v: bool| -> String {
             // now and then a function of two operands (issue 21) instead of an arithmetic one
@@ -429,8 +441,10 @@ impl Gen<'_> {
         };
         if ops.len() == 2 {
             let op = pick_op(&mut self.c, ops[1].2, false);
-            let l =
-                format!("{x} = {op}({}, {}, [{}, {}] -> {out_list})", ops[0].0, ops[1].0, ops[0].1, ops[1].1);
+            let l = format!(
+                "{x} = {at}{op}({}, {}, [{}, {}] -> {out_list})",
+                ops[0].0, ops[1].0, ops[0].1, ops[1].1
+            );
             return self.line(l).then_some(x);
         }
         let mut prev = self.name("t");
@@ -441,7 +455,7 @@ impl Gen<'_> {
         for (k, (o, l, safe)) in ops.iter().enumerate().skip(2) {
             if k + 1 == ops.len() {
                 let op = pick_op(&mut self.c, *safe, false);
-                let line = format!("{x} = {op}({prev}, {o}, [, {l}] -> {out_list})");
+                let line = format!("{x} = {at}{op}({prev}, {o}, [, {l}] -> {out_list})");
                 return self.line(line).then_some(x);
             }
             let t = self.name("t");
@@ -1076,6 +1090,16 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             if c.contains("#include <math.h>") {
                 MATH.fetch_add(1, Relaxed);
             }
+            let affine = req.nests.iter().any(|n| {
+                n.stmts().iter().any(|s| {
+                    s.target()
+                        .and_then(|t| t.index_list())
+                        .is_some_and(|xs| xs.iter().any(|e| e.as_var().is_none()))
+                })
+            });
+            if affine {
+                AFFINE.fetch_add(1, Relaxed);
+            }
         }
         match run {
             Ok(report) if escapes => {
@@ -1302,5 +1326,40 @@ fn lanes_along_a_row_that_another_regrouped_dimension_splits() {
          l17 = vectorize(l10, 3, 128)\nl18 = regroup(l17, X8, 1, 2, 1)\ncodegen(l18)\n\
          l19 = regroup(l17, X8, 3, 2)\ncodegen(l19)\nl20 = regroup(l10, X8, 1, 2, 1)\n\
          l21 = permute_layout(l20, X8, [1, 2, 4, 3])\nl22 = vectorize(l21, 3)\ncodegen(l22)\n",
+    );
+}
+
+/// Found by the fuzzer (issue 21): a result at affine positions whose iterator `j` indexes an
+/// operand on its own (`A2[j]`, extent 4) and the target at `j+2` (extent 4): `build` bounds
+/// `j` by both (0..1), and the expression oracle now infers the range the same way instead of
+/// taking the operand's whole extent.
+#[test]
+fn an_affine_result_position_bounds_an_iterator_the_operands_index_whole() {
+    check_text(
+        "N = 4\n\
+         A1 = tensor([N+1])\n\
+         A2 = tensor(float, [N])\n\
+         A3 = tensor([N])\n\
+         t5 = vmin(A1, A2, [[i+1], [i]])\n\
+         A7 = tensor([4, N+1, 6])\n\
+         t9 = vdiv(A2, 2.0, [[j], ])\n\
+         t10 = vadd(t9, A3, [, [k]])\n\
+         X8 = @A7: mul(t10, 3.0, [, ] -> [j+2, i+1, k+1])\n\
+         l11 = build(X8)\n\
+         A12 = tensor([N, N])\n\
+         C13 = contract(A2, A12, [1, 2])\n\
+         l14 = build(C13)\n\
+         A15 = tensor([4, 9])\n\
+         t16 = vcontract(A15, A7, [1, 1])\n\
+         X17 = eq(t16, [i1, i2, i3] -> [i2, i1, i3])\n\
+         l18 = build(X17)\n\
+         l20 = vectorize(l11, 3)\n\
+         l19 = stream(l20, 3, A7)\n\
+         l21 = pack(l19, 2, A2)\n\
+         l22 = pad(l21, A2, 1, 1, 0)\n\
+         l24 = permute_layout(l14, C13, [1])\n\
+         l26 = stripmine(l24, 1, 2)\n\
+         l27 = stripmine(l26, 1, 2)\n\
+         codegen(l22, l27, l18)\n",
     );
 }
