@@ -24,6 +24,7 @@ mod legality;
 mod oracle;
 mod pack;
 mod paper_figures;
+mod polybench;
 mod prop_safety;
 mod registers;
 mod repl;
