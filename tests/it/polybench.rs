@@ -24,6 +24,10 @@ SMALL = {
     "atax": lambda: inputs(A=(116, 124), x=(124,)),
     "bicg": lambda: inputs(A=(124, 116), r=(124,), p=(116,)),
     "mvt": lambda: inputs(A=(120, 120), x1=(120,), x2=(120,), y1=(120,), y2=(120,)),
+    "2mm": lambda: inputs(alpha=(), beta=(), A=(40, 70), B=(70, 50), C=(50, 80), D=(40, 80)),
+    "3mm": lambda: inputs(A=(40, 60), B=(60, 50), C=(50, 80), D=(80, 70)),
+    "gesummv": lambda: inputs(alpha=(), beta=(), A=(90, 90), B=(90, 90), x=(90,)),
+    "doitgen": lambda: inputs(A=(25, 20, 30), C4=(30, 30)),
 }
 def reference(k, T):
     if k == "gemm":
@@ -34,6 +38,14 @@ def reference(k, T):
         return {"s": T["A"].T @ T["r"], "q": T["A"] @ T["p"]}
     if k == "mvt":
         return {"x1": T["x1"] + T["A"] @ T["y1"], "x2": T["x2"] + T["A"].T @ T["y2"]}
+    if k == "2mm":
+        return {"D": T["alpha"] * T["A"] @ T["B"] @ T["C"] + T["beta"] * T["D"]}
+    if k == "3mm":
+        return {"G": (T["A"] @ T["B"]) @ (T["C"] @ T["D"])}
+    if k == "gesummv":
+        return {"y": T["alpha"] * T["A"] @ T["x"] + T["beta"] * T["B"] @ T["x"]}
+    if k == "doitgen":
+        return {"A": np.einsum("rqs,sp->rqp", T["A"], T["C4"])}
 if sys.argv[3] == "make":
     SMALL[k]()
 else:
@@ -62,6 +74,10 @@ fn polybench_kernels_agree_with_numpy_at_small_sizes() {
         ("atax", &["A", "x"], &["y"]),
         ("bicg", &["A", "r", "p"], &["s", "q"]),
         ("mvt", &["A", "x1", "x2", "y1", "y2"], &["x1", "x2"]),
+        ("2mm", &["alpha", "beta", "A", "B", "C", "D"], &["D"]),
+        ("3mm", &["A", "B", "C", "D"], &["G"]),
+        ("gesummv", &["alpha", "beta", "A", "B", "x"], &["y"]),
+        ("doitgen", &["A", "C4"], &["A"]),
     ];
     for (k, ins, outs) in kernels {
         let d = tempfile::tempdir().unwrap();
