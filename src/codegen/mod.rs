@@ -1660,29 +1660,36 @@ impl Cx<'_> {
                         None
                     }
                 };
-                if let Some(target) = streamed {
-                    // Scalar iterations until the streamed access starts an aligned vector, whole
-                    // vectors with streaming stores, a scalar remainder, and the fence.
-                    let t = target.id().cloned().unwrap_or_default();
-                    let bytes = *width * target.dtype.size();
-                    self.helpers.streams.insert((*dtype, *width));
-                    let element = self.c_leaf(&target);
+                if whole && streamed.is_none() {
+                    self.line(depth, &format!("for (int {i} = {lb}; {i} <= {last}; {i} += {width})"));
+                    self.line(depth, "{");
+                    self.lanes_body(body, &lane, depth + 1)?;
+                    self.line(depth, "}");
+                } else {
+                    // Whole vectors and a scalar remainder; streaming (`stream`): first scalar
+                    // iterations until the streamed access starts an aligned vector, and a fence
+                    // after.
                     let ub = c_expr(&l.ub, self.helpers, true);
                     self.line(depth, "{");
                     self.line(depth + 1, &format!("int {i} = {lb};"));
-                    let peel = format!(
-                        "for (; {i} <= {ub} && (uintptr_t)&{element} % {bytes} != 0; {i}++)  /* until {element} starts a {bytes}-byte line */"
-                    );
-                    self.scalar_loop(&peel, body, depth + 1)?;
-                    self.line(
-                        depth + 1,
-                        &format!(
-                            "for (; {i} <= {last}; {i} += {width})  /* `{}` streamed: stored without reading its lines */",
+                    let mut note = String::new();
+                    if let Some(target) = &streamed {
+                        let bytes = *width * target.dtype.size();
+                        self.helpers.streams.insert((*dtype, *width));
+                        let element = self.c_leaf(target);
+                        let peel = format!(
+                            "for (; {i} <= {ub} && (uintptr_t)&{element} % {bytes} != 0; {i}++)  /* until {element} starts a {bytes}-byte line */"
+                        );
+                        self.scalar_loop(&peel, body, depth + 1)?;
+                        let t = target.id().cloned().unwrap_or_default();
+                        note = format!(
+                            "  /* `{}` streamed: stored without reading its lines */",
                             self.helpers.names.tensor(&t)
-                        ),
-                    );
+                        );
+                        self.stream = Some((t, target.index_list().unwrap_or(&[]).to_vec()));
+                    }
+                    self.line(depth + 1, &format!("for (; {i} <= {last}; {i} += {width}){note}"));
                     self.line(depth + 1, "{");
-                    self.stream = Some((t, target.index_list().unwrap_or(&[]).to_vec()));
                     let r = self.lanes_body(body, &lane, depth + 2);
                     self.stream = None;
                     r?;
@@ -1692,29 +1699,12 @@ impl Cx<'_> {
                         body,
                         depth + 1,
                     )?;
-                    self.line(
-                        depth + 1,
-                        "teml_stream_fence();  /* the streamed stores, in order before what follows */",
-                    );
-                    self.line(depth, "}");
-                } else if whole {
-                    self.line(depth, &format!("for (int {i} = {lb}; {i} <= {last}; {i} += {width})"));
-                    self.line(depth, "{");
-                    self.lanes_body(body, &lane, depth + 1)?;
-                    self.line(depth, "}");
-                } else {
-                    let ub = c_expr(&l.ub, self.helpers, true);
-                    self.line(depth, "{");
-                    self.line(depth + 1, &format!("int {i} = {lb};"));
-                    self.line(depth + 1, &format!("for (; {i} <= {last}; {i} += {width})"));
-                    self.line(depth + 1, "{");
-                    self.lanes_body(body, &lane, depth + 2)?;
-                    self.line(depth + 1, "}");
-                    self.scalar_loop(
-                        &format!("for (; {i} <= {ub}; {i}++)  /* the remainder */"),
-                        body,
-                        depth + 1,
-                    )?;
+                    if streamed.is_some() {
+                        self.line(
+                            depth + 1,
+                            "teml_stream_fence();  /* the streamed stores, in order before what follows */",
+                        );
+                    }
                     self.line(depth, "}");
                 }
             }

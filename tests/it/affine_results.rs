@@ -3,7 +3,7 @@
 //! declared tensor and leaves the rest as it was. Verified through the real binary in both
 //! syntaxes, the untouched elements checked against the input, and every refusal.
 
-use crate::common::{program, refused, teml_bits};
+use crate::common::{npy_args, program, refused, teml_bits};
 
 /// Jacobi-2d's sweep: the interior of B from five points of A.
 const JACOBI: &str = "N = 12\nA = tensor([N, N])\nB = tensor([N, N])\nr0 = vadd(A, A, [[i+1, j+1], [i+1, j]])\n\
@@ -28,22 +28,10 @@ fn an_interior_sweep_writes_the_interior_and_keeps_the_boundary() {
     );
     let f = program(d.path(), "jacobi.teml", &src);
     for bits in ["512", "0"] {
-        let (ok, o) = teml_bits(
-            d.path(),
-            Some(bits),
-            &[
-                "run",
-                &f,
-                "--threads",
-                "2",
-                "-i",
-                &format!("A={}", pa.display()),
-                "-i",
-                &format!("B={}", pb.display()),
-                "-o",
-                &format!("B={}", out.display()),
-            ],
-        );
+        let io = npy_args(&[("A", &pa), ("B", &pb)], &[("B", &out)]);
+        let mut args = vec!["run", &f, "--threads", "2"];
+        args.extend(io.iter().map(String::as_str));
+        let (ok, o) = teml_bits(d.path(), Some(bits), &args);
         assert!(ok && o.matches("verified").count() == 3, "{bits}: {o}");
         assert!(o.contains("for i in [0, N-3]") && o.contains("B[i+1][j+1] = (A[i+1][j+1] +"), "{o}");
         let c = teml::runtime::read_npy(&out).unwrap().data.to_f64();
@@ -81,24 +69,10 @@ fn slices_and_reversed_positions_verify_in_both_syntaxes() {
     let e = write(&pe, 9, |k| -(k as f64));
     let x: Vec<f64> = (0..9).map(|k| k as f64 * 1.5).collect();
     teml::runtime::write_npy_f64(&px, &[9], &x).unwrap();
-    let (ok, o) = teml_bits(
-        d.path(),
-        None,
-        &[
-            "run",
-            &f,
-            "-i",
-            &format!("A={}", pa.display()),
-            "-i",
-            &format!("E={}", pe.display()),
-            "-i",
-            &format!("x={}", px.display()),
-            "-o",
-            &format!("E={}", pe.display()),
-            "-o",
-            &format!("R={}", pr.display()),
-        ],
-    );
+    let io = npy_args(&[("A", &pa), ("E", &pe), ("x", &px)], &[("E", &pe), ("R", &pr)]);
+    let mut args = vec!["run", &f];
+    args.extend(io.iter().map(String::as_str));
+    let (ok, o) = teml_bits(d.path(), None, &args);
     assert!(ok && o.matches("verified").count() == 2, "{o}");
     assert!(o.contains("E[0][j] = A[0][j]") && o.contains("R[N-i-1] = x[i]"), "{o}");
     let got = teml::runtime::read_npy(&pe).unwrap().data.to_f64();

@@ -3,7 +3,7 @@
 //! vector width and on threads, each output checked against the same function computed here
 //! from the same input (`-i`), the C as a user reads it, and refusals.
 
-use crate::common::{program, refused, teml_bits};
+use crate::common::{npy_args, program, refused, teml_bits};
 
 /// `C[i][j] = log(exp(min(pow(max(sqrt(abs(A[i][j])), B[i][j]), 2.0), 1.0)))`, in .teml.
 const ALL: &str = "N = 13\nA = tensor(TY[N, N])\nB = tensor(TY[N, N])\ns0 = vabs(A, [i, j])\ns1 = vsqrt(s0)\n\
@@ -38,22 +38,10 @@ fn functions_verify_and_compute_what_libm_computes() {
         let f = program(d.path(), "fn.teml", &src);
         for bits in ["512", "0"] {
             let out_path = d.path().join(format!("c{bits}.npy"));
-            let (ok, out) = teml_bits(
-                d.path(),
-                Some(bits),
-                &[
-                    "run",
-                    &f,
-                    "--threads",
-                    "2",
-                    "-i",
-                    &format!("A={}", pa.display()),
-                    "-i",
-                    &format!("B={}", pb.display()),
-                    "-o",
-                    &format!("C={}", out_path.display()),
-                ],
-            );
+            let io = npy_args(&[("A", &pa), ("B", &pb)], &[("C", &out_path)]);
+            let mut args = vec!["run", &f, "--threads", "2"];
+            args.extend(io.iter().map(String::as_str));
+            let (ok, out) = teml_bits(d.path(), Some(bits), &args);
             assert!(ok && out.matches("verified").count() == 2, "{ty}{bits}: {out}");
             let c = teml::runtime::read_npy(&out_path).unwrap().data.to_f64();
             for k in 0..n * n {

@@ -214,6 +214,12 @@ pub fn teml_bits(dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]
     )
 }
 
+/// `-i NAME=PATH` for each of `inputs`, then `-o NAME=PATH` for each of `outputs`.
+pub fn npy_args(inputs: &[(&str, &std::path::Path)], outputs: &[(&str, &std::path::Path)]) -> Vec<String> {
+    let flag = |f: &str, (n, p): &(&str, &std::path::Path)| [f.to_string(), format!("{n}={}", p.display())];
+    inputs.iter().flat_map(|x| flag("-i", x)).chain(outputs.iter().flat_map(|x| flag("-o", x))).collect()
+}
+
 /// Writes the program `src` to `dir/name` and returns its path.
 pub fn program(dir: &std::path::Path, name: &str, src: &str) -> String {
     let f = dir.join(name);
