@@ -298,6 +298,12 @@ fn compile(state: &State, s: &TExpr) -> Res<Stmt> {
     };
     let target =
         x.id().cloned().ok_or_else(|| OracleError::Unsupported(format!("unnamed target in `{text}`")))?;
+    if s.dom.is_some() {
+        // Ranges its user gave, or a loop around a sequence: the meaning is the loops'.
+        return unsupported(format!(
+            "`{text}` runs over ranges given to `build` or in a loop around a sequence"
+        ));
+    }
     let dims = dims_of(state, x)?;
     let xs: &[Expr] = x.index_list().unwrap_or(&[]);
     if xs.len() != dims.len() {

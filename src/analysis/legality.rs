@@ -1,12 +1,15 @@
 //! Legality of a transformed nest, decided exactly with isl from the dependences of its
 //! untransformed statements (the polyhedral model, as Polly, PPCG and Pluto use it).
 //!
-//! - **Instances.** Origin statement `k` of a nest (`Nest::origin`), built alone by `build`,
-//!   runs the instances `S<k>[i1, .., in]` of the box its loops describe (every range starts
-//!   at 0, upper bounds affine in the named constants, which are isl parameters).
+//! - **Instances.** Origin statement `k` of a nest (`Nest::origin`) runs the instances
+//!   `S<k>[i1, .., in]` that its loops in the untransformed nest (`Nest::program`) describe:
+//!   the box of `build` (every range from 0, upper bounds affine in the named constants, which
+//!   are isl parameters), or the ranges its user gave (affine bounds in outer iterators,
+//!   backward ranges, loops around a sequence).
 //! - **Dependences.** Two instances depend when they touch the same element of a tensor, at
-//!   least one writes it, in the original order (statement `k` entirely before `k+1`, each in
-//!   the lexicographic order of its loops): flow, anti and output dependences at once. The
+//!   least one writes it, in the original order (the untransformed nest's: statement `k`
+//!   entirely before `k+1` unless a loop around a sequence interleaves them, each in the
+//!   lexicographic order of its loops): flow, anti and output dependences at once. The
 //!   updates of one accumulation into one element (`C[i][j] += ...` of a contraction, or a
 //!   user's `A = add(A, t, ...)` summing over an iterator) may run in any order: those
 //!   dependences of a statement on itself through its target are left out, as a reduction.
@@ -29,6 +32,7 @@
 use super::isl::{Ctx, UMap};
 use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Update, lower};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What the check concluded.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,29 +63,34 @@ struct Access {
     zeroed: bool,
 }
 
-/// An origin statement, built alone.
+/// An origin statement, with the loops around it in the untransformed nest.
 #[derive(Clone, Debug)]
 struct Origin {
     stmt: TExpr,
     iters: Vec<Name>,
-    ubs: Vec<Expr>,
     accesses: Vec<Access>,
+    /// Its loops in the untransformed nest (outermost first) and its instance there.
+    loops: Vec<Arc<Loop>>,
+    inst: Instance,
+    /// Its position in the untransformed nest's top-level sequence.
+    top: usize,
 }
 
-/// The origins of `nest`, each with the domain its statements' [`Instance`]s record.
-fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
-    let stmts = nest.stmts();
+/// The origins of `nest`, each with the domain its statement in the untransformed nest has.
+fn origins(state: &State, nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
+    let program = crate::ops::program(state, nest).map_err(|e| e.to_string())?;
+    let mut places = Vec::new();
+    placed(&program, &mut Vec::new(), &mut Vec::new(), &mut places)?;
     let mut out = Vec::new();
     for (k, o) in nest.origin.iter().enumerate() {
-        let inst = stmts.iter().find_map(|s| s.inst.as_ref().filter(|i| i.origin == k)).ok_or_else(|| {
+        let p = places.iter().find(|p| p.inst.origin == k).ok_or_else(|| {
             format!(
                 "no statement of the nest records the instances of `{o}` (a state saved by an older \
                      teml?): expected a nest made by `build`; build it again"
             )
         })?;
-        if inst.ubs.len() != inst.iters.len() {
-            return Err(format!("the statement `{o}` has no recorded domain"));
-        }
+        let (inst, top) = (p.inst.clone(), p.pos[0]);
+        let loops = p.loops.iter().map(|l| Arc::new((*l).clone())).collect();
         let lw = lower(o).ok_or("an origin that is not an assignment")?;
         let mut accesses = Vec::new();
         let zeroed = lw.first.is_some();
@@ -104,9 +113,9 @@ fn origins(nest: &Nest) -> Result<Vec<Origin>, String> {
                 push(n, false, false);
             }
         });
-        out.push(Origin { iters: inst.iters.clone(), ubs: inst.ubs.clone(), stmt: o.clone(), accesses });
+        out.push(Origin { iters: inst.iters.clone(), stmt: o.clone(), accesses, loops, inst, top });
     }
-    Ok(out)
+    Ok((out, program))
 }
 
 /// Prints an expression in isl's syntax, naming variables with `name`.
@@ -160,13 +169,16 @@ fn dependences<'c>(
     ctx: &'c Ctx,
     origins: &[Origin],
     names: &Names,
-    depth: usize,
+    original: &str,
     reductions: bool,
 ) -> Result<UMap<'c>, String> {
+    // Where each origin runs entirely before the next (no loop around a sequence interleaves
+    // them), a pair runs from the earlier origin to the later one.
+    let in_order = origins.windows(2).all(|w| w[0].top < w[1].top);
     let mut pieces = Vec::new();
     for (ka, a) in origins.iter().enumerate() {
         for (kb, b) in origins.iter().enumerate() {
-            if kb < ka {
+            if kb < ka && in_order {
                 continue;
             }
             for x in &a.accesses {
@@ -178,7 +190,7 @@ fn dependences<'c>(
                         continue; // a reduction into one element: any order
                     }
                     let (va, vb) = (names.var(&a.iters, "o_"), names.var(&b.iters, "q_"));
-                    let mut cons = vec![domain(a, &va), domain(b, &vb)];
+                    let mut cons = vec![domain(a, names, "o_"), domain(b, names, "q_")];
                     for (ix, iy) in x.index.iter().zip(&y.index) {
                         cons.push(format!("{} = {}", isl(ix, &va), isl(iy, &vb)));
                     }
@@ -194,7 +206,7 @@ fn dependences<'c>(
     }
     let all = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), pieces.join("; ")))?;
     // Keep the pairs in the original order.
-    let sched = ctx.map(&original_schedule(origins, names, depth))?;
+    let sched = ctx.map(original)?;
     all.and(sched.clone().lex_lt(sched)?)?.coalesce()
 }
 
@@ -202,28 +214,53 @@ fn dims(iters: &[Name], prefix: &str) -> String {
     iters.iter().map(|i| format!("{prefix}{i}")).collect::<Vec<_>>().join(", ")
 }
 
-fn domain(o: &Origin, var: &dyn Fn(&str) -> String) -> String {
-    if o.iters.is_empty() {
+/// The instances of origin `o` (its iterators named with `prefix`), as isl constraints: the
+/// ranges of its loops in the untransformed nest, read through its instance there. A loop per
+/// iterator, in order, with the iterator's own name (what `build` makes, backward ranges
+/// aside) is written directly; other forms through the loops' variables.
+fn domain(o: &Origin, names: &Names, prefix: &str) -> String {
+    let var = names.var(&o.iters, prefix);
+    let direct = o.loops.len() == o.iters.len()
+        && o.inst.guard.is_empty()
+        && o.loops
+            .iter()
+            .zip(&o.iters)
+            .zip(&o.inst.at)
+            .all(|((l, i), at)| l.iter == *i && l.step == 1 && at.as_var() == Some(i));
+    if direct {
+        if o.iters.is_empty() {
+            return "true".into();
+        }
+        return o
+            .loops
+            .iter()
+            .map(|l| format!("{} <= {} <= {}", isl(&l.lb, &var), var(&l.iter), isl(&l.ub, &var)))
+            .collect::<Vec<_>>()
+            .join(" and ");
+    }
+    let wp = format!("{prefix}w_");
+    let iters: Vec<Name> = o.loops.iter().map(|l| l.iter.clone()).collect();
+    let w = names.var(&iters, &wp);
+    let mut cons = Vec::new();
+    for l in &o.loops {
+        cons.push(format!("{} <= {}{} <= {}", isl(&l.lb, &w), wp, l.iter, isl(&l.ub, &w)));
+        if l.step > 1 {
+            cons.push(format!("exists (e : {wp}{} = {} + {}*e)", l.iter, isl(&l.lb, &w), l.step));
+        }
+    }
+    for (i, at) in o.iters.iter().zip(&o.inst.at) {
+        cons.push(format!("{} = {}", var(i), isl(at, &w)));
+    }
+    for g in &o.inst.guard {
+        cons.push(format!("{} >= 0", isl(g, &w)));
+    }
+    if cons.is_empty() {
         return "true".into();
     }
-    o.iters
-        .iter()
-        .zip(&o.ubs)
-        .map(|(i, ub)| format!("0 <= {} <= {}", var(i), isl(ub, var)))
-        .collect::<Vec<_>>()
-        .join(" and ")
-}
-
-/// `S<k>[o..] -> [k, o1, .., on, 0..]`, padded to `depth + 1` dimensions.
-fn original_schedule(origins: &[Origin], names: &Names, depth: usize) -> String {
-    let mut pieces = Vec::new();
-    for (k, o) in origins.iter().enumerate() {
-        let mut t: Vec<String> = vec![k.to_string()];
-        t.extend(o.iters.iter().map(|i| format!("o_{i}")));
-        t.resize(depth + 1, "0".into());
-        pieces.push(format!("S{k}[{}] -> [{}]", dims(&o.iters, "o_"), t.join(", ")));
+    if iters.is_empty() {
+        return cons.join(" and ");
     }
-    format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
+    format!("exists ({} : {})", dims(&iters, &wp), cons.join(" and "))
 }
 
 /// One statement of the transformed nest: its instance, the loops around it (outermost
@@ -334,8 +371,8 @@ struct Model<'n> {
     origins: Vec<Origin>,
     names: Names,
     places: Vec<Placed<'n>>,
-    /// Dimensions of the original schedule beyond the statement number.
-    depth: usize,
+    /// The original schedule (the untransformed nest's times), as isl text.
+    original: String,
     /// Dimensions of the new times.
     width: usize,
     /// `[params] -> { : every constant >= 1 }`.
@@ -348,15 +385,27 @@ struct Model<'n> {
 
 impl<'n> Model<'n> {
     fn new(state: &State, nest: &'n Nest) -> Result<Model<'n>, String> {
-        let origins = origins(nest)?;
+        let (origins, program) = origins(state, nest)?;
+        // Parameters: the named constants, and whatever else the loops' bounds mention that
+        // no loop binds.
         let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
-        for o in &origins {
-            params.extend(o.ubs.iter().flat_map(|u| u.vars()));
+        let mut iters: BTreeSet<Name> = BTreeSet::new();
+        let mut mentioned: BTreeSet<Name> = BTreeSet::new();
+        for items in [&program[..], &nest.items[..]] {
+            for (_, l) in loops_where(items, &|_| true) {
+                iters.insert(l.iter.clone());
+                mentioned.extend(l.lb.vars());
+                mentioned.extend(l.ub.vars());
+            }
         }
+        params.extend(mentioned.into_iter().filter(|v| !iters.contains(v)));
         let names = Names { params };
         let mut places = Vec::new();
         placed(&nest.items, &mut Vec::new(), &mut Vec::new(), &mut places)?;
-        let depth = origins.iter().map(|o| o.iters.len()).max().unwrap_or(0);
+        let mut before = Vec::new();
+        placed(&program, &mut Vec::new(), &mut Vec::new(), &mut before)?;
+        let w0 = 2 * before.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
+        let original = new_schedule(&before, &origins, &names, w0, &|_| Some(w0));
         let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
         let set = |conds: Vec<String>| {
             let c = if conds.is_empty() { "true".to_string() } else { conds.join(" and ") };
@@ -367,7 +416,7 @@ impl<'n> Model<'n> {
             names.params.iter().filter_map(|p| state.constant(p).map(|v| (p, v))).collect();
         let these = set(bound.iter().map(|(p, v)| format!("p_{p} = {v}")).collect());
         let sizes = bound.iter().map(|(p, v)| format!("{p}={v}")).collect::<Vec<_>>().join(", ");
-        Ok(Model { origins, names, places, depth, width, all_sizes, these, sizes })
+        Ok(Model { origins, names, places, original, width, all_sizes, these, sizes })
     }
 
     /// The new times of the statements under loop `l` (at depth `d`) up to `l`, and the
@@ -409,7 +458,7 @@ impl Model<'_> {
                     "S{k}[{}] -> M[{}] : {}",
                     dims(&org.iters, "o_"),
                     idx.join(", "),
-                    domain(org, &v)
+                    domain(org, n, "o_")
                 ));
             }
         }
@@ -562,7 +611,7 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     let m = Model::new(state, nest)?;
     let (origins, names, width) = (&m.origins, &m.names, m.width);
     let ctx = Ctx::new()?;
-    let deps = dependences(&ctx, origins, names, m.depth, false)?;
+    let deps = dependences(&ctx, origins, names, &m.original, false)?;
     let mut verdict = Verdict::AllSizes;
     // At the program's sizes only: fix them before anything is composed.
     let (deps, all_sizes) =
@@ -709,7 +758,7 @@ fn element_at(org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]) 
 pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Result<(), Illegal>, String> {
     let m = Model::new(state, nest)?;
     let ctx = Ctx::new()?;
-    let orig = ctx.map(&original_schedule(&m.origins, &m.names, m.depth))?.with_params(&m.these)?;
+    let orig = ctx.map(&m.original)?.with_params(&m.these)?;
     // s -> t: t runs before s in the original order.
     let before = orig.clone().lex_lt(orig)?.reverse()?;
     let writes = m.accesses(&ctx, y, &|a| a.write, &m.these)?;
@@ -802,7 +851,7 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
     }
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
-    let deps = dependences(&ctx, &m.origins, &m.names, m.depth, true)?.with_params(&m.these)?;
+    let deps = dependences(&ctx, &m.origins, &m.names, &m.original, true)?.with_params(&m.these)?;
     let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
     if let Some(k) = key
         && let Ok(mut memo) = carried_memo().lock()
@@ -838,6 +887,95 @@ pub fn always_nonneg(outer: &[&Loop], g: &Expr) -> Option<bool> {
         format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));
     let ctx = Ctx::new().ok()?;
     ctx.map(&text).ok()?.is_empty().ok()
+}
+
+/// The first access of `items` that leaves its tensor's bounds at some point of its loops, in
+/// words with a witness: "`A[i+1]` at (i=6, j=0) reads element 7 of extent 7 (N=7)". Decided
+/// at the named constants' values where the program binds them, else for every value (at
+/// least 1). Accesses through an iterator no loop binds yet (one that `around` will bind) are
+/// checked when it is bound.
+pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, String> {
+    let stmts: Vec<(TExpr, Vec<&Loop>)> = {
+        fn go<'a>(xs: &'a [LNode], loops: &mut Vec<&'a Loop>, out: &mut Vec<(TExpr, Vec<&'a Loop>)>) {
+            for x in xs {
+                match x {
+                    LNode::Stmt(s) => out.push((s.clone(), loops.clone())),
+                    LNode::Loop(l) => {
+                        loops.push(l);
+                        go(&l.body, loops, out);
+                        loops.pop();
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        go(items, &mut Vec::new(), &mut out);
+        out
+    };
+    let ctx = Ctx::new()?;
+    for (s, loops) in &stmts {
+        let iters: Vec<Name> = loops.iter().map(|l| l.iter.clone()).collect();
+        let free: Vec<Name> = s.domain().free;
+        let mut leaves = Vec::new();
+        s.visit(&mut |n| {
+            if n.is_tensor_leaf() {
+                leaves.push(n.clone());
+            }
+        });
+        for leaf in &leaves {
+            let (Some(xs), Some(ds)) = (leaf.index_list(), leaf.shape.dims()) else { continue };
+            for (x, d) in xs.iter().zip(ds) {
+                let crate::ir::Dim::Known(extent) = d else { continue };
+                if x.vars().iter().any(|v| free.contains(v)) {
+                    continue;
+                }
+                let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
+                for e in loops.iter().flat_map(|l| [&l.lb, &l.ub]).chain([x, extent]) {
+                    params.extend(e.vars().into_iter().filter(|v| !iters.contains(v)));
+                }
+                let names = Names { params };
+                let v = names.var(&iters, "v_");
+                let mut cons: Vec<String> = loops
+                    .iter()
+                    .map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v)))
+                    .collect();
+                for g in s.guard() {
+                    cons.push(format!("{} >= 0", isl(g, &v)));
+                }
+                for p in &names.params {
+                    match state.constant(p) {
+                        Some(val) => cons.push(format!("p_{p} = {val}")),
+                        None => cons.push(format!("p_{p} >= 1")),
+                    }
+                }
+                cons.push(format!("({} < 0 or {} > {} - 1)", isl(x, &v), isl(x, &v), isl(extent, &v)));
+                let text = format!(
+                    "{} -> {{ S0[{}] -> [] : {} }}",
+                    names.param_list(),
+                    dims(&iters, "v_"),
+                    cons.join(" and ")
+                );
+                let Some(sample) = ctx.map(&text)?.coalesce()?.sample()? else { continue };
+                let (ps, a, _) = point(&sample);
+                let vals = a.map(|(_, v)| v).unwrap_or_default();
+                let mut env: BTreeMap<String, i64> =
+                    iters.iter().map(|i| i.to_string()).zip(vals.iter().copied()).collect();
+                env.extend(ps.iter().cloned());
+                env.extend(state.consts.iter().map(|(k, v)| (k.to_string(), *v)));
+                let at: Vec<String> = iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
+                let value = x.eval(&|n| env.get(n).copied()).map_or("?".into(), |e| e.to_string());
+                let ext = extent.eval(&|n| env.get(n).copied()).map_or(extent.to_string(), |e| e.to_string());
+                let sizes: Vec<String> = ps.iter().map(|(p, v)| format!("{p}={v}")).collect();
+                let sizes = if sizes.is_empty() { String::new() } else { format!(" ({})", sizes.join(", ")) };
+                return Ok(Some(format!(
+                    "`{}` at ({}) in `{s}` is at index {value} of a dimension of extent {ext}{sizes}",
+                    leaf.access(),
+                    at.join(", "),
+                )));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Relations between two times of `width` dimensions.
@@ -880,10 +1018,7 @@ fn domain_map(origins: &[Origin], names: &Names) -> String {
     let pieces: Vec<String> = origins
         .iter()
         .enumerate()
-        .map(|(k, o)| {
-            let v = names.var(&o.iters, "o_");
-            format!("S{k}[{}] -> [] : {}", dims(&o.iters, "o_"), domain(o, &v))
-        })
+        .map(|(k, o)| format!("S{k}[{}] -> [] : {}", dims(&o.iters, "o_"), domain(o, names, "o_")))
         .collect();
     format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "))
 }

@@ -248,6 +248,16 @@ impl LNode {
         }
     }
 
+    /// Calls `f` on every loop of the tree, outermost first.
+    pub fn visit_loops(&self, f: &mut dyn FnMut(&Loop)) {
+        if let LNode::Loop(l) = self {
+            f(l);
+            for c in &l.body {
+                c.visit_loops(f);
+            }
+        }
+    }
+
     /// Applies `f` to every statement, rebuilding the loops around them.
     pub fn map_stmts(&self, f: &dyn Fn(&TExpr) -> TExpr) -> LNode {
         match self {
@@ -457,12 +467,24 @@ pub struct Nest {
     /// statements write `x` where they wrote `y`; the kernel's buffer for `y` holds `x` at entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub over: BTreeMap<Name, Name>,
+    /// The untransformed nest: what the nest means, the original order that legality keeps
+    /// and the program verification runs. `build` makes it; fusion and `around` combine it.
+    /// Empty in a state saved by an older teml: each origin's `build`, one after the other.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program: Vec<LNode>,
 }
 
 impl Nest {
-    /// A nest of `items` computing the assignments `origin`.
+    /// The untransformed nest `items`, computing the assignments `origin`.
     pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
-        Nest { items, origin, history: Default::default(), layouts: BTreeMap::new(), over: BTreeMap::new() }
+        Nest {
+            program: items.clone(),
+            items,
+            origin,
+            history: Default::default(),
+            layouts: BTreeMap::new(),
+            over: BTreeMap::new(),
+        }
     }
 
     /// The same origin with other items (what every transformation returns).
@@ -473,6 +495,7 @@ impl Nest {
             history: Default::default(),
             layouts: self.layouts.clone(),
             over: self.over.clone(),
+            program: self.program.clone(),
         }
     }
 

@@ -15,4 +15,4 @@ pub use loops::{Annotations, LNode, Layout, Loop, Nest, PackLayout};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
 pub use state::{Init, KernelRequest, State, Value, real_leaf};
-pub use texpr::{AssignMode, DType, Dim, Func, Instance, Iters, Op, Shape, TExpr, TNode};
+pub use texpr::{AssignMode, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode};

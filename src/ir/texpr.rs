@@ -311,12 +311,70 @@ pub struct TNode {
     /// For an assignment placed in a nest by `build`: the original instances it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inst: Option<Arc<Instance>>,
+    /// For an assignment: the iteration domain its user gave (`build(s, ranges)`, `around`),
+    /// where it is not eq. 19's inference alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dom: Option<Arc<Domain>>,
+}
+
+/// An assignment's iteration domain where it differs from eq. 19's (every range `0..extent-1`,
+/// one loop per iterator): ranges with affine bounds in outer iterators and named constants,
+/// backward ranges, and iterators bound by a loop around a sequence (`around`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Domain {
+    /// Ranges given explicitly, by iterator (the others are inferred, eq. 19).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<Range>,
+    /// Iterators the statement uses that no loop of its own binds: a loop around the sequence
+    /// it belongs to must (`around`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free: Vec<Name>,
+    /// Iterators bound by loops around the sequence the statement belongs to, outermost first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outer: Vec<Name>,
+}
+
+/// An explicit range `iter = lb..ub` (inclusive), run upwards or, `backward`, from `ub` down.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Range {
+    /// The iterator.
+    pub iter: Name,
+    /// Lower bound: affine in outer iterators and named constants.
+    pub lb: Expr,
+    /// Upper bound (inclusive): affine in outer iterators and named constants.
+    pub ub: Expr,
+    /// Runs from `ub` down to `lb`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backward: bool,
+}
+
+impl Range {
+    /// `[j, 0, i-1]`, `[i, N-1, 0, -1]` (as written in a program).
+    pub fn describe(&self) -> String {
+        if self.backward {
+            format!("[{}, {}, {}, -1]", self.iter, self.ub, self.lb)
+        } else {
+            format!("[{}, {}, {}]", self.iter, self.lb, self.ub)
+        }
+    }
+}
+
+impl Domain {
+    /// The explicit range of `v`, if any.
+    pub fn range(&self, v: &str) -> Option<&Range> {
+        self.ranges.iter().find(|r| &*r.iter == v)
+    }
+
+    /// True where nothing differs from eq. 19.
+    pub fn is_plain(&self) -> bool {
+        self.ranges.is_empty() && self.free.is_empty() && self.outer.is_empty()
+    }
 }
 
 impl TNode {
     /// A leaf.
     pub fn leaf(op: Op, shape: Shape, iters: Iters, dtype: DType) -> TExpr {
-        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new(), inst: None })
+        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new(), inst: None, dom: None })
     }
 
     /// An inner node; its iterator list is `•` and its type the promotion of its children:
@@ -325,7 +383,7 @@ impl TNode {
         let all_float = children.iter().any(|c| !c.is_lit())
             && children.iter().all(|c| c.is_lit() || c.dtype == DType::Float);
         let dtype = if all_float { DType::Float } else { DType::Double };
-        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children, inst: None })
+        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children, inst: None, dom: None })
     }
 
     /// True for a numeric literal.
@@ -382,6 +440,17 @@ impl TNode {
     /// The same node placed as statement `inst`.
     pub fn with_instance(&self, inst: Instance) -> TExpr {
         Arc::new(TNode { inst: Some(Arc::new(inst)), ..self.clone() })
+    }
+
+    /// The same assignment with the iteration domain `dom` (none where it is plain).
+    pub fn with_domain(&self, dom: Domain) -> TExpr {
+        let dom = (!dom.is_plain()).then(|| Arc::new(dom));
+        Arc::new(TNode { dom, ..self.clone() })
+    }
+
+    /// The iteration domain its user gave an assignment (empty: eq. 19's).
+    pub fn domain(&self) -> Domain {
+        self.dom.as_deref().cloned().unwrap_or_default()
     }
 
     /// The index expressions of a leaf, if it has a list.
@@ -514,7 +583,15 @@ impl TNode {
                 ..(**i).clone()
             })
         });
-        Arc::new(TNode { op, iters, children, shape: self.shape.clone(), dtype: self.dtype, inst })
+        Arc::new(TNode {
+            op,
+            iters,
+            children,
+            shape: self.shape.clone(),
+            dtype: self.dtype,
+            inst,
+            dom: self.dom.clone(),
+        })
     }
 
     /// The paper's notation `⟨(op, S, I), [..]⟩`.

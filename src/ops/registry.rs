@@ -405,6 +405,84 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The ranges of `build(t, ranges)`: `[[j, 0, i-1], [i, N-1, 0, -1], [t]]`: an iterator
+    /// with its bounds (inclusive; `-1` last: from the first bound down to the second), or
+    /// alone: bound by a loop around the sequence (`around`).
+    fn ranges(&self, pos: usize) -> Result<crate::ir::Domain> {
+        let role = "ranges";
+        let usage = "a list of ranges [[i, lb, ub], [j, ub, lb, -1] (backward), [t] (bound by `around`)]";
+        let ArgVal::List(rs) = self.get(pos) else { return Err(self.wrong(pos, role, usage)) };
+        let mut dom = crate::ir::Domain::default();
+        for r in rs {
+            let bad = |found: String| Error::BadArgument {
+                builtin: self.builtin.into(),
+                arg: Arg::new(pos, role),
+                expected: usage.into(),
+                found,
+            };
+            let ArgVal::List(xs) = r else { return Err(bad(format!("{} in the list", r.describe()))) };
+            let it = match xs.first() {
+                Some(ArgVal::Word(w)) => w.clone(),
+                Some(ArgVal::Index(e)) if e.as_var().is_some() => {
+                    e.as_var().cloned().unwrap_or_else(|| "".into())
+                }
+                Some(other) => {
+                    return Err(bad(format!("{} where an iterator starts a range", other.describe())));
+                }
+                None => return Err(bad("an empty range []".into())),
+            };
+            if self.state.constant(&it).is_some() {
+                return Err(bad(format!("the named constant `{it}` where an iterator starts a range")));
+            }
+            let bound = |x: &ArgVal| -> Result<Expr> {
+                match x {
+                    ArgVal::Int(i) => Ok(Expr::int(*i)),
+                    ArgVal::Word(w) => Ok(Expr::var_name(w)),
+                    ArgVal::Index(e) => Ok(e.clone()),
+                    other => Err(bad(format!("{} as a bound of `{it}`", other.describe()))),
+                }
+            };
+            match xs.as_slice() {
+                [_] => dom.free.push(it),
+                [_, lb, ub] => dom.ranges.push(crate::ir::Range {
+                    iter: it.clone(),
+                    lb: bound(lb)?,
+                    ub: bound(ub)?,
+                    backward: false,
+                }),
+                [_, hi, lo, step] => {
+                    let step = match step {
+                        ArgVal::Int(k) => Some(*k),
+                        ArgVal::Index(e) => e.as_const(),
+                        _ => None,
+                    };
+                    match step {
+                        Some(-1) => dom.ranges.push(crate::ir::Range {
+                            iter: it.clone(),
+                            lb: bound(lo)?,
+                            ub: bound(hi)?,
+                            backward: true,
+                        }),
+                        Some(1) => dom.ranges.push(crate::ir::Range {
+                            iter: it.clone(),
+                            lb: bound(hi)?,
+                            ub: bound(lo)?,
+                            backward: false,
+                        }),
+                        _ => {
+                            return Err(bad(format!(
+                                "the step {} of `{it}` (expected 1 or -1)",
+                                xs[3].describe()
+                            )));
+                        }
+                    }
+                }
+                _ => return Err(bad(format!("a range of {} elements for `{it}`", xs.len()))),
+            }
+        }
+        Ok(dom)
+    }
+
     fn dtype(&self, pos: usize) -> Result<DType> {
         match self.word(pos).map(|w| &**w) {
             Some("double") => Ok(DType::Double),
@@ -582,9 +660,34 @@ fn b_vcontract(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 fn b_build(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("build", s, a, 1, 1, "build(t)")?;
+    let a = Args::new("build", s, a, 1, 2, "build(t) or build(t, ranges)")?;
     let x = a.tensor(1, "assignment", false)?;
-    Ok(n(build::build(s, &x)?))
+    if a.args.len() == 1 {
+        return Ok(n(build::build(s, &x)?));
+    }
+    let dom = a.ranges(2)?;
+    if !x.is_assign() {
+        return Ok(n(build::build(s, &x)?)); // build says what it expected
+    }
+    let mut full = x.domain();
+    full.ranges = dom.ranges;
+    full.free.extend(dom.free.into_iter().filter(|v| !full.outer.contains(v)));
+    Ok(n(build::build(s, &x.with_domain(full))?))
+}
+
+fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("around", s, a, 3, usize::MAX, "around(t, [lb, ub], l1, l2, ...)")?;
+    let it = match a.get(1) {
+        ArgVal::Word(w) => w.clone(),
+        ArgVal::Index(e) if e.as_var().is_some() => e.as_var().cloned().unwrap_or_else(|| "".into()),
+        _ => return Err(a.wrong(1, "iterator", "an iterator name")),
+    };
+    let (lb, ub) = match a.get(2) {
+        ArgVal::List(xs) if xs.len() == 2 => (a.index(&xs[0], 2, "range")?, a.index(&xs[1], 2, "range")?),
+        _ => return Err(a.wrong(2, "range", "a range [lb, ub] (inclusive)")),
+    };
+    let nests = (3..=a.args.len()).map(|k| a.nest(k, "nest")).collect::<Result<Vec<_>>>()?;
+    Ok(n(build::around(s, &it, &lb, &ub, &nests)?))
 }
 
 fn b_stripmine(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -771,7 +874,20 @@ fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
         nests -= 1;
     }
     for pos in 1..=nests {
-        req.nests.push(a.nest(pos, "nest")?);
+        let nest = a.nest(pos, "nest")?;
+        if let Some((o, v)) =
+            nest.origin.iter().find_map(|o| o.domain().free.first().map(|v| (o.clone(), v.clone())))
+        {
+            return Err(Error::BadArgument {
+                builtin: "codegen".into(),
+                arg: Arg::new(pos, "nest"),
+                expected: format!(
+                    "a nest whose every iterator a loop binds (wrap it: around({v}, [lb, ub], ...))"
+                ),
+                found: format!("`{o}`, which uses `{v}` and has no loop over it"),
+            });
+        }
+        req.nests.push(nest);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
     }
     // Validate now what `teml run` would refuse when generating C (marks that cannot be
@@ -1085,13 +1201,23 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "build",
-        signature: "build(t)",
+        signature: "build(t) | build(t, ranges)",
         equation: "eq. 19",
-        summary: "the perfect loop nest around the assignment t; ranges inferred, every access checked in bounds",
-        example: "l = build(E)",
+        summary: "the perfect loop nest around the assignment t; ranges inferred, or given: [[j, 0, i-1]] (affine bounds in outer iterators and constants), [i, N-1, 0, -1] (backward), [t] (bound by `around`); every access checked in bounds",
+        example: "l = build(E, [[j, 0, i]])",
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_build),
+    },
+    Builtin {
+        name: "around",
+        signature: "around(t, [lb, ub], l1, l2, ...)",
+        equation: "eq. 2 (extension)",
+        summary: "the loop t from lb to ub (inclusive) around the sequence of the nests l1, l2, ... (a time loop); statements that use t are built with [t] among their ranges",
+        example: "l = around(t, [0, T-1], l1, l2)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_around),
     },
     Builtin {
         name: "stripmine",

@@ -597,8 +597,31 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
         }
         for (k, (got, want)) in dims.iter_mut().zip(ddims).enumerate() {
             let Dim::Known(w) = want else { continue };
+            // A value narrowed by offsets (`x[i] = x[i+1]`, no access `y[i]` of another
+            // extent) writes part of the target: `build` then needs the range
+            // (`build(s, [[i, 0, N-2]])`), every access checked.
+            let offsets_only =
+                x.index_list().and_then(|xs| xs.get(k)).and_then(|e| e.as_var()).is_some_and(|v| {
+                    let mut plain_other = false;
+                    if let Some(y) = t.value() {
+                        y.visit(&mut |n| {
+                            if let (Some(is), Some(ds)) = (n.index_list(), n.shape.dims()) {
+                                for (e, d) in is.iter().zip(ds) {
+                                    if e.as_var() == Some(v)
+                                        && let Dim::Known(de) = d
+                                        && same_extent(de, w, state) != Some(true)
+                                    {
+                                        plain_other = true;
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    !plain_other
+                });
             if let Dim::Known(g) = got
                 && same_extent(g, w, state) != Some(true)
+                && !(offsets_only && crate::ops::infer::nonneg(&w.sub(g), state) == Some(true))
             {
                 return Err(Error::ShapeMismatch {
                     builtin,

@@ -357,6 +357,13 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     }
     let fused = rewrite_body(n1, 0, &mut |_| Ok(body.clone()))?;
     let mut out = Nest::new(fused.items, n1.origin.iter().chain(&n2.origin).cloned().collect());
+    // What the two mean: the first nest's program, then the second's.
+    out.program = n1
+        .program
+        .iter()
+        .cloned()
+        .chain(n2.program.iter().map(|x| x.map_stmts(&|t| shift_origin(t, shift))))
+        .collect();
     out.layouts = layouts;
     out.over = n1.over.iter().chain(&n2.over).map(|(y, x)| (y.clone(), x.clone())).collect();
     Ok(out)

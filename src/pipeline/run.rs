@@ -20,9 +20,7 @@ use std::collections::BTreeMap;
 pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> {
     let mut out = Vec::new();
     for n in &req.nests {
-        for o in &n.origin {
-            out.push(crate::ops::build(state, o)?);
-        }
+        out.extend(crate::ops::program_of(state, n)?);
     }
     Ok(out)
 }

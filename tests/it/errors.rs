@@ -129,11 +129,27 @@ fn access_out_of_bounds_over_inferred_ranges() {
     let s = run(&s, "t", "vadd", vec![id("A"), id("A"), list(vec![its("i"), its("i+1")])]);
     let s = run(&s, "t2", "vadd", vec![id("t"), id("A"), list(vec![none(), its("i+2")])]);
     assert_eq!(texpr(&s, "t2").shape.to_string(), "[N-2]");
-    // B is as long as A: B[i] = A[i] + A[i+1] + A[i+2] would read past A's end.
-    let e = fails(&s, "B", "eq", vec![id("t2"), none(), its("i")]);
+    // B is as long as A: B[i] = A[i] + A[i+1] + A[i+2] writes part of B; over all of B it
+    // would read past A's end, which build refuses, naming the access; over the range the
+    // value allows, it builds.
+    let sb = run(&s, "B", "eq", vec![id("t2"), none(), its("i")]);
+    let e = fails(&sb, "l", "build", vec![id("B")]);
     assert_eq!(
         e,
-        "B =: argument 1 (result): shape mismatch: expected `B` [N] as declared, found extent N-2 in dimension 1 (the value's shape is [N-2])"
+        "build: argument 1 (assignment): access A[i+1] is out of bounds: expected indices in 0..N-1 (extent N), found indices in 1..N"
+    );
+    run(
+        &sb,
+        "l",
+        "build",
+        vec![
+            id("B"),
+            list(vec![list(vec![
+                id("i"),
+                int(0),
+                teml::ops::ArgVal::Index(teml::ir::Expr::var("N").add_int(-3)),
+            ])]),
+        ],
     );
     // An output too long for a convolution is caught by build's bounds check, naming the access.
     let s5 = run(&State::new(), "I", "tensor", vec![shape("10")]);
