@@ -915,7 +915,11 @@ pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, S
     let ctx = Ctx::new()?;
     for (s, loops) in &stmts {
         let iters: Vec<Name> = loops.iter().map(|l| l.iter.clone()).collect();
+        // An iterator no loop binds yet (`around` will, and checks again): skipped.
         let free: Vec<Name> = s.domain().free;
+        if loops.iter().any(|l| free.iter().any(|v| l.bounds_mention(v))) {
+            continue;
+        }
         let mut leaves = Vec::new();
         s.visit(&mut |n| {
             if n.is_tensor_leaf() {
@@ -976,6 +980,69 @@ pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, S
         }
     }
     Ok(None)
+}
+
+/// True if no point of the loops `outer` (outermost first) satisfies every `c >= 0` of `conds`,
+/// whatever values the named constants take (at least 1); `None` where isl cannot answer.
+/// Steps are ignored (a superset of the points), so `Some(true)` is never wrong.
+pub fn never(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
+    let iters: Vec<Name> = outer.iter().map(|l| l.iter.clone()).collect();
+    if iters.iter().collect::<BTreeSet<_>>().len() != iters.len() {
+        return None;
+    }
+    let mut params: BTreeSet<Name> = conds.iter().flat_map(|c| c.vars()).collect();
+    for l in outer {
+        params.extend(l.lb.vars());
+        params.extend(l.ub.vars());
+    }
+    params.retain(|p| !iters.contains(p));
+    let names = Names { params };
+    let v = names.var(&iters, "v_");
+    let mut cons: Vec<String> =
+        outer.iter().map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v))).collect();
+    cons.extend(names.params.iter().map(|p| format!("p_{p} >= 1")));
+    cons.extend(conds.iter().map(|c| format!("{} >= 0", isl(c, &v))));
+    let text =
+        format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));
+    let ctx = Ctx::new().ok()?;
+    ctx.map(&text).ok()?.is_empty().ok()
+}
+
+/// Loop `l`'s bounds without the arguments of their `max` (lower) and `min` (upper) that
+/// the others imply at every point of the loops `outer` (isl): the same range, fewer tests.
+pub fn tidy_bounds(outer: &[&Loop], l: &Loop) -> Loop {
+    fn tidy(outer: &[&Loop], e: &Expr, lower: bool) -> Expr {
+        let args: Vec<Expr> = if lower {
+            match e.single_atom() {
+                Some(Atom::Max(xs)) => xs.clone(),
+                _ => return e.clone(),
+            }
+        } else {
+            match e.min_args() {
+                Some(xs) => xs.to_vec(),
+                None => return e.clone(),
+            }
+        };
+        let mut kept = args.clone();
+        for a in &args {
+            if kept.len() < 2 {
+                break;
+            }
+            let rest: Vec<&Expr> = kept.iter().filter(|x| *x != a).collect();
+            // `a` is implied where no point has every other argument beyond it.
+            let conds: Vec<Expr> = rest
+                .iter()
+                .map(|r| if lower { a.sub(r).add_int(-1) } else { r.sub(a).add_int(-1) })
+                .collect();
+            if never(outer, &conds) == Some(true) {
+                kept.retain(|x| x != a);
+            }
+        }
+        let mut it = kept.into_iter();
+        let first = it.next().unwrap_or_else(|| e.clone());
+        it.fold(first, |acc, x| if lower { Expr::max(&acc, &x) } else { Expr::min(&acc, &x) })
+    }
+    Loop { lb: tidy(outer, &l.lb, true), ub: tidy(outer, &l.ub, false), ..l.clone() }
 }
 
 /// Relations between two times of `width` dimensions.

@@ -292,7 +292,8 @@ impl Expr {
         }
     }
 
-    fn single_atom(&self) -> Option<&Atom> {
+    /// The one atom the expression is, with coefficient 1 and no constant.
+    pub fn single_atom(&self) -> Option<&Atom> {
         match (self.terms.as_slice(), self.constant) {
             ([(a, 1)], 0) => Some(a),
             _ => None,

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod explore;
+pub mod fm;
 pub mod infer;
 pub mod registry;
 pub mod tensor;

@@ -691,8 +691,35 @@ fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 fn b_stripmine(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("stripmine", s, a, 3, 3, "stripmine(l, r, v)")?;
-    Ok(n(transform::stripmine(s, &a.nest(1, "nest")?, a.int(2, "level")?, a.int(3, "factor")?)?))
+    let a = Args::new("stripmine", s, a, 3, 4, "stripmine(l, r, v) or stripmine(l, r, v, \"aligned\")")?;
+    let aligned = match a.get(4) {
+        ArgVal::Omitted => false,
+        ArgVal::Str(m) if m == "aligned" => true,
+        _ => return Err(a.wrong(4, "mode", "\"aligned\" (blocks at multiples of v)")),
+    };
+    let (l, r, v) = (a.nest(1, "nest")?, a.int(2, "level")?, a.int(3, "factor")?);
+    Ok(n(transform::stripmine_aligned(s, &l, r, v, aligned)?))
+}
+
+fn b_skew(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("skew", s, a, 4, 4, "skew(l, r1, r2, f)")?;
+    let l = a.nest(1, "nest")?;
+    Ok(n(transform::skew(&l, a.int(2, "level")?, a.int(3, "level")?, a.int(4, "factor")?)?))
+}
+
+fn b_shift(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("shift", s, a, 3, 3, "shift(l, r, c)")?;
+    Ok(n(transform::shift(&a.nest(1, "nest")?, a.int(2, "level")?, a.int(3, "offset")?)?))
+}
+
+fn b_reverse(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("reverse", s, a, 2, 2, "reverse(l, r)")?;
+    Ok(n(transform::reverse(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
+fn b_distribute(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("distribute", s, a, 2, 2, "distribute(l, r)")?;
+    Ok(n(transform::distribute(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
 fn b_interchange(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -1221,9 +1248,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "stripmine",
-        signature: "stripmine(l, r, v)",
+        signature: "stripmine(l, r, v) | stripmine(l, r, v, \"aligned\")",
         equation: "eq. 20",
-        summary: "splits the loop at level r into blocks of v iterations (outer <i>o, inner keeps i); remainders handled",
+        summary: "splits the loop at level r into blocks of v iterations (outer <i>o, inner keeps i); remainders handled; \"aligned\": a loop whose start moves with an outer loop is cut at multiples of v (Pluto's tile lattice; `tile` does this)",
         example: "l1 = stripmine(l, 2, 32)",
         returns: Returns::Nest,
         checked: true,
@@ -1238,6 +1265,46 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: true,
         call: Call::Value(b_interchange),
+    },
+    Builtin {
+        name: "skew",
+        signature: "skew(l, r1, r2, f)",
+        equation: "Pluto (extension): j' = j + f*i",
+        summary: "the loop at level r2 runs j' = j + f*i, i the loop at level r1 < r2; the body reads j as j' - f*i (then interchange or tile: time tiling)",
+        example: "s = skew(l, 1, 2, 1)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_skew),
+    },
+    Builtin {
+        name: "shift",
+        signature: "shift(l, r, c)",
+        equation: "Pluto (extension): i' = i + c",
+        summary: "the loop at level r runs i' = i + c, its body reading i as i' - c (aligns loops for fuse_inner, which guards each body by its range)",
+        example: "s = shift(l2, 1, 1)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_shift),
+    },
+    Builtin {
+        name: "reverse",
+        signature: "reverse(l, r)",
+        equation: "loop reversal (extension): i' = lb + ub - i",
+        summary: "the loop at level r runs its range backwards: its body reads i as lb + ub - i",
+        example: "r = reverse(l, 2)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_reverse),
+    },
+    Builtin {
+        name: "distribute",
+        signature: "distribute(l, r)",
+        equation: "loop distribution (extension; the inverse of eq. 23)",
+        summary: "the loop at level r, whose body is a sequence, becomes one loop per item, each with the same header and marks",
+        example: "d = distribute(l, 1)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_distribute),
     },
     Builtin {
         name: "fuse_outer",

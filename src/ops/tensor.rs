@@ -319,14 +319,10 @@ fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -
         expected,
         found,
     };
-    // One iterator of the result list: distinct, free, not a named constant.
-    let check = |v: &Name, seen: &[Name]| -> Result<()> {
-        if seen.contains(v) {
-            return Err(list_error(
-                "distinct iterators in the result list".into(),
-                format!("`{v}` twice in [{}]", fmt_list(i1)),
-            ));
-        }
+    // One iterator of the result list: free, not a named constant. It may come back (a
+    // diagonal `A[i][i]`: still one element per iteration); the later positions then take
+    // the declared tensor's extents.
+    let check = |v: &Name, _seen: &[Name]| -> Result<()> {
         if bound.contains(v) {
             return Err(list_error(
                 "free iterators in the result list".into(),
@@ -344,6 +340,10 @@ fn assign_node(state: &State, builtin: &str, y: TExpr, i1: &[Expr], arg: &Arg) -
                 ));
             }
             check(v, &seen)?;
+            if seen.contains(v) {
+                dims.push(Dim::Unknown);
+                continue;
+            }
             seen.push(v.clone());
             dims.push(match extent_of(v, &[&y], state, builtin, arg)? {
                 Some(e) => Dim::Known(e),
@@ -649,6 +649,10 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
                 Some(e) if e.as_var().is_none() => format!(
                     "a result at affine positions writes part of a tensor, and `{target_name}` is not \
                      declared: declare it with tensor([...])"
+                ),
+                Some(e) if x.index_list().is_some_and(|xs| xs[..k].contains(e)) => format!(
+                    "it comes back in the result list (a diagonal writes part of a tensor), and \
+                     `{target_name}` is not declared: declare it with tensor([...])"
                 ),
                 _ => format!(
                     "no access of the value determines it, and `{target_name}` is not declared: declare it with tensor([...])"

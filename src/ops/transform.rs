@@ -134,6 +134,20 @@ fn level_arg(pos: usize) -> Arg {
 ///                                S(i)
 /// ```
 pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<Nest> {
+    stripmine_aligned(state, nest, level, factor, false)
+}
+
+/// `stripmine(l, r, v, "aligned")`: as [`stripmine`], except that a loop whose start moves
+/// with an outer loop (a skewed loop, a triangle `j in [i+1, N-1]`) is cut at the multiples of
+/// `v` of its iterator rather than from its start, so that the blocks of consecutive outer
+/// iterations line up: the lattice of Pluto's tiles, which `tile` builds on (time tiling).
+///
+/// ```text
+/// for i in [b(t), e(t)]          for io in [floor(b(t)/v), floor(e(t)/v)]
+///   S(i)                   →       for i in [max(v*io, b(t)), min(v*io+v-1, e(t))]
+///                                    S(i)
+/// ```
+pub fn stripmine_aligned(state: &State, nest: &Nest, level: i64, factor: i64, aligned: bool) -> Result<Nest> {
     let b = "stripmine";
     if !(1..=INT_MAX).contains(&factor) {
         return Err(Error::BadArgument {
@@ -148,8 +162,25 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
         });
     }
     let taken = names_in(nest, state);
+    let iters: BTreeSet<Name> = nest.path().iter().map(|l| l.iter.clone()).collect();
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let outer_name = fresh(&format!("{}o", l.iter), &taken);
+        if aligned && l.step == 1 && l.lb.vars().iter().any(|v| iters.contains(v)) {
+            let o = Expr::var_name(&outer_name);
+            let ovf = |_| overflow(b, l);
+            let start = o.checked_scale(factor).map_err(ovf)?;
+            let end = start.checked_add_int(factor - 1).map_err(ovf)?;
+            let inner = Loop { lb: Expr::max(&start, &l.lb), ub: Expr::min(&end, &l.ub), ..(**l).clone() };
+            let outer = Loop {
+                iter: outer_name,
+                lb: l.lb.floordiv(factor),
+                ub: l.ub.floordiv(factor),
+                step: 1,
+                annot: Default::default(),
+                body: vec![LNode::Loop(Arc::new(inner))],
+            };
+            return Ok(vec![LNode::Loop(Arc::new(outer))]);
+        }
         let (lb, ub, s) = (&l.lb, &l.ub, l.step);
         let o = Expr::var_name(&outer_name);
         let ovf = |_| overflow(b, l);
@@ -215,6 +246,26 @@ pub fn interchange(nest: &Nest, r1: i64, r2: i64) -> Result<Nest> {
     let chain: Vec<Arc<Loop>> = path[lo - 1..hi].to_vec();
     let (outer, inner) = (&chain[0], &chain[chain.len() - 1]);
     let mids = &chain[1..chain.len() - 1];
+    // Adjacent loops whose bounds depend on one another (a triangle, a skewed or tiled loop):
+    // their points scanned in the other order (Fourier–Motzkin, `ops::fm`).
+    if mids.is_empty() && inner.bounds_mention(&outer.iter) {
+        let ((lb_y, ub_y), (lb_x, ub_x)) =
+            super::fm::swap(outer, inner).ok_or_else(|| illegal_move(b, inner, outer))?;
+        // Arguments of `min`/`max` that the loops around imply are dropped (isl).
+        let above: Vec<&Loop> = path[..lo - 1].iter().map(|l| &**l).collect();
+        let y = Loop { lb: lb_y, ub: ub_y, body: Vec::new(), ..(**inner).clone() };
+        let y = crate::analysis::legality::tidy_bounds(&above, &y);
+        let x = Loop { lb: lb_x, ub: ub_x, body: inner.body.clone(), ..(**outer).clone() };
+        let x = crate::analysis::legality::tidy_bounds(&[&above[..], &[&y]].concat(), &x);
+        let y = Loop { body: vec![LNode::Loop(Arc::new(x))], ..y };
+        for l in [&y, y.body[0].as_loop().map(|l| &**l).unwrap_or(&y)] {
+            if !l.lb.within(INT_MAX) || !l.ub.within(INT_MAX) {
+                return Err(overflow(b, l));
+            }
+        }
+        let body = vec![LNode::Loop(Arc::new(y))];
+        return rewrite_body(nest, lo - 1, &mut |_| Ok(body.clone()));
+    }
     // Step 1. Check: the inner loop moves outside the outer one and the loops between.
     for passed in std::iter::once(outer).chain(mids) {
         if inner.bounds_mention(&passed.iter) {
@@ -379,7 +430,8 @@ fn shift_origin(t: &crate::ir::TExpr, by: usize) -> crate::ir::TExpr {
 
 /// `fuse_inner(l, r)`, eq. 23: the loops that are the children of level `r-1` (the top level
 /// for `r = 1`) iterate over the same range; they become one loop running their bodies in
-/// order. The fused loop is the first one, with the marks of all; the others' iterators are
+/// order. (Extension: loops over other ranges, e.g. after `shift`, run over the hull of the
+/// ranges, each body guarded by its own range.) The fused loop is the first one, with the marks of all; the others' iterators are
 /// renamed to its iterator (eq. 23 asks for the same iterator). `fuse_inner(l, 2)`:
 ///
 /// ```text
@@ -420,20 +472,37 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
         let first = loops[0];
         let mut body = Vec::new();
         let mut annot = first.annot.clone();
+        // Loops over other ranges (shifted, or of other extents) run over the hull of all,
+        // each body guarded by its own range.
+        let same = loops.iter().all(|l| l.same_range(first));
+        let (lb, ub) = loops.iter().skip(1).fold((first.lb.clone(), first.ub.clone()), |(lb, ub), l| {
+            (Expr::min(&lb, &l.lb), Expr::max(&ub, &l.ub))
+        });
         for l in &loops {
-            if !l.same_range(first) {
+            if l.step != first.step || (!same && l.step != 1) {
                 return Err(Error::FuseMismatch {
                     builtin: b.into(),
                     level: level as usize,
-                    expected: format!("loop {} (as the first loop)", first.header()),
+                    expected: format!("loops of one step (as the first loop, {})", first.header()),
                     found: format!("loop {}", l.header()),
                 });
             }
             let l = rename_loop(l, &first.iter, b, level as usize)?;
             annot = annot.union(&l.annot);
-            body.extend(l.body.iter().cloned());
+            let i = Expr::var_name(&first.iter);
+            let mut guard = Vec::new();
+            if l.lb != lb {
+                guard.push(i.sub(&l.lb));
+            }
+            if l.ub != ub {
+                guard.push(l.ub.sub(&i));
+            }
+            for x in &l.body {
+                let g = if guard.is_empty() { Ok(x.clone()) } else { guarded(x, &guard) };
+                body.push(g.map_err(|reason| Error::Illegal { builtin: b.into(), reason })?);
+            }
         }
-        Ok(vec![LNode::Loop(Arc::new(Loop { annot, body, ..(**first).clone() }))])
+        Ok(vec![LNode::Loop(Arc::new(Loop { annot, body, lb, ub, ..(**first).clone() }))])
     })
 }
 
@@ -1291,4 +1360,138 @@ pub const MAX_PAD: usize = 64;
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
+}
+
+/// The loop at `level` with its range moved by `by` (an expression in outer iterators) and its
+/// iterator read as `i - by` below: the same instances, in the same order.
+fn moved(l: &Loop, by: &Expr, b: &str) -> Result<Arc<Loop>> {
+    let i = l.iter.clone();
+    let back = Expr::var_name(&i).sub(by);
+    let sub = |v: &str| (v == &*i).then(|| back.clone());
+    let out = Loop {
+        lb: l.lb.checked_add(by).map_err(|_| overflow(b, l))?,
+        ub: l.ub.checked_add(by).map_err(|_| overflow(b, l))?,
+        body: l.body.iter().map(|c| c.subst(&sub)).collect(),
+        ..l.clone()
+    };
+    if !out.lb.within(INT_MAX) || !out.ub.within(INT_MAX) {
+        return Err(overflow(b, &out));
+    }
+    Ok(Arc::new(out))
+}
+
+/// `skew(l, r1, r2, f)` (Pluto; Wolf and Lam's skewing): the loop at level `r2` runs
+/// `j' = j + f*i`, `i` the iterator of the loop at level `r1 < r2`; its body reads `j` as
+/// `j' - f*i`. The instances are the same; a later interchange or tiling (time tiling of a
+/// stencil) turns the new order into parallelism. The iterator keeps its name.
+///
+/// ```text
+/// for t in [0, T-1]              for t in [0, T-1]
+///   for i in [1, N-2]     →        for i in [t+1, t+N-2]
+///     S(t, i)                        S(t, i-t)
+/// ```
+pub fn skew(nest: &Nest, r1: i64, r2: i64, f: i64) -> Result<Nest> {
+    let b = "skew";
+    let outer = locate(nest, r1, b, &level_arg(2))?;
+    locate(nest, r2, b, &level_arg(3))?;
+    if r2 <= r1 {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: level_arg(3),
+            expected: format!("a level inside level {r1} (the loop it is skewed by)"),
+            found: format!("level {r2}"),
+        });
+    }
+    if f == 0 || f.checked_abs().is_none_or(|a| a > INT_MAX) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(4, "factor"),
+            expected: "a non-zero integer factor".into(),
+            found: format!("{f}"),
+        });
+    }
+    let by = Expr::var_name(&outer.iter).scale(f);
+    rewrite_loop(nest, r2, b, &level_arg(3), &mut |l| {
+        if l.step != 1 {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(3),
+                expected: "a loop of step 1".into(),
+                found: format!("loop {}", l.header()),
+            });
+        }
+        Ok(vec![LNode::Loop(moved(l, &by, b)?)])
+    })
+}
+
+/// `shift(l, r, c)` (Pluto's shifting): the loop at level `r` runs `i' = i + c`, its body
+/// reading `i` as `i' - c`: the same instances in the same order, now aligned with a sibling
+/// loop for `fuse_inner` (which then guards what runs outside its own range).
+pub fn shift(nest: &Nest, level: i64, c: i64) -> Result<Nest> {
+    let b = "shift";
+    if c.checked_abs().is_none_or(|a| a > INT_MAX) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "offset"),
+            expected: format!("an offset within ±{INT_MAX}"),
+            found: format!("{c}"),
+        });
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(moved(l, &Expr::int(c), b)?)]))
+}
+
+/// `reverse(l, r)` (loop reversal): the loop at level `r` runs its range backwards: its body
+/// reads `i` as `lb + ub - i`.
+///
+/// ```text
+/// for i in [0, N-1]        for i in [0, N-1]
+///   S(i)             →       S(N-1-i)
+/// ```
+pub fn reverse(nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "reverse";
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        if l.step != 1 {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(2),
+                expected: "a loop of step 1".into(),
+                found: format!("loop {}", l.header()),
+            });
+        }
+        let i = l.iter.clone();
+        let mirror =
+            l.lb.checked_add(&l.ub)
+                .and_then(|s| s.checked_sub(&Expr::var_name(&i)))
+                .map_err(|_| overflow(b, l))?;
+        let sub = |v: &str| (v == &*i).then(|| mirror.clone());
+        Ok(vec![LNode::Loop(Arc::new(Loop {
+            body: l.body.iter().map(|c| c.subst(&sub)).collect(),
+            ..(**l).clone()
+        }))])
+    })
+}
+
+/// `distribute(l, r)` (loop distribution, or fission; the inverse of `fuse_inner`): the loop at
+/// level `r`, whose body is a sequence, becomes one loop per item of the sequence, each with
+/// the same header and marks, in order.
+///
+/// ```text
+/// for i in [0, N-1]          for i in [0, N-1]
+///   S1(i)             →        S1(i)
+///   S2(i)                    for i in [0, N-1]
+///                              S2(i)
+/// ```
+pub fn distribute(nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "distribute";
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        if l.body.len() < 2 {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(2),
+                expected: "a loop whose body is a sequence of two or more items".into(),
+                found: format!("loop {} around one item", l.header()),
+            });
+        }
+        Ok(l.body.iter().map(|x| LNode::Loop(l.with_body(vec![x.clone()]))).collect())
+    })
 }

@@ -117,7 +117,6 @@ fn result_positions_that_could_collide_or_have_no_extent_are_refused() {
         "w = @v: eq(v, [i] -> [2*i])",
         &["expected `i` with coefficient 1 or -1 in a result position", "every 2th element only"],
     );
-    r("twice.teml", "w = @B: eq(A, [i, j] -> [i, i+1])", &["expected distinct iterators in the result list"]);
     r(
         "undeclared.teml",
         "C = eq(A, [i, j] -> [i+1, j])",

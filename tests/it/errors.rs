@@ -64,11 +64,11 @@ fn iterator_list_rules_of_eq14_and_eq15() {
         e,
         "vmul: argument 1 (operand): expected no iterator list for the scalar `s` (•, eq. 12), found [i]"
     );
-    // Result iterators are distinct.
+    // A result iterator may come back (a diagonal, issue 21): the tensor must be declared.
     let e = fails(&s, "x", "eq", vec![id("A"), its("i, j"), its("i, i")]);
     assert_eq!(
         e,
-        "eq: argument 3 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
+        "x =: argument 1 (result): cannot infer the range of iterator `i`: it comes back in the result list (a diagonal writes part of a tensor), and `x` is not declared: declare it with tensor([...])"
     );
     // Affine positions write part of a declared tensor (issue 21); two iterators in one would
     // make two iterations write one element.

@@ -161,10 +161,11 @@ fn other_evaluation_errors() {
     );
     assert_eq!(fails("x = frobnicate()").message, "unknown builtin `frobnicate`");
     // Result iterators: at the right of the arrow.
-    let e = fails("A = tensor([4, 4])\nB = eq(A, [i, j] -> [i, i])");
+    let e = fails("A = tensor([4, 4])\nB = eq(A, [i, j] -> [i+j])");
     assert_eq!(
         e.message,
-        "eq: argument 3 (result iterators): expected distinct iterators in the result list, found `i` twice in [i, i]"
+        "eq: argument 3 (result iterators): expected at most one iterator per result position, found i+j: two \
+         iterations would write one element"
     );
     assert_eq!((e.line, e.col), (2, 21));
     // Wrong number of arguments: at the first extra one.
