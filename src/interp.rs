@@ -239,14 +239,13 @@ impl Machine<'_> {
                                 .ok_or_else(|| format!("read out of bounds at offset {off}"))?
                         }
                         ROp::Lit(x) => *x,
-                        ROp::Call(f) if f.arity() == 1 => {
-                            let a = self.stack.pop().unwrap_or(0.0);
-                            f.eval(a, 0.0)
-                        }
                         ROp::Call(f) => {
-                            let b = self.stack.pop().unwrap_or(0.0);
-                            let a = self.stack.pop().unwrap_or(0.0);
-                            f.eval(a, b)
+                            let n = f.arity();
+                            let mut args = [0.0; 3];
+                            for k in (0..n).rev() {
+                                args[k] = self.stack.pop().unwrap_or(0.0);
+                            }
+                            f.eval(&args[..n])
                         }
                         _ => {
                             let r = self.stack.pop().unwrap_or(0.0);

@@ -496,12 +496,8 @@ fn eval(n: &Node, ext: &[i64], env: &mut [i64], rd: &mut dyn Reader) -> Res<f64>
             })
         }
         Node::Call(f, args) => {
-            let a = eval(&args[0], ext, env, rd)?;
-            let b = match args.get(1) {
-                Some(x) => eval(x, ext, env, rd)?,
-                None => 0.0,
-            };
-            Ok(f.eval(a, b))
+            let vals = args.iter().map(|x| eval(x, ext, env, rd)).collect::<Res<Vec<f64>>>()?;
+            Ok(f.eval(&vals))
         }
         Node::Sum { over, factors } => sum_box(over, ext, env, rd, &mut |env, rd| {
             let mut p = 1.0;

@@ -1915,13 +1915,19 @@ impl Cx<'_> {
                 if lane.is_some_and(|ln| ln.width > 1) {
                     return Err(format!("`{}` in explicit vector lanes", f.name()));
                 }
-                self.helpers.math = true;
                 let args = t
                     .children
                     .iter()
                     .map(|c| self.c_value(c, lane, vector))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                format!("{}({})", f.c_name(t.dtype), args.join(", "))
+                match (f.operator(), args.as_slice()) {
+                    (Some(o), [a, b]) => format!("({a} {o} {b})"),
+                    (None, [c, a, b]) if f == crate::ir::Func::Select => format!("({c} != 0 ? {a} : {b})"),
+                    _ => {
+                        self.helpers.math = true;
+                        format!("{}({})", f.c_name(t.dtype), args.join(", "))
+                    }
+                }
             }
             Op::Lit(x) => {
                 let s = crate::ir::texpr::fmt_lit(x);

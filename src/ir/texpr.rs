@@ -103,11 +103,40 @@ pub enum Func {
     Min,
     /// `max(x, y)`
     Max,
+    /// `x < y` (1 or 0)
+    Lt,
+    /// `x <= y` (1 or 0)
+    Le,
+    /// `x > y` (1 or 0)
+    Gt,
+    /// `x >= y` (1 or 0)
+    Ge,
+    /// `x == y` (1 or 0)
+    Eq,
+    /// `x != y` (1 or 0)
+    Ne,
+    /// `c != 0 ? x : y`
+    Select,
 }
 
 impl Func {
     /// Every function, unary ones first.
     pub const ALL: [Func; 7] = [Func::Sqrt, Func::Exp, Func::Log, Func::Abs, Func::Pow, Func::Min, Func::Max];
+
+    /// The comparisons, with their C operators.
+    pub const COMPARISONS: [(Func, &'static str); 6] = [
+        (Func::Lt, "<"),
+        (Func::Le, "<="),
+        (Func::Gt, ">"),
+        (Func::Ge, ">="),
+        (Func::Eq, "=="),
+        (Func::Ne, "!="),
+    ];
+
+    /// The C operator of a comparison.
+    pub fn operator(self) -> Option<&'static str> {
+        Func::COMPARISONS.iter().find(|(f, _)| *f == self).map(|(_, o)| *o)
+    }
 
     /// The name the builtins and the printed expressions use.
     pub fn name(self) -> &'static str {
@@ -119,6 +148,13 @@ impl Func {
             Func::Pow => "pow",
             Func::Min => "min",
             Func::Max => "max",
+            Func::Lt => "lt",
+            Func::Le => "le",
+            Func::Gt => "gt",
+            Func::Ge => "ge",
+            Func::Eq => "eq",
+            Func::Ne => "ne",
+            Func::Select => "select",
         }
     }
 
@@ -126,12 +162,16 @@ impl Func {
     pub fn arity(self) -> usize {
         match self {
             Func::Sqrt | Func::Exp | Func::Log | Func::Abs => 1,
-            Func::Pow | Func::Min | Func::Max => 2,
+            Func::Select => 3,
+            _ => 2,
         }
     }
 
-    /// Its value (`b` is ignored by unary functions), as C's `<math.h>` computes it in double.
-    pub fn eval(self, a: f64, b: f64) -> f64 {
+    /// Its value on `args` (as many as its arity), as C computes it in double (`<math.h>`).
+    pub fn eval(self, args: &[f64]) -> f64 {
+        let at = |k: usize| args.get(k).copied().unwrap_or(0.0);
+        let (a, b) = (at(0), at(1));
+        let truth = |t: bool| if t { 1.0 } else { 0.0 };
         match self {
             Func::Sqrt => a.sqrt(),
             Func::Exp => a.exp(),
@@ -140,6 +180,19 @@ impl Func {
             Func::Pow => a.powf(b),
             Func::Min => a.min(b),
             Func::Max => a.max(b),
+            Func::Lt => truth(a < b),
+            Func::Le => truth(a <= b),
+            Func::Gt => truth(a > b),
+            Func::Ge => truth(a >= b),
+            Func::Eq => truth(a == b),
+            Func::Ne => truth(a != b),
+            Func::Select => {
+                if a != 0.0 {
+                    b
+                } else {
+                    at(2)
+                }
+            }
         }
     }
 
@@ -661,7 +714,11 @@ impl fmt::Display for TNode {
             }
             Op::Call(func) => {
                 let args: Vec<String> = self.children.iter().map(|c| c.to_string()).collect();
-                write!(f, "{}({})", func.name(), args.join(", "))
+                match (func.operator(), args.as_slice()) {
+                    (Some(o), [a, b]) => write!(f, "({a} {o} {b})"),
+                    (None, [c, a, b]) if *func == Func::Select => write!(f, "({c} ? {a} : {b})"),
+                    _ => write!(f, "{}({})", func.name(), args.join(", ")),
+                }
             }
             Op::Contract(ks) => {
                 write!(f, "sum[{}](", join(ks))?;

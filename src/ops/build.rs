@@ -336,7 +336,7 @@ pub fn program_of(state: &State, nest: &Nest) -> Result<Vec<Nest>> {
 
 /// The origin or placed statement `s` inside a new loop `it` of a sequence (`around`): its
 /// origin moved by `shift`, `it` its outermost iterator (no longer free).
-fn enclosed(s: &TExpr, it: &Name, ub: &Expr, shift: usize) -> TExpr {
+fn enclosed(s: &TExpr, it: &Name, ub: &Expr, at: &Expr, shift: usize) -> TExpr {
     let mut dom = s.domain();
     dom.free.retain(|v| v != it);
     dom.outer.insert(0, it.clone());
@@ -345,7 +345,7 @@ fn enclosed(s: &TExpr, it: &Name, ub: &Expr, shift: usize) -> TExpr {
             origin: i.origin + shift,
             iters: std::iter::once(it.clone()).chain(i.iters.iter().cloned()).collect(),
             ubs: std::iter::once(ub.clone()).chain(i.ubs.iter().cloned()).collect(),
-            at: std::iter::once(Expr::var_name(it)).chain(i.at.iter().cloned()).collect(),
+            at: std::iter::once(at.clone()).chain(i.at.iter().cloned()).collect(),
             reduction: std::iter::once(false).chain(i.reduction.iter().copied()).collect(),
             guard: i.guard.clone(),
         }),
@@ -359,6 +359,19 @@ fn enclosed(s: &TExpr, it: &Name, ub: &Expr, shift: usize) -> TExpr {
 /// sequence of the nests `l1, .., lk`, each as it is (transformed or not). Statements that
 /// use `t` are built with `[t]` among their ranges. Every access is checked in bounds.
 pub fn around(state: &State, it: &Name, lb: &Expr, ub: &Expr, nests: &[Nest]) -> Result<Nest> {
+    around_dir(state, it, lb, ub, false, nests)
+}
+
+/// [`around`], the loop running from `ub` down to `lb` where `backward` (`around(t, [ub, lb,
+/// -1], ...)`): its variable runs from 0 up, the iterator being `ub - v` (as `build` does).
+pub fn around_dir(
+    state: &State,
+    it: &Name,
+    lb: &Expr,
+    ub: &Expr,
+    backward: bool,
+    nests: &[Nest],
+) -> Result<Nest> {
     let b = "around";
     let bad = |pos: usize, role: &str, expected: String, found: String| Error::BadArgument {
         builtin: b.into(),
@@ -433,20 +446,25 @@ pub fn around(state: &State, it: &Name, lb: &Expr, ub: &Expr, nests: &[Nest]) ->
         }
         over.extend(n.over.iter().map(|(y, x)| (y.clone(), x.clone())));
         let ub2 = ub.clone();
-        let update = move |s: &TExpr| enclosed(s, it, &ub2, shift);
-        items.extend(n.items.iter().map(|x| x.map_stmts(&update)));
-        program_items.extend(prog.iter().map(|x| x.map_stmts(&update)));
-        origin.extend(n.origin.iter().map(|o| enclosed(o, it, ub, 0)));
+        let value = if backward { ub.sub(&Expr::var_name(it)) } else { Expr::var_name(it) };
+        let v2 = value.clone();
+        let update = move |s: &TExpr| enclosed(s, it, &ub2, &v2, shift);
+        let through =
+            |x: &LNode| if backward { x.subst(&|v| (v == &**it).then(|| value.clone())) } else { x.clone() };
+        items.extend(n.items.iter().map(|x| through(x).map_stmts(&update)));
+        program_items.extend(prog.iter().map(|x| through(x).map_stmts(&update)));
+        origin.extend(n.origin.iter().map(|o| enclosed(o, it, ub, &Expr::var_name(it), 0)));
         shift += n.origin.len();
     }
     // A result of the sequence read before any statement of it writes it would be read at the
     // first iteration before it has a value.
     check_defined_first(state, &origin)?;
+    let (hlb, hub) = if backward { (Expr::int(0), ub.sub(lb)) } else { (lb.clone(), ub.clone()) };
     let head = |body: Vec<LNode>| {
         vec![LNode::Loop(Arc::new(Loop {
             iter: it.clone(),
-            lb: lb.clone(),
-            ub: ub.clone(),
+            lb: hlb.clone(),
+            ub: hub.clone(),
             step: 1,
             annot: Annotations::default(),
             body,

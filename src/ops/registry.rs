@@ -259,6 +259,10 @@ impl<'a> Args<'a> {
             ArgVal::Int(i) if lit => Ok(literal(*i as f64)),
             ArgVal::Float(x) if lit => Ok(literal(*x)),
             ArgVal::Index(e) if lit && e.as_const().is_some() => Ok(literal(e.constant() as f64)),
+            // A named constant as a value (PolyBench's `(DATA_TYPE)_PB_N`): its value now.
+            ArgVal::Word(w) if lit && self.state.get(w).is_none() && self.state.constant(w).is_some() => {
+                Ok(literal(self.state.constant(w).unwrap_or(0) as f64))
+            }
             _ => match self.value(pos, role)? {
                 Value::Tensor(t) => Ok(t),
                 v @ Value::Nest(_) => Err(Error::WrongKind {
@@ -549,7 +553,7 @@ fn b_accumulator(s: &State, a: &[ArgVal]) -> Result<Value> {
 
 fn b_eq(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("eq", s, a, 3, 3, "eq(t, I0 -> I1)")?;
-    let x = a.tensor(1, "tensor", false)?;
+    let x = a.tensor(1, "tensor", true)?;
     let i0 = a.iters(a.get(2), 2, "iterators")?;
     let i1 = a.result_iters(3)?;
     Ok(t(tensor::eq(s, &x, i0.as_deref(), &i1)?))
@@ -592,6 +596,59 @@ vop_builtin!(b_vmax, "vmax", Arith::Max);
 op_builtin!(b_pow, "pow", Arith::Pow);
 op_builtin!(b_min, "min", Arith::Min);
 op_builtin!(b_max, "max", Arith::Max);
+vop_builtin!(b_vlt, "vlt", Arith::Cmp(Func::Lt));
+vop_builtin!(b_vle, "vle", Arith::Cmp(Func::Le));
+vop_builtin!(b_vgt, "vgt", Arith::Cmp(Func::Gt));
+vop_builtin!(b_vge, "vge", Arith::Cmp(Func::Ge));
+vop_builtin!(b_veq, "veq", Arith::Cmp(Func::Eq));
+vop_builtin!(b_vne, "vne", Arith::Cmp(Func::Ne));
+
+/// The three operands of `vselect`/`select` and their iterator lists.
+type SelectArgs = ([TExpr; 3], [Option<Vec<Expr>>; 3]);
+
+/// The three operands and lists of `vselect`/`select`; a missing else is refused.
+fn select_args(a: &Args<'_>, name: &str) -> Result<SelectArgs> {
+    let ops = [a.tensor(1, "condition", true)?, a.tensor(2, "then", true)?, a.tensor(3, "else", true)?];
+    let lists = match a.get(4) {
+        ArgVal::Omitted => [None, None, None],
+        ArgVal::List(xs)
+            if xs.len() == 3 && xs.iter().all(|x| matches!(x, ArgVal::List(_) | ArgVal::Omitted)) =>
+        {
+            [
+                a.iters(&xs[0], 4, "iterator lists")?,
+                a.iters(&xs[1], 4, "iterator lists")?,
+                a.iters(&xs[2], 4, "iterator lists")?,
+            ]
+        }
+        other => {
+            return Err(Error::IteratorList {
+                builtin: name.into(),
+                arg: Arg::new(4, "iterator lists"),
+                expected: "three iterator lists [Ic, It, If] (any may be omitted: [[i], , [i]])".into(),
+                found: other.describe(),
+            });
+        }
+    };
+    Ok((ops, lists))
+}
+
+fn b_vselect(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let usage = "vselect(c, t, f, [Ic, It, If]): a condition, a value where it holds, and an else value";
+    let a = Args::new("vselect", s, a, 3, 4, usage)?;
+    let (ops, lists) = select_args(&a, "vselect")?;
+    let l = [lists[0].as_deref(), lists[1].as_deref(), lists[2].as_deref()];
+    Ok(t(tensor::vselect(s, [&ops[0], &ops[1], &ops[2]], l)?))
+}
+
+fn b_select(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let usage =
+        "select(c, t, f, [Ic, It, If] -> I): a condition, a value where it holds, an else value, the result";
+    let a = Args::new("select", s, a, 5, 5, usage)?;
+    let (ops, lists) = select_args(&a, "select")?;
+    let l = [lists[0].as_deref(), lists[1].as_deref(), lists[2].as_deref()];
+    let i = a.result_iters(5)?;
+    Ok(t(tensor::select(s, [&ops[0], &ops[1], &ops[2]], l, &i)?))
+}
 
 macro_rules! vfn_builtin {
     ($f:ident, $name:literal, $func:expr) => {
@@ -682,12 +739,20 @@ fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
         ArgVal::Index(e) if e.as_var().is_some() => e.as_var().cloned().unwrap_or_else(|| "".into()),
         _ => return Err(a.wrong(1, "iterator", "an iterator name")),
     };
-    let (lb, ub) = match a.get(2) {
-        ArgVal::List(xs) if xs.len() == 2 => (a.index(&xs[0], 2, "range")?, a.index(&xs[1], 2, "range")?),
-        _ => return Err(a.wrong(2, "range", "a range [lb, ub] (inclusive)")),
+    let usage = "a range [lb, ub] (inclusive), or [ub, lb, -1] (backward)";
+    let (lb, ub, backward) = match a.get(2) {
+        ArgVal::List(xs) if xs.len() == 2 => {
+            (a.index(&xs[0], 2, "range")?, a.index(&xs[1], 2, "range")?, false)
+        }
+        ArgVal::List(xs) if xs.len() == 3 => match a.index(&xs[2], 2, "range")?.as_const() {
+            Some(-1) => (a.index(&xs[1], 2, "range")?, a.index(&xs[0], 2, "range")?, true),
+            Some(1) => (a.index(&xs[0], 2, "range")?, a.index(&xs[1], 2, "range")?, false),
+            _ => return Err(a.wrong(2, "range", usage)),
+        },
+        _ => return Err(a.wrong(2, "range", usage)),
     };
     let nests = (3..=a.args.len()).map(|k| a.nest(k, "nest")).collect::<Result<Vec<_>>>()?;
-    Ok(n(build::around(s, &it, &lb, &ub, &nests)?))
+    Ok(n(build::around_dir(s, &it, &lb, &ub, backward, &nests)?))
 }
 
 fn b_stripmine(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -1147,6 +1212,86 @@ static BUILTINS: &[Builtin] = &[
         call: Call::Value(b_abs),
     },
     Builtin {
+        name: "vlt",
+        signature: "vlt(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] < t1[I1]): 1 where t0[I0] is less than t1[I1], else 0 (a condition for vselect)",
+        example: "c = vlt(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vlt),
+    },
+    Builtin {
+        name: "vle",
+        signature: "vle(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] <= t1[I1]): 1 where t0[I0] is at most t1[I1], else 0 (a condition for vselect)",
+        example: "c = vle(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vle),
+    },
+    Builtin {
+        name: "vgt",
+        signature: "vgt(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] > t1[I1]): 1 where t0[I0] is greater than t1[I1], else 0 (a condition for vselect)",
+        example: "c = vgt(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vgt),
+    },
+    Builtin {
+        name: "vge",
+        signature: "vge(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] >= t1[I1]): 1 where t0[I0] is at least t1[I1], else 0 (a condition for vselect)",
+        example: "c = vge(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vge),
+    },
+    Builtin {
+        name: "veq",
+        signature: "veq(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] == t1[I1]): 1 where t0[I0] is equal to t1[I1], else 0 (a condition for vselect)",
+        example: "c = veq(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_veq),
+    },
+    Builtin {
+        name: "vne",
+        signature: "vne(t0, t1, [I0, I1])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise comparison (t0[I0] != t1[I1]): 1 where t0[I0] is not equal to t1[I1], else 0 (a condition for vselect)",
+        example: "c = vne(S, 0.1, [[j], ])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vne),
+    },
+    Builtin {
+        name: "vselect",
+        signature: "vselect(c, t, f, [Ic, It, If])",
+        equation: "eq. 15 (extension)",
+        summary: "the virtual element-wise select (c[Ic] != 0 ? t[It] : f[If]); c is a comparison (vle, ...) or any tensor; an else value is required",
+        example: "v = vselect(c, 1.0, S, [[j], , [j]])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_vselect),
+    },
+    Builtin {
+        name: "select",
+        signature: "select(c, t, f, [Ic, It, If] -> I)",
+        equation: "eq. 16 (extension)",
+        summary: "□[I] = (c[Ic] != 0 ? t[It] : f[If])",
+        example: "S2 = @S: select(c, 1.0, S, [[j], , [j]] -> [j])",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_select),
+    },
+    Builtin {
         name: "vpow",
         signature: "vpow(t0, t1, [I0, I1])",
         equation: "eq. 15 (extension)",
@@ -1238,9 +1383,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "around",
-        signature: "around(t, [lb, ub], l1, l2, ...)",
+        signature: "around(t, [lb, ub], l1, l2, ...) | around(t, [ub, lb, -1], l1, ...)",
         equation: "eq. 2 (extension)",
-        summary: "the loop t from lb to ub (inclusive) around the sequence of the nests l1, l2, ... (a time loop); statements that use t are built with [t] among their ranges",
+        summary: "the loop t from lb to ub (inclusive; [ub, lb, -1]: backward) around the sequence of the nests l1, l2, ... (a time loop); statements that use t are built with [t] among their ranges",
         example: "l = around(t, [0, T-1], l1, l2)",
         returns: Returns::Nest,
         checked: false,

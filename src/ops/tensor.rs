@@ -26,6 +26,8 @@ pub enum Arith {
     Min,
     /// `max(x, y)`
     Max,
+    /// A comparison (`Func::Lt`, ...): 1 where it holds, else 0.
+    Cmp(Func),
 }
 
 impl Arith {
@@ -38,6 +40,7 @@ impl Arith {
             Arith::Pow => Op::Call(Func::Pow),
             Arith::Min => Op::Call(Func::Min),
             Arith::Max => Op::Call(Func::Max),
+            Arith::Cmp(f) => Op::Call(f),
         }
     }
 
@@ -51,6 +54,7 @@ impl Arith {
             Arith::Pow => "pow",
             Arith::Min => "min",
             Arith::Max => "max",
+            Arith::Cmp(f) => f.name(),
         }
     }
 }
@@ -265,6 +269,41 @@ fn vop_named(
     let node = TNode::node(op.op(), Shape::Dims(vec![]), vec![y0, y1]);
     let shape = infer_shape(state, builtin, &Arg::new(3, "iterators"), &node)?;
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
+}
+
+/// `vselect(c, t, f, [Ic, It, If])` (extension, by eq. 15's pattern): the virtual element-wise
+/// `c[Ic] != 0 ? t[It] : f[If]`, `c` a comparison (`vle`, ...) or any tensor. Each list is
+/// omitted where its operand carries iterators.
+pub fn vselect(state: &State, ops: [&TExpr; 3], lists: [Option<&[Expr]>; 3]) -> Result<TExpr> {
+    vselect_named(state, "vselect", ops, lists)
+}
+
+fn vselect_named(
+    state: &State,
+    builtin: &str,
+    ops: [&TExpr; 3],
+    lists: [Option<&[Expr]>; 3],
+) -> Result<TExpr> {
+    let roles = ["condition", "then", "else"];
+    let mut ys = Vec::new();
+    for k in 0..3 {
+        ys.push(operand(state, builtin, &Arg::new(k + 1, roles[k]), ops[k], lists[k])?);
+    }
+    // Iterators bound inside one operand must not capture another's.
+    for k in 0..3 {
+        let others: BTreeSet<Name> =
+            ys.iter().enumerate().filter(|(j, _)| *j != k).flat_map(|(_, y)| y.index_vars()).collect();
+        ys[k] = avoid_capture(&ys[k], &others);
+    }
+    let node = TNode::node(Op::Call(Func::Select), Shape::Dims(vec![]), ys);
+    let shape = infer_shape(state, builtin, &Arg::new(4, "iterators"), &node)?;
+    Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
+}
+
+/// `select(c, t, f, [Ic, It, If] -> I)`: the assignment `□[I] = c[Ic] != 0 ? t[It] : f[If]`.
+pub fn select(state: &State, ops: [&TExpr; 3], lists: [Option<&[Expr]>; 3], i: &[Expr]) -> Result<TExpr> {
+    let x = vselect_named(state, "select", ops, lists)?;
+    assign_node(state, "select", x, i, &Arg::new(5, "result iterators"))
 }
 
 /// `vsqrt(t, I0)` and the other unary functions (extension, by eq. 15's pattern): the virtual
