@@ -55,6 +55,11 @@ pub struct BenchArgs {
     /// Only this kernel (repeatable), e.g. `--kernel mttkrp`.
     #[arg(long = "kernel", value_name = "NAME")]
     pub kernels: Vec<String>,
+    /// Which kernels: `paper` (Table 1: untransformed, Polly, Pluto's, the paper's, the best
+    /// and the tuned paths) or `polybench` (the 30 PolyBench/C 4.2.1 kernels at scaled LARGE
+    /// sizes: untransformed, Polly, the Pluto-like path, the tuned path).
+    #[arg(long, value_name = "SUITE", default_value = "paper", value_parser = ["paper", "polybench"])]
+    pub suite: String,
     /// The repository holding `examples/` and `scripts/` (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub root: PathBuf,
@@ -522,9 +527,15 @@ pub fn run(a: &RunArgs) -> i32 {
 
 /// `teml bench`.
 pub fn bench(a: &BenchArgs) -> i32 {
+    let suite =
+        if a.suite == "polybench" { crate::suite::Suite::PolyBench } else { crate::suite::Suite::Paper };
     for k in &a.kernels {
-        if !crate::suite::KERNELS.contains(&k.as_str()) {
-            eprintln!("error: --kernel: expected one of {}, found `{k}`", crate::suite::KERNELS.join(", "));
+        if !suite.kernels().contains(&k.as_str()) {
+            eprintln!(
+                "error: --kernel: expected one of {} (suite {}), found `{k}`",
+                suite.kernels().join(", "),
+                a.suite
+            );
             return 1;
         }
     }
@@ -540,6 +551,7 @@ pub fn bench(a: &BenchArgs) -> i32 {
         quick: a.quick,
         threads: a.threads.max(1),
         kernels: a.kernels.clone(),
+        suite,
         run: RunOptions::default(),
         no_anchors: a.no_anchors,
         file_sizes: a.file_sizes,

@@ -20,8 +20,9 @@ use std::rc::Rc;
 /// The most arguments a builtin is registered for (`codegen` takes more).
 pub(crate) const MAX_ARITY: usize = 6;
 
-/// The most nests one `codegen` call is registered for.
-const MAX_CODEGEN: usize = 16;
+/// The most nests one `codegen` or `around` call is registered for (PolyBench's deriche
+/// passes 19 to one kernel).
+const MAX_NESTS: usize = 32;
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -428,17 +429,31 @@ fn call_builtin(
 
 fn register_builtins(engine: &mut Engine, shared: &Rc<Shared>) {
     for b in ops::builtins() {
-        let max = if b.name == "codegen" { MAX_CODEGEN } else { MAX_ARITY };
+        let max = if matches!(b.name, "codegen" | "around") { MAX_NESTS } else { MAX_ARITY };
         for n in 0..=max {
-            let sh = shared.clone();
-            let (name, returns) = (b.name, b.returns);
-            engine.register_raw_fn(
-                name,
-                vec![TypeId::of::<Dynamic>(); n],
-                move |_ctx: NativeCallContext, args: &mut [&mut Dynamic]| {
-                    call_builtin(&sh, name, returns, args)
-                },
-            );
+            // Rhai matches `Dynamic` parameters among the first 16 arguments only
+            // (`MAX_DYNAMIC_PARAMETERS`): further arguments are typed, nests, and the last one
+            // a nest or (codegen's name) a string.
+            let mut variants = vec![vec![TypeId::of::<Dynamic>(); n.min(16)]];
+            if n > 16 {
+                let nests = |k: usize| vec![TypeId::of::<NestVal>(); k];
+                let named = [nests(n - 17), vec![TypeId::of::<rhai::ImmutableString>()]].concat();
+                variants = vec![
+                    [variants[0].clone(), nests(n - 16)].concat(),
+                    [variants[0].clone(), named].concat(),
+                ];
+            }
+            for types in variants {
+                let sh = shared.clone();
+                let (name, returns) = (b.name, b.returns);
+                engine.register_raw_fn(
+                    name,
+                    types,
+                    move |_ctx: NativeCallContext, args: &mut [&mut Dynamic]| {
+                        call_builtin(&sh, name, returns, args)
+                    },
+                );
+            }
         }
     }
 }

@@ -29,6 +29,143 @@ use std::path::{Path, PathBuf};
 pub const KERNELS: &[&str] =
     &["mm", "tmm", "bmm", "gconv", "mttkrp", "sddmm", "interp", "helm", "blur", "coars"];
 
+/// The 30 kernels of PolyBench/C 4.2.1 (`examples/polybench/`).
+pub const POLYBENCH: &[&str] = &[
+    "2mm",
+    "3mm",
+    "adi",
+    "atax",
+    "bicg",
+    "cholesky",
+    "correlation",
+    "covariance",
+    "deriche",
+    "doitgen",
+    "durbin",
+    "fdtd-2d",
+    "floyd-warshall",
+    "gemm",
+    "gemver",
+    "gesummv",
+    "gramschmidt",
+    "heat-3d",
+    "jacobi-1d",
+    "jacobi-2d",
+    "lu",
+    "ludcmp",
+    "mvt",
+    "nussinov",
+    "seidel-2d",
+    "symm",
+    "syr2k",
+    "syrk",
+    "trisolv",
+    "trmm",
+];
+
+/// Which kernels `teml bench` runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Suite {
+    /// The paper's Table 1 kernels ([`KERNELS`]).
+    #[default]
+    Paper,
+    /// PolyBench/C 4.2.1 ([`POLYBENCH`]): the untransformed kernel, Polly on the same C, the
+    /// Pluto-like path (`scripts/polybench/pluto/<k>.rhai`) and the tuned path
+    /// (`scripts/polybench/tuned/<k>.teml`), at [`POLYBENCH_SIZES`].
+    PolyBench,
+}
+
+impl Suite {
+    /// Its kernels, in the order they run.
+    pub fn kernels(self) -> &'static [&'static str] {
+        match self {
+            Suite::Paper => KERNELS,
+            Suite::PolyBench => POLYBENCH,
+        }
+    }
+
+    /// Where a kernel's untransformed program is.
+    fn base(self, root: &Path, k: &str) -> PathBuf {
+        match self {
+            Suite::Paper => root.join("examples").join(format!("{k}.teml")),
+            Suite::PolyBench => root.join("examples/polybench").join(format!("{k}.teml")),
+        }
+    }
+
+    /// The variant files of a kernel, in the order they are reported (see [`VARIANTS`]).
+    fn variants(self, root: &Path, k: &str) -> Vec<(&'static str, PathBuf)> {
+        match self {
+            Suite::Paper => VARIANTS
+                .iter()
+                .map(|(name, dir)| {
+                    let f = if *dir == "examples" {
+                        self.base(root, k)
+                    } else {
+                        root.join(dir).join(format!("{k}.teml"))
+                    };
+                    (*name, f)
+                })
+                .collect(),
+            Suite::PolyBench => vec![
+                ("untransformed", self.base(root, k)),
+                ("polly", self.base(root, k)),
+                ("pluto", root.join("scripts/polybench/pluto").join(format!("{k}.rhai"))),
+                ("tuned", root.join("scripts/polybench/tuned").join(format!("{k}.teml"))),
+            ],
+        }
+    }
+
+    /// The sizes of a kernel at the bench.
+    fn sizes(self, k: &str) -> BTreeMap<Name, i64> {
+        let table = match self {
+            Suite::Paper => SIZES,
+            Suite::PolyBench => POLYBENCH_SIZES,
+        };
+        table
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, d)| d.iter().map(|(n, v)| (Name::from(*n), *v)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// PolyBench's LARGE dataset, scaled where its sequential run would take more than a few
+/// seconds on 2 cores (time steps cut first, then extents; the ratio against Polly and the
+/// untransformed kernel is what the bench reports). gramschmidt runs with M >= N, where every
+/// column it normalizes is defined (with M < N the last columns are rounding noise).
+pub const POLYBENCH_SIZES: &[(&str, &[(&str, i64)])] = &[
+    ("2mm", &[("NI", 800), ("NJ", 900), ("NK", 1100), ("NL", 1200)]),
+    ("3mm", &[("NI", 800), ("NJ", 900), ("NK", 1000), ("NL", 1100), ("NM", 1200)]),
+    ("adi", &[("TSTEPS", 100), ("N", 1000)]),
+    ("atax", &[("M", 1900), ("N", 2100)]),
+    ("bicg", &[("M", 1900), ("N", 2100)]),
+    ("cholesky", &[("N", 1200)]),
+    ("correlation", &[("M", 1200), ("N", 1400)]),
+    ("covariance", &[("M", 1200), ("N", 1400)]),
+    ("deriche", &[("W", 4096), ("H", 2160)]),
+    ("doitgen", &[("NQ", 140), ("NR", 150), ("NP", 160)]),
+    ("durbin", &[("N", 2000)]),
+    ("fdtd-2d", &[("TMAX", 100), ("NX", 1000), ("NY", 1200)]),
+    ("floyd-warshall", &[("N", 1000)]),
+    ("gemm", &[("NI", 1000), ("NJ", 1100), ("NK", 1200)]),
+    ("gemver", &[("N", 2000)]),
+    ("gesummv", &[("N", 1300)]),
+    ("gramschmidt", &[("M", 1200), ("N", 1000)]),
+    ("heat-3d", &[("TSTEPS", 50), ("N", 120)]),
+    ("jacobi-1d", &[("TSTEPS", 500), ("N", 2000)]),
+    ("jacobi-2d", &[("TSTEPS", 100), ("N", 1300)]),
+    ("lu", &[("N", 1200)]),
+    ("ludcmp", &[("N", 1200)]),
+    ("mvt", &[("N", 2000)]),
+    ("nussinov", &[("N", 1000)]),
+    ("seidel-2d", &[("TSTEPS", 20), ("N", 2000)]),
+    ("symm", &[("M", 1000), ("N", 1200)]),
+    ("syr2k", &[("M", 1000), ("N", 1200)]),
+    ("syrk", &[("M", 1000), ("N", 1200)]),
+    ("trisolv", &[("N", 2000)]),
+    ("trmm", &[("M", 1000), ("N", 1200)]),
+];
+
 /// Where the variants of a kernel come from, in the order they are reported: the untransformed
 /// program first (the baseline), then the same untransformed C through LLVM Polly, then the
 /// paths.
@@ -63,8 +200,10 @@ pub struct BenchOptions {
     pub file_sizes: bool,
     /// Threads of the transformed variants (the baseline runs on one).
     pub threads: usize,
-    /// Only these kernels (all of [`KERNELS`] when empty).
+    /// Only these kernels (all of the suite's when empty).
     pub kernels: Vec<String>,
+    /// Which kernels: the paper's Table 1, or PolyBench.
+    pub suite: Suite,
     /// The rest: flags, timeouts, cache, worker.
     pub run: RunOptions,
 }
@@ -166,14 +305,6 @@ pub const SIZES: &[(&str, &[(&str, i64)])] = &[
     ("blur", &[("N", 8192)]),
     ("coars", &[("N", 8192)]),
 ];
-
-fn bench_sizes(k: &str) -> BTreeMap<Name, i64> {
-    SIZES
-        .iter()
-        .find(|(n, _)| *n == k)
-        .map(|(_, d)| d.iter().map(|(n, v)| (Name::from(*n), *v)).collect())
-        .unwrap_or_default()
-}
 
 /// The `-D` arguments of a file's `# test:` line.
 fn test_sizes(path: &Path) -> BTreeMap<Name, i64> {
@@ -331,10 +462,11 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
 
 fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
     let mut out = Vec::new();
+    let all = o.suite.kernels();
     let kernels: Vec<&str> = if o.kernels.is_empty() {
-        KERNELS.to_vec()
+        all.to_vec()
     } else {
-        KERNELS.iter().copied().filter(|k| o.kernels.iter().any(|x| x == k)).collect()
+        all.iter().copied().filter(|k| o.kernels.iter().any(|x| x == k)).collect()
     };
     let (timing, rounds) = if o.quick {
         (Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 }, 1)
@@ -345,13 +477,13 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
     let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { compiler::polly() };
     let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
     for k in kernels {
-        let base_file = o.root.join("examples").join(format!("{k}.teml"));
+        let base_file = o.suite.base(&o.root, k);
         let defines = if o.quick {
             test_sizes(&base_file)
         } else if o.file_sizes {
             BTreeMap::new()
         } else {
-            bench_sizes(k)
+            o.suite.sizes(k)
         };
         let mut kr = KernelResult {
             kernel: k.to_string(),
@@ -365,15 +497,14 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         let mut base: Option<(Buffers, Vec<Name>)> = None;
         let mut baseline_state: Option<State> = None;
         let mut timers: Vec<(usize, Timer)> = Vec::new();
-        for (name, dir) in VARIANTS {
-            let file = o.root.join(dir).join(format!("{k}.teml"));
+        for (name, file) in o.suite.variants(&o.root, k) {
             if !file.exists() {
                 continue;
             }
             progress(&format!("{k}: {name}"));
-            let threads = if *name == "untransformed" { 1 } else { o.threads };
+            let threads = if name == "untransformed" { 1 } else { o.threads };
             let mut vopts = opts.clone();
-            if *name == "polly" {
+            if name == "polly" {
                 match &polly {
                     Ok(cc) => {
                         vopts.compiler = Some(cc.clone());
@@ -389,7 +520,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
             if let Some(t) = timer {
                 timers.push((kr.variants.len(), t));
             }
-            if *name == "untransformed"
+            if name == "untransformed"
                 && let Some(st) = &vstate
             {
                 baseline_state = Some(st.clone());
@@ -447,6 +578,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         }
         // numpy (BLAS, einsum) on the baseline's inputs, checked against its outputs.
         let base_time = kr.variants.first().and_then(|v| v.median_s);
+        let numpy = if o.suite == Suite::Paper { numpy.clone() } else { Err(String::new()) };
         match (&numpy, &baseline_state, &base, base_time) {
             (Ok(py), Some(st), Some((b, _)), Some(t)) => {
                 progress(&format!("{k}: numpy"));
@@ -460,7 +592,9 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                     Err(e) => kr.notes.push(format!("numpy: {e}")),
                 }
             }
-            (Err(why), _, _, _) => kr.notes.push(missing("numpy", why, "pip install numpy")),
+            (Err(why), _, _, _) if !why.is_empty() => {
+                kr.notes.push(missing("numpy", why, "pip install numpy"))
+            }
             _ => {}
         }
         out.push(kr);
@@ -531,7 +665,38 @@ pub fn table(report: &Report) -> String {
             ));
         }
     }
+    for variant in ["pluto", "tuned"] {
+        if let Some((g, n)) = geomean_vs_polly(report, variant) {
+            s.push_str(&format!(
+                "\n{variant} against Polly on the same C: geometric mean {g:.2}x over the {n} kernels where both verified and ran.\n"
+            ));
+        }
+    }
     s
+}
+
+/// The geometric mean over the kernels of Polly's median over `variant`'s (both verified and
+/// timed), with how many kernels it covers.
+pub fn geomean_vs_polly(report: &Report, variant: &str) -> Option<(f64, usize)> {
+    let ratios: Vec<f64> = report
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            let time = |name: &str| {
+                k.variants
+                    .iter()
+                    .find(|v| v.variant == name && v.verified && v.error.is_none())
+                    .and_then(|v| v.median_s)
+            };
+            Some(time("polly")? / time(variant)?)
+        })
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let n = ratios.len();
+    Some(((ratios.iter().map(|r| r.ln()).sum::<f64>()) / n as f64).exp()).map(|g| (g, n))
 }
 
 #[cfg(test)]

@@ -52,3 +52,41 @@ fn an_unknown_kernel_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("error: --kernel: expected one of mm, tmm, bmm,"), "{err}");
 }
+
+#[test]
+fn the_quick_polybench_suite_runs_and_verifies_every_variant() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["bench", "--suite", "polybench", "--quick", "--json", "--threads", "2", "--no-anchors"])
+        .env("TEML_CACHE_DIR", d.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let kernels = v["kernels"].as_array().unwrap();
+    // Every PolyBench kernel in the repository, with its untransformed baseline first.
+    let present =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/polybench")).unwrap().count();
+    assert_eq!(kernels.len(), present, "{out}");
+    for k in kernels {
+        let vs = k["variants"].as_array().unwrap();
+        assert_eq!(vs[0]["variant"], "untransformed", "{k}");
+        for x in vs {
+            assert_eq!(x["verified"], true, "{}: {x}", k["kernel"]);
+        }
+    }
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_kernel_of_another_suite_is_refused() {
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["bench", "--suite", "polybench", "--quick", "--kernel", "mm"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("error: --kernel: expected one of 2mm, 3mm, adi,"), "{err}");
+}

@@ -1,17 +1,21 @@
 //! The PolyBench/C 4.2.1 kernels teml expresses so far (examples/polybench/, issue 21), each run
 //! through the real binary on numpy-made inputs (`-i`) at PolyBench's SMALL sizes and its
 //! outputs (`-o`) compared with numpy computing the same kernel from PolyBench's published
-//! definition. numpy is required (`.ci/run` installs it).
+//! definition. Each kernel runs twice, in both front-ends: its `.teml` file, and the `.rhai`
+//! script the numpy side translates it into mechanically (the same program in Rhai's syntax),
+//! whose outputs must agree with numpy the same way, and be the `.teml` run's exactly. numpy is
+//! required (`.ci/run` installs it).
 
 use std::path::Path;
 use std::process::Command;
 
-/// numpy's side: makes the inputs (seeded), runs the kernels' definitions, and compares with
-/// what teml saved. `sys.argv`: the directory, `make` or `check`, the kernel names; each kernel's
-/// files are in its own subdirectory (one Python for all of them: numpy takes a while to start).
-const CHECK: &str = r#"
-import os, sys, numpy as np
-root, what, kernels = sys.argv[1], sys.argv[2], sys.argv[3:]
+/// numpy's side: makes the inputs (seeded) and each kernel's `.rhai` translation, runs the
+/// kernels' definitions, and compares with what teml saved. `sys.argv`: the directory, `make` or
+/// `check`, the directory of the `.teml` files, the kernel names; each kernel's files are in its
+/// own subdirectory (one Python for all of them: numpy takes a while to start).
+const CHECK: &str = r##"
+import os, re, sys, numpy as np
+root, what, src, kernels = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def inputs(**shapes):
     out = {}
     for name, shape in shapes.items():
@@ -46,6 +50,76 @@ def lu(A):
         A[j + 1:, j] /= A[j, j]
         A[j + 1:, j + 1:] -= np.outer(A[j + 1:, j], A[j, j + 1:])
     return A
+def split_top(s, sep=","):
+    # s split at the separators outside brackets, parentheses and strings
+    out, cur, depth, quoted, i = [], "", 0, False, 0
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and c in "([":
+            depth += 1
+        elif not quoted and c in ")]":
+            depth -= 1
+        if not quoted and depth == 0 and s.startswith(sep, i):
+            out.append(cur)
+            cur, i = "", i + len(sep)
+            continue
+        cur, i = cur + c, i + 1
+    return out + [cur]
+def closing(s, i):
+    # where the bracket or parenthesis opened at s[i] closes
+    depth, quoted = 0, False
+    for j in range(i, len(s)):
+        if s[j] == '"':
+            quoted = not quoted
+        elif not quoted and s[j] in "([":
+            depth += 1
+        elif not quoted and s[j] in ")]":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError(f"unbalanced: {s}")
+def rhai_expr(s):
+    # an expression in Rhai's syntax: an omitted list element is `()`, and in a call's arguments
+    # the arrow `X -> Y` is the two arguments `X, Y` (an omitted X: `(), Y`)
+    out, i = "", 0
+    while i < len(s):
+        if s[i] == '"':
+            j = s.index('"', i + 1)
+        elif s[i] in "([":
+            j = closing(s, i)
+            inner, call = s[i + 1:j], s[i] == "(" and re.search(r"\w$", out)
+            items = []
+            if inner.strip():
+                for a in split_top(inner):
+                    items += split_top(a, "->") if call else [a]
+            out += s[i] + ", ".join(rhai_expr(x.strip()) if x.strip() else "()" for x in items) + s[j]
+            i = j + 1
+            continue
+        else:
+            j = i
+        out, i = out + s[i:j + 1], j + 1
+    return out
+def rhai(teml):
+    # the .rhai script of a .teml program, statement by statement, and the -D arguments of its
+    # named constants (a Rhai script cannot define one: a name it does not define is one, bound
+    # by -D; `const N = 60;` would be a literal extent)
+    lines, defines = [], []
+    for line in teml.splitlines():
+        s = line.strip()
+        named = re.fullmatch(r"(\w+)\s*=\s*(@(\w+):)?\s*(.*)", s)
+        if not s or s.startswith("#"):
+            lines.append(line.replace("#", "//", 1))
+        elif named and re.fullmatch(r"-?\d+", named[4]):
+            defines += ["-D", f"{named[1]}={named[4]}"]
+        elif named and named[3]:
+            lines.append(f'let {named[1]} = at("{named[3]}", {rhai_expr(named[4])});')
+        elif named:
+            lines.append(f"let {named[1]} = {rhai_expr(named[4])};")
+        else:
+            lines.append(rhai_expr(s) + ";")
+    return "\n".join(lines) + "\n", defines
 SMALL = {
     "gemm": lambda: inputs(alpha=(), beta=(), A=(60, 80), B=(80, 70), C=(60, 70)),
     "atax": lambda: inputs(A=(116, 124), x=(124,)),
@@ -79,6 +153,13 @@ SMALL = {
     # A's column M = 60 zero (see the reference): exactly zero in both teml's C and its interpreter
     "gramschmidt": lambda: fix(inputs(A=(60, 80), R=(80, 80), Q=(60, 80)),
                                A=lambda a: a * (np.arange(80) != 60)),
+    # every 8th column from column 3 on scaled by 0.05: standard deviations about 0.03, at most
+    # eps = 0.1, which the kernel replaces by 1.0
+    "correlation": lambda: fix(inputs(float_n=(), data=(100, 80)), float_n=lambda a: 100.0,
+                               data=lambda a: a * np.where(np.arange(80) % 8 == 3, 0.05, 1.0)),
+    # the bases 0, 1, 2, 3 (floor of [0, 4)); the table random (PolyBench's zeros would leave
+    # every score an integer), its diagonal and lower triangle read as neighbours too
+    "nussinov": lambda: fix(inputs(seq=(180,), table=(180, 180)), seq=lambda a: np.floor(2.0 * (a + 1.0))),
 }
 # the part of an output that is compared, where not all of it is well-defined
 PART = {"gramschmidt": {"Q": np.s_[:, :60], "R": np.s_[:60], "A": np.s_[:, :60]}}
@@ -259,27 +340,60 @@ def reference(k, T):
         Rw[:m, :m] = np.triu(R) + np.tril(T["R"][:m, :m], -1)
         Rw[:m, m:] = Q.T @ T["A"][:, m:]
         return {"Q": Q, "R": Rw[:m], "A": Q * np.diag(R)}
+    if k == "correlation":
+        n, data = T["float_n"], T["data"]
+        mean = data.sum(axis=0) / n
+        stddev = np.sqrt(((data - mean) ** 2).sum(axis=0) / n)
+        stddev = np.where(stddev <= 0.1, 1.0, stddev)
+        data = (data - mean) / (np.sqrt(n) * stddev)
+        corr = data.T @ data
+        np.fill_diagonal(corr, 1.0)
+        return {"mean": mean, "stddev": stddev, "data": data, "corr": corr}
+    if k == "nussinov":
+        # Nussinov's recurrence, i from the bottom row up, j left to right: the best of the score
+        # so far, the neighbours left and below, the one down-left plus match (not for adjacent
+        # bases, j = i + 1) and the splits at k, i < k < j; the last row has no j > i
+        t, s, n = T["table"].copy(), T["seq"], 180
+        for i in range(n - 2, -1, -1):
+            for j in range(i + 1, n):
+                best = max(t[i, j], t[i, j - 1], t[i + 1, j])
+                if j == i + 1:
+                    best = max(best, t[i + 1, j - 1])
+                else:
+                    match = 1.0 if s[i] + s[j] == 3.0 else 0.0
+                    best = max(best, t[i + 1, j - 1] + match, np.max(t[i, i + 1:j] + t[i + 2:j + 1, j]))
+                t[i, j] = best
+        return {"table": t}
 for k in kernels:
     d = f"{root}/{k}"
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(7)  # the same seed: the same data at make and at check
     if what == "make":
         SMALL[k]()
+        # the .rhai script, and its -D arguments one a line
+        script, defines = rhai(open(f"{src}/{k}.teml").read())
+        open(f"{d}/{k}.rhai", "w").write(script)
+        open(f"{d}/{k}.defines", "w").write("".join(f"{x}\n" for x in defines))
         continue
     T = {n: np.load(f"{d}/{n}.npy") for n in SMALL[k]().keys()}
     for name, want in reference(k, T).items():
-        got = np.load(f"{d}/out_{name}.npy")[PART.get(k, {}).get(name, ())]
-        assert got.shape == want.shape, (k, name, got.shape, want.shape)
-        err = np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0))
-        assert err < 1e-12, (k, name, err)
-        print(k, name, "agrees with numpy, max rel error", err)
-"#;
+        for front in ("teml", "rhai"):
+            full = np.load(f"{d}/{front}_{name}.npy")
+            got = full[PART.get(k, {}).get(name, ())]
+            assert got.shape == want.shape, (k, name, front, got.shape, want.shape)
+            err = np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0))
+            assert err < 1e-12, (k, name, front, err)
+            if front == "rhai":  # the same program: the same numbers, NaNs where teml's are
+                assert np.array_equal(full, np.load(f"{d}/teml_{name}.npy"), equal_nan=True), (k, name)
+            print(k, name, front, "agrees with numpy, max rel error", err)
+"##;
 
 /// Runs the numpy side on the kernels `ks` (`what`: `make` or `check`): what it printed.
 fn numpy(dir: &Path, what: &str, ks: &[&str]) -> String {
     let script = dir.join("check.py");
     std::fs::write(&script, CHECK).unwrap();
-    let o = Command::new("python3").arg(&script).arg(dir).arg(what).args(ks).output().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench");
+    let o = Command::new("python3").arg(&script).arg(dir).arg(what).arg(&src).args(ks).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "numpy ({what}): {text}");
     text
@@ -316,29 +430,37 @@ fn polybench_kernels_agree_with_numpy_at_small_sizes() {
         ("durbin", &["r"], &["y"]),
         ("cholesky", &["A"], &["A"]),
         ("gramschmidt", &["A", "R", "Q"], &["A", "R", "Q"]),
+        ("correlation", &["float_n", "data"], &["mean", "stddev", "data", "corr"]),
+        ("nussinov", &["seq", "table"], &["table"]),
     ];
     let names: Vec<&str> = kernels.iter().map(|(k, _, _)| *k).collect();
     let root = tempfile::tempdir().unwrap();
     numpy(root.path(), "make", &names);
     for (k, ins, outs) in kernels {
         let d = root.path().join(k); // made by numpy; teml_in keeps its kernel cache there
-        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/polybench/{k}.teml"));
-        let mut args: Vec<String> = vec!["run".into(), file.display().to_string(), "-q".into()];
-        for i in *ins {
-            args.extend(["-i".into(), format!("{i}={}", d.join(format!("{i}.npy")).display())]);
+        let teml = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/polybench/{k}.teml"));
+        let rhai = d.join(format!("{k}.rhai"));
+        let defines = std::fs::read_to_string(d.join(format!("{k}.defines"))).unwrap();
+        for (front, file, extra) in [("teml", &teml, ""), ("rhai", &rhai, defines.as_str())] {
+            let mut args: Vec<String> = vec!["run".into(), file.display().to_string(), "-q".into()];
+            args.extend(extra.lines().map(String::from));
+            for i in *ins {
+                args.extend(["-i".into(), format!("{i}={}", d.join(format!("{i}.npy")).display())]);
+            }
+            for o in *outs {
+                args.extend(["-o".into(), format!("{o}={}", d.join(format!("{front}_{o}.npy")).display())]);
+            }
+            let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+            let o = crate::common::teml_in(&d, &args);
+            let text =
+                format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            assert!(o.status.success() && text.contains("verified"), "{k} ({front}): {text}");
         }
-        for o in *outs {
-            args.extend(["-o".into(), format!("{o}={}", d.join(format!("out_{o}.npy")).display())]);
-        }
-        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        let o = crate::common::teml_in(&d, &args);
-        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-        assert!(o.status.success() && text.contains("verified"), "{k}: {text}");
     }
     let agreed = numpy(root.path(), "check", &names);
     for (k, _, outs) in kernels {
         let mine = format!("{k} ");
         let n = agreed.lines().filter(|l| l.starts_with(&mine) && l.contains("agrees with numpy")).count();
-        assert_eq!(n, outs.len(), "{k}: {agreed}");
+        assert_eq!(n, 2 * outs.len(), "{k}: {agreed}");
     }
 }
