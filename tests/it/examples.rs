@@ -68,7 +68,7 @@ fn paper_figures_run_and_verify() {
 
 #[test]
 fn pluto_paths_run_verify_and_report_speedups() {
-    assert_eq!(run_all("scripts/pluto", true), 7);
+    assert_eq!(run_all("scripts/pluto", true), 8);
 }
 
 #[test]
