@@ -164,13 +164,16 @@ impl Names {
     }
 }
 
-/// The dependences (reductions left out), as a union map text `S<a>[o..] -> S<b>[q..]`.
+/// The dependences as a union map `S<a>[o..] -> S<b>[q..]`: with `reductions`, every pair;
+/// else the updates of one accumulated element left out, except (with `first`) those from an
+/// accumulator's first update, which zeroes the element and must stay first.
 fn dependences<'c>(
     ctx: &'c Ctx,
     origins: &[Origin],
     names: &Names,
     original: &str,
     reductions: bool,
+    first: bool,
 ) -> Result<UMap<'c>, String> {
     // Where each origin runs entirely before the next (no loop around a sequence interleaves
     // them), a pair runs from the earlier origin to the later one.
@@ -186,20 +189,48 @@ fn dependences<'c>(
                     if x.tensor != y.tensor || !(x.write || y.write) || x.index.len() != y.index.len() {
                         continue;
                     }
-                    if ka == kb && x.accumulates && y.accumulates && !reductions {
-                        continue; // a reduction into one element: any order
-                    }
                     let (va, vb) = (names.var(&a.iters, "o_"), names.var(&b.iters, "q_"));
                     let mut cons = vec![domain(a, names, "o_"), domain(b, names, "q_")];
                     for (ix, iy) in x.index.iter().zip(&y.index) {
                         cons.push(format!("{} = {}", isl(ix, &va), isl(iy, &vb)));
                     }
-                    pieces.push(format!(
-                        "S{ka}[{}] -> S{kb}[{}] : {}",
-                        dims(&a.iters, "o_"),
-                        dims(&b.iters, "q_"),
-                        cons.join(" and ")
-                    ));
+                    let mut piece = |extra: Vec<String>| {
+                        pieces.push(format!(
+                            "S{ka}[{}] -> S{kb}[{}] : {}",
+                            dims(&a.iters, "o_"),
+                            dims(&b.iters, "q_"),
+                            cons.iter().chain(&extra).cloned().collect::<Vec<_>>().join(" and ")
+                        ))
+                    };
+                    // The updates of one reduction into one element: any order. One reduction
+                    // is one value of the iterators it does not sum over (a loop around a
+                    // sequence runs the statement's sum again: those pairs are dependences),
+                    // and an accumulator zeroed at its first update (its reduction coordinates
+                    // at 0) keeps that update first (a reversal or a skew could move it).
+                    if ka == kb && x.accumulates && y.accumulates && !reductions {
+                        let split = |red: bool| -> Vec<&Name> {
+                            a.iters
+                                .iter()
+                                .zip(&a.inst.reduction)
+                                .filter(|(_, r)| **r == red)
+                                .map(|(i, _)| i)
+                                .collect()
+                        };
+                        let apart: Vec<String> = split(false)
+                            .iter()
+                            .map(|i| format!("({0} < {1} or {0} > {1})", va(i), vb(i)))
+                            .collect();
+                        if !apart.is_empty() {
+                            piece(vec![format!("({})", apart.join(" or "))]);
+                        }
+                        let zeroes: Vec<String> =
+                            split(true).iter().map(|i| format!("{} = 0", va(i))).collect();
+                        if first && x.zeroed && y.zeroed && !zeroes.is_empty() {
+                            piece(zeroes);
+                        }
+                        continue;
+                    }
+                    piece(Vec::new());
                 }
             }
         }
@@ -611,24 +642,30 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     let m = Model::new(state, nest)?;
     let (origins, names, width) = (&m.origins, &m.names, m.width);
     let ctx = Ctx::new()?;
-    let deps = dependences(&ctx, origins, names, &m.original, false)?;
+    let deps = dependences(&ctx, origins, names, &m.original, false, false)?;
+    // The order also keeps each accumulator's first update first (the marks realize a
+    // reduction with private accumulators, zeroed apart).
+    let ordered = dependences(&ctx, origins, names, &m.original, false, true)?;
     let mut verdict = Verdict::AllSizes;
     // At the program's sizes only: fix them before anything is composed.
-    let (deps, all_sizes) =
-        if full { (deps, m.all_sizes.clone()) } else { (deps.with_params(&m.these)?, m.these.clone()) };
+    let (deps, ordered, all_sizes) = if full {
+        (deps, ordered, m.all_sizes.clone())
+    } else {
+        (deps.with_params(&m.these)?, ordered.with_params(&m.these)?, m.these.clone())
+    };
 
     // Order: no dependence reversed. The dependences are carried over to times
     // (`T^-1 . D . T`, few pieces) and compared there, rather than comparing every pair of
     // schedule pieces.
     let theta = ctx.map(&new_schedule(&m.places, origins, names, width, &|_| Some(width)))?.coalesce()?;
-    let times = theta.clone().reverse()?.then(deps.clone())?.then(theta.clone())?;
+    let times = theta.clone().reverse()?.then(ordered.clone())?.then(theta.clone())?;
     let backwards = times.and(ctx.map(&time_relation(names, width, width, Rel::NotBefore))?)?;
     if !backwards.clone().with_params(&all_sizes)?.is_empty()? {
         let at_these = backwards.with_params(&m.these)?;
         if at_these.is_empty()? {
             verdict = Verdict::TheseSizes(m.sizes.clone());
         } else {
-            let pairs = deps.clone().and(theta.clone().then(at_these)?.then(theta.clone().reverse()?)?)?;
+            let pairs = ordered.clone().and(theta.clone().then(at_these)?.then(theta.clone().reverse()?)?)?;
             let w = pairs.with_params(&m.these)?.coalesce()?.sample()?.unwrap_or_default();
             return Ok(Err(Illegal { message: witness(&w, origins, state, None) }));
         }
@@ -851,7 +888,7 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
     }
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
-    let deps = dependences(&ctx, &m.origins, &m.names, &m.original, true)?.with_params(&m.these)?;
+    let deps = dependences(&ctx, &m.origins, &m.names, &m.original, true, false)?.with_params(&m.these)?;
     let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
     if let Some(k) = key
         && let Ok(mut memo) = carried_memo().lock()
@@ -1178,13 +1215,21 @@ fn witness(sample: &str, origins: &[Origin], state: &State, mark: Option<&str>) 
     let at = |x: &Access, e: &BTreeMap<String, i64>| -> Option<Vec<i64>> {
         x.index.iter().map(|i| i.eval(&|v| e.get(v).copied()).ok()).collect()
     };
-    // The pair of accesses that meet at one element.
+    // The pair of accesses that meet at one element (the updates of one reduction apart:
+    // those of one value of the iterators it does not sum over).
+    let one_sum = ka == kb
+        && oa
+            .iters
+            .iter()
+            .zip(&oa.inst.reduction)
+            .zip(va.iter().zip(&vb))
+            .all(|((_, r), (x, y))| *r || x == y);
     let mut found = None;
     'outer: for x in &oa.accesses {
         for y in &ob.accesses {
             if x.tensor == y.tensor
                 && (x.write || y.write)
-                && !(ka == kb && x.accumulates && y.accumulates)
+                && !(one_sum && x.accumulates && y.accumulates)
                 && let (Some(i), Some(j)) = (at(x, &ea), at(y, &eb))
                 && i == j
             {
@@ -1220,6 +1265,15 @@ fn witness(sample: &str, origins: &[Origin], state: &State, mark: Option<&str>) 
                 inst(ob, &vb)
             )
         }
+        None if one_sum && oa.accesses.iter().any(|x| x.accumulates && x.zeroed) => format!(
+            "{} at {} is the first update of its sum, which zeroes the element, and must come before {} at {}; \
+             {}{sizes}",
+            stmt(ka, oa),
+            inst(oa, &va),
+            stmt(kb, ob),
+            inst(ob, &vb),
+            mark.unwrap_or("the transformed nest runs them in the opposite order")
+        ),
         None => format!(
             "{} at {} must come before {} at {}; {}{sizes}",
             stmt(ka, oa),

@@ -489,13 +489,37 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
             }
             let l = rename_loop(l, &first.iter, b, level as usize)?;
             annot = annot.union(&l.annot);
+            // The guards `i - lb >= 0`, `ub - i >= 0`, affine: one per argument of a `max`
+            // lower bound or a `min` upper bound; other forms are refused.
             let i = Expr::var_name(&first.iter);
             let mut guard = Vec::new();
+            let args = |e: &Expr, lower: bool| -> Option<Vec<Expr>> {
+                let xs = if lower {
+                    match e.single_atom() {
+                        Some(crate::ir::Atom::Max(xs)) => xs.clone(),
+                        _ => vec![e.clone()],
+                    }
+                } else {
+                    e.min_args().map_or_else(|| vec![e.clone()], |xs| xs.to_vec())
+                };
+                xs.iter().all(|x| x.is_affine()).then_some(xs)
+            };
+            let unaligned = |what: &Expr| Error::FuseMismatch {
+                builtin: b.into(),
+                level: level as usize,
+                expected: "loops of one range, or ranges with affine bounds (min, max of them) to guard"
+                    .into(),
+                found: format!("loop {} (bound {what})", l.header()),
+            };
             if l.lb != lb {
-                guard.push(i.sub(&l.lb));
+                for x in args(&l.lb, true).ok_or_else(|| unaligned(&l.lb))? {
+                    guard.push(i.sub(&x));
+                }
             }
             if l.ub != ub {
-                guard.push(l.ub.sub(&i));
+                for x in args(&l.ub, false).ok_or_else(|| unaligned(&l.ub))? {
+                    guard.push(x.sub(&i));
+                }
             }
             for x in &l.body {
                 let g = if guard.is_empty() { Ok(x.clone()) } else { guarded(x, &guard) };
@@ -745,6 +769,28 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
                     "loop `{}` is vectorized: expected a band of loops that run on threads only (vectorize \
                      the loop inside the band instead)",
                     x.iter
+                ),
+            });
+        }
+    }
+    // Code between the loops of the band (a buffer per iteration, a packed block, registers)
+    // would leave them not perfectly nested.
+    for x in &band[..band.len() - 1] {
+        let a = &x.annot;
+        if !(a.store_at.is_empty() && a.pack.is_empty() && a.registers.is_empty()) {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` has {} of its own (code before its body): expected a band whose loops are \
+                     perfectly nested (mark the innermost loop of the band instead)",
+                    x.iter,
+                    a.words()
+                        .into_iter()
+                        .filter(|w| w.starts_with("store_at")
+                            || w.starts_with("pack")
+                            || w.starts_with("registers"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             });
         }
@@ -1142,16 +1188,23 @@ pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> 
     }
     // Every element of `y` must be written (condition 3): a statement writing affine positions
     // (an interior, a slice) would leave `x`'s values where `y` should keep its own.
+    // Ranges given to `build` (a triangle, an interior) may leave elements unwritten too.
     if let Some(s) = stmts.iter().find(|s| {
         s.target().is_some_and(|t| {
-            t.id() == Some(y) && t.index_list().is_some_and(|xs| xs.iter().any(|e| e.as_var().is_none()))
+            t.id() == Some(y)
+                && (t.index_list().is_some_and(|xs| xs.iter().any(|e| e.as_var().is_none()))
+                    || s.dom.as_ref().is_some_and(|d| !d.ranges.is_empty()))
         })
     }) {
         return Err(bad(
             2,
             "result",
-            "a result the nest writes whole (every element, at plain iterators)".into(),
-            format!("`{y}`, written at affine positions by `{s}`"),
+            "a result the nest writes whole (every element, at plain iterators over whole ranges)".into(),
+            if s.dom.as_ref().is_some_and(|d| !d.ranges.is_empty()) {
+                format!("`{y}`, written over the ranges given to `build` by `{s}`")
+            } else {
+                format!("`{y}`, written at affine positions by `{s}`")
+            },
         ));
     }
     for (k, t, name) in [(2, y, "result"), (3, x, "operand")] {
@@ -1455,6 +1508,15 @@ pub fn reverse(nest: &Nest, level: i64) -> Result<Nest> {
                 builtin: b.into(),
                 arg: level_arg(2),
                 expected: "a loop of step 1".into(),
+                found: format!("loop {}", l.header()),
+            });
+        }
+        if !l.lb.is_affine() || !l.ub.is_affine() {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(2),
+                expected: "a loop with affine bounds (indices stay affine: reverse before strip-mining)"
+                    .into(),
                 found: format!("loop {}", l.header()),
             });
         }

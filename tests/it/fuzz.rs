@@ -74,16 +74,19 @@ static MATH: AtomicUsize = AtomicUsize::new(0);
 static AFFINE: AtomicUsize = AtomicUsize::new(0);
 
 /// True if kernel `k`, which did not verify, verifies when the same C is compiled without
-/// gcc's loop vectorizer (`-fno-tree-loop-vectorize`).
+/// gcc's loop vectorizer (`-fno-tree-loop-vectorize`) or its SLP vectorizer (`-fno-tree-slp-vectorize`).
 fn gcc_vectorizer_at_fault(
     state: &State,
     req: &teml::ir::KernelRequest,
     k: usize,
     opts: &RunOptions,
 ) -> bool {
-    let mut safe = opts.clone();
-    safe.flags.opt.push("-fno-tree-loop-vectorize".into());
-    pipeline::run_request(state, req, k, &safe).is_ok_and(|r| r.verified)
+    // The loop vectorizer (three reproducers), or the SLP vectorizer (the fourth).
+    ["-fno-tree-loop-vectorize", "-fno-tree-slp-vectorize"].iter().any(|flag| {
+        let mut safe = opts.clone();
+        safe.flags.opt.push(flag.to_string());
+        pipeline::run_request(state, req, k, &safe).is_ok_and(|r| r.verified)
+    })
 }
 
 /// Known bugs, each with its regression test below: a failure whose message contains the
@@ -105,7 +108,7 @@ fn stats() -> String {
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
          reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions, {} writing affine result positions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
-         this size); {} known bugs hit; {} kernels miscompiled by gcc's loop vectorizer (verified without it); {} failing cases (bugs, shrinking included)",
+         this size); {} known bugs hit; {} kernels miscompiled by gcc's vectorizers (verified without the loop or the SLP vectorizer); {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
         g(&LINES),
         g(&DROPPED),
@@ -692,7 +695,16 @@ impl Gen<'_> {
             .and_then(|n| n.index_list().map(|xs| xs.len()))
             .unwrap_or(1)
             .max(1);
-        let call = match self.c.pick(21) {
+        let call = match self.c.pick(25) {
+            21 => format!(
+                "skew({cur}, {}, {}, {})",
+                lv(&mut self.c),
+                lv(&mut self.c),
+                [1, 2, -1][self.c.pick(3)]
+            ),
+            22 => format!("shift({cur}, {}, {})", lv(&mut self.c), 1 + self.c.pick(3)),
+            23 => format!("reverse({cur}, {})", lv(&mut self.c)),
+            24 => format!("distribute({cur}, {})", lv(&mut self.c)),
             20 => {
                 // streaming stores of the statement's result from the innermost loop (refused
                 // unless it is vectorized and sets the result along its rows)
@@ -843,8 +855,23 @@ fn generate(ch: &[u32]) -> Result<(String, State), String> {
         let Some(x) = x else { continue };
         g.result(&x);
         let l = g.name("l");
-        if g.line(format!("{l} = build({x})")) {
-            built.push(l);
+        if !g.line(format!("{l} = build({x})")) {
+            continue;
+        }
+        // Now and then other domains (issue 21): a triangle or a backward loop given to
+        // `build`, or a time loop around the nest; refused forms are skipped.
+        let path = g.nest(&l).map(|n| n.path()).unwrap_or_default();
+        let alt = g.name("l");
+        let ranges = match (g.c.pick(8), path.as_slice()) {
+            (0, [a, b, ..]) => Some(format!("build({x}, [[{}, 0, {}]])", b.iter, a.iter)),
+            (1, [a, b, ..]) => Some(format!("build({x}, [[{}, {}, {}]])", b.iter, a.iter, b.ub)),
+            (2, [a, ..]) => Some(format!("build({x}, [[{}, {}, 0, -1]])", a.iter, a.ub)),
+            (3, [_, ..]) => Some(format!("around(t, [0, {}], {l})", 1 + g.c.pick(2))),
+            _ => None,
+        };
+        match ranges {
+            Some(r) if g.line(format!("{alt} = {r}")) => built.push(alt),
+            _ => built.push(l),
         }
     }
     // Transformation paths.

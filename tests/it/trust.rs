@@ -188,3 +188,45 @@ fn the_gcc12_strip_mined_element_loop_reproducer_is_never_reported_as_verified()
         assert_eq!(a.data.to_f64(), b.data.to_f64());
     }
 }
+
+/// The fourth gcc 12 `-O3 -march=native` miscompile (found by the fuzzer, issue 21), this time
+/// in the SLP vectorizer (`-fno-tree-loop-vectorize` does not help; `-fno-tree-slp-vectorize`,
+/// `-O2` or 256-bit vectors do): `X3[i][j] = (A1[i][j] * A1[j][i] - A2[i][j]) * 3.0` over 5x5,
+/// then `X3[i][j] += A12[i][j]`, A2 and A12 float. The C is valid; the default build is either
+/// verified and equal to the safe one, or a mismatch with no time.
+#[test]
+fn the_gcc12_slp_reproducer_is_never_reported_as_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("slp.teml");
+    std::fs::write(
+        &f,
+        "A1 = tensor([5, 5])\nA2 = tensor(float, [5, 5])\nt4 = vmul(A1, A1, [[i, j], [j, i]])\n\
+         t5 = vsub(t4, A2, [, [i, j]])\nX3 = mul(t5, 3.0, [, ] -> [i, j])\nl6 = build(X3)\n\
+         A12 = tensor(float, [5, 5])\nY11 = @X3: add(X3, A12, [[i, j], [i, j]] -> [i, j])\n\
+         l13 = build(Y11)\ncodegen(l6, l13)\n",
+    )
+    .unwrap();
+    let (f, safe, default) = (f.to_str().unwrap(), d.path().join("safe.npy"), d.path().join("o3.npy"));
+    for flags in ["-O2 -fopenmp", "-O3 -march=native -fopenmp -fno-tree-slp-vectorize"] {
+        let out = format!("X3={}", safe.display());
+        let o = teml(d.path(), &["run", f, "--cflags", flags, "-o", &out]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("verified"), "{flags}: {text}");
+    }
+    let out = format!("X3={}", default.display());
+    let o = teml(d.path(), &["run", f, "--time", "--min-time", "0.01", "-o", &out]);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    if text.contains("MISMATCH") {
+        assert!(!o.status.success() && !text.contains("time:"), "{text}");
+    } else {
+        assert!(o.status.success() && text.contains("verified") && text.contains("time:"), "{text}");
+        let (a, b) = (teml::runtime::read_npy(&safe).unwrap(), teml::runtime::read_npy(&default).unwrap());
+        let close = a
+            .data
+            .to_f64()
+            .iter()
+            .zip(b.data.to_f64())
+            .all(|(x, y)| (x - y).abs() <= 1e-12 * x.abs().max(1.0));
+        assert!(close);
+    }
+}
