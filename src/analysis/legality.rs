@@ -77,8 +77,13 @@ struct Origin {
 }
 
 /// The origins of `nest`, each with the domain its statement in the untransformed nest has.
-fn origins(state: &State, nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
-    let program = crate::ops::program(state, nest).map_err(|e| e.to_string())?;
+fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
+    if nest.program.is_empty() {
+        return Err("the nest has no untransformed program (a state saved by an older teml?): expected a \
+                    nest made by `build`; build it again"
+            .into());
+    }
+    let program = nest.program.clone();
     let mut places = Vec::new();
     placed(&program, &mut Vec::new(), &mut Vec::new(), &mut places)?;
     let mut out = Vec::new();
@@ -416,7 +421,7 @@ struct Model<'n> {
 
 impl<'n> Model<'n> {
     fn new(state: &State, nest: &'n Nest) -> Result<Model<'n>, String> {
-        let (origins, program) = origins(state, nest)?;
+        let (origins, program) = origins(nest)?;
         // Parameters: the named constants, and whatever else the loops' bounds mention that
         // no loop binds.
         let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
@@ -905,25 +910,7 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
 /// named constants take (so it stays true under a `-D`); `None` where isl cannot answer. The
 /// loops' steps are ignored: a superset of their points, so `Some(true)` is never wrong.
 pub fn always_nonneg(outer: &[&Loop], g: &Expr) -> Option<bool> {
-    let iters: Vec<Name> = outer.iter().map(|l| l.iter.clone()).collect();
-    if iters.iter().collect::<BTreeSet<_>>().len() != iters.len() {
-        return None;
-    }
-    let mut params: BTreeSet<Name> = g.vars();
-    for l in outer {
-        params.extend(l.lb.vars());
-        params.extend(l.ub.vars());
-    }
-    params.retain(|p| !iters.contains(p));
-    let names = Names { params };
-    let v = names.var(&iters, "v_");
-    let mut cons: Vec<String> =
-        outer.iter().map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v))).collect();
-    cons.push(format!("{} < 0", isl(g, &v)));
-    let text =
-        format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));
-    let ctx = Ctx::new().ok()?;
-    ctx.map(&text).ok()?.is_empty().ok()
+    empty_within(outer, &[g.scale(-1).add_int(-1)], false)
 }
 
 /// The first access of `items` that leaves its tensor's bounds at some point of its loops, in
@@ -1023,6 +1010,12 @@ pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, S
 /// whatever values the named constants take (at least 1); `None` where isl cannot answer.
 /// Steps are ignored (a superset of the points), so `Some(true)` is never wrong.
 pub fn never(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
+    empty_within(outer, conds, true)
+}
+
+/// True if no point of the loops `outer` satisfies every `c >= 0` of `conds`, for every value
+/// of the named constants (at least 1 where `positive`); `None` where isl cannot answer.
+fn empty_within(outer: &[&Loop], conds: &[Expr], positive: bool) -> Option<bool> {
     let iters: Vec<Name> = outer.iter().map(|l| l.iter.clone()).collect();
     if iters.iter().collect::<BTreeSet<_>>().len() != iters.len() {
         return None;
@@ -1037,7 +1030,9 @@ pub fn never(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
     let v = names.var(&iters, "v_");
     let mut cons: Vec<String> =
         outer.iter().map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v))).collect();
-    cons.extend(names.params.iter().map(|p| format!("p_{p} >= 1")));
+    if positive {
+        cons.extend(names.params.iter().map(|p| format!("p_{p} >= 1")));
+    }
     cons.extend(conds.iter().map(|c| format!("{} >= 0", isl(c, &v))));
     let text =
         format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));

@@ -310,6 +310,28 @@ fn bounds_first(order: &[Name], dom: &crate::ir::Domain, arg: &Arg) -> Result<Ve
     Ok(out)
 }
 
+/// `state` with every nest's untransformed program filled in where a state saved by an older
+/// teml lacks it (each origin's `build`, one after the other): what loading a saved state does,
+/// so that legality always finds [`Nest::program`].
+pub fn with_programs(state: &State) -> Result<State> {
+    let mut out = state.clone();
+    for v in out.vars.values_mut() {
+        if let crate::ir::Value::Nest(n) = v
+            && n.program.is_empty()
+        {
+            n.program = program(state, n)?;
+        }
+    }
+    for k in &mut out.kernels {
+        for n in &mut k.nests {
+            if n.program.is_empty() {
+                n.program = program(state, n)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The untransformed nest of `nest` (its [`Nest::program`]; for a state saved before that
 /// was kept, each origin's `build`, one after the other).
 pub fn program(state: &State, nest: &Nest) -> Result<Vec<LNode>> {
@@ -319,19 +341,10 @@ pub fn program(state: &State, nest: &Nest) -> Result<Vec<LNode>> {
     let mut out = Vec::new();
     for (k, o) in nest.origin.iter().enumerate() {
         let built = build(state, o)?;
-        out.extend(built.items.iter().map(|x| {
-            x.map_stmts(&|t| match &t.inst {
-                Some(i) => t.with_instance(Instance { origin: k, ..(**i).clone() }),
-                None => t.clone(),
-            })
-        }));
+        // `build` numbers its one origin 0.
+        out.extend(built.items.iter().map(|x| x.map_stmts(&|t| super::transform::shift_origin(t, k))));
     }
     Ok(out)
-}
-
-/// The untransformed nests of `nest`: what verification runs.
-pub fn program_of(state: &State, nest: &Nest) -> Result<Vec<Nest>> {
-    Ok(vec![Nest::new(program(state, nest)?, nest.origin.clone())])
 }
 
 /// The origin or placed statement `s` inside a new loop `it` of a sequence (`around`): its

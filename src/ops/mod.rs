@@ -9,7 +9,7 @@ pub mod registry;
 pub mod tensor;
 pub mod transform;
 
-pub use build::{build, program, program_of};
+pub use build::{build, program, with_programs};
 pub use registry::{ArgVal, Builtin, Call, Returns, builtins, call, exec, lookup, run_stmt};
 pub use tensor::{Arith, assign, eq, op, operand, scalar, tensor, vcontract, vop};
 pub use transform::{fuse_inner, fuse_outer, interchange, parallelize, stripmine, unroll, vectorize};

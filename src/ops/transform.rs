@@ -421,7 +421,7 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
 }
 
 /// The statement with its origin index moved by `by` (see [`crate::ir::Instance`]).
-fn shift_origin(t: &crate::ir::TExpr, by: usize) -> crate::ir::TExpr {
+pub(crate) fn shift_origin(t: &crate::ir::TExpr, by: usize) -> crate::ir::TExpr {
     match &t.inst {
         Some(i) => t.with_instance(crate::ir::Instance { origin: i.origin + by, ..(**i).clone() }),
         None => t.clone(),
@@ -1415,6 +1415,19 @@ fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
 }
 
+/// Refuses a loop whose step is not 1 (argument `pos` names its level).
+fn unit_step(b: &str, pos: usize, l: &Loop) -> Result<()> {
+    if l.step == 1 {
+        return Ok(());
+    }
+    Err(Error::BadArgument {
+        builtin: b.into(),
+        arg: level_arg(pos),
+        expected: "a loop of step 1".into(),
+        found: format!("loop {}", l.header()),
+    })
+}
+
 /// The loop at `level` with its range moved by `by` (an expression in outer iterators) and its
 /// iterator read as `i - by` below: the same instances, in the same order.
 fn moved(l: &Loop, by: &Expr, b: &str) -> Result<Arc<Loop>> {
@@ -1465,14 +1478,7 @@ pub fn skew(nest: &Nest, r1: i64, r2: i64, f: i64) -> Result<Nest> {
     }
     let by = Expr::var_name(&outer.iter).scale(f);
     rewrite_loop(nest, r2, b, &level_arg(3), &mut |l| {
-        if l.step != 1 {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(3),
-                expected: "a loop of step 1".into(),
-                found: format!("loop {}", l.header()),
-            });
-        }
+        unit_step(b, 3, l)?;
         Ok(vec![LNode::Loop(moved(l, &by, b)?)])
     })
 }
@@ -1503,14 +1509,7 @@ pub fn shift(nest: &Nest, level: i64, c: i64) -> Result<Nest> {
 pub fn reverse(nest: &Nest, level: i64) -> Result<Nest> {
     let b = "reverse";
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
-        if l.step != 1 {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(2),
-                expected: "a loop of step 1".into(),
-                found: format!("loop {}", l.header()),
-            });
-        }
+        unit_step(b, 2, l)?;
         if !l.lb.is_affine() || !l.ub.is_affine() {
             return Err(Error::BadArgument {
                 builtin: b.into(),

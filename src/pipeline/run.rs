@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> {
     let mut out = Vec::new();
     for n in &req.nests {
-        out.extend(crate::ops::program_of(state, n)?);
+        out.push(crate::ir::Nest::new(crate::ops::program(state, n)?, n.origin.clone()));
     }
     Ok(out)
 }

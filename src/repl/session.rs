@@ -616,8 +616,10 @@ impl Repl {
         if path.extension().and_then(|e| e.to_str()) == Some("json") {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!(":load: cannot read {}: {e}", path.display()))?;
-            return State::from_json(&text)
-                .map_err(|e| format!(":load: {}: not a saved state: {e}", path.display()));
+            let state = State::from_json(&text)
+                .map_err(|e| format!(":load: {}: not a saved state: {e}", path.display()))?;
+            // A state saved before nests kept their untransformed program gets it back.
+            return crate::ops::with_programs(&state).map_err(|e| format!(":load: {}: {e}", path.display()));
         }
         crate::pipeline::eval_file_in(path, &self.state, &self.env).map_err(|e| e.with_hint())
     }
