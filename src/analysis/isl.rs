@@ -36,6 +36,7 @@ struct Api {
     umap_intersect_params: unsafe extern "C" fn(Ptr, Ptr) -> Ptr,
     umap_coalesce: unsafe extern "C" fn(Ptr) -> Ptr,
     umap_sample: unsafe extern "C" fn(Ptr) -> Ptr,
+    umap_lexmin: unsafe extern "C" fn(Ptr) -> Ptr,
     bmap_to_str: unsafe extern "C" fn(Ptr) -> *mut c_char,
     bmap_free: unsafe extern "C" fn(Ptr) -> Ptr,
     set_read: unsafe extern "C" fn(Ptr, *const c_char) -> Ptr,
@@ -97,6 +98,7 @@ fn resolve(lib: Library) -> Result<Api, String> {
         umap_intersect_params: f!("isl_union_map_intersect_params"),
         umap_coalesce: f!("isl_union_map_coalesce"),
         umap_sample: f!("isl_union_map_sample"),
+        umap_lexmin: f!("isl_union_map_lexmin"),
         bmap_to_str: f!("isl_basic_map_to_str"),
         bmap_free: f!("isl_basic_map_free"),
         set_read: f!("isl_set_read_from_str"),
@@ -265,14 +267,22 @@ impl<'c> UMap<'c> {
     }
 
     /// One element, as isl prints a single-point map, e.g. `[N] -> { S0[0, 3] -> S1[3, 0] : N = 6 }`;
-    /// `None` if the map is empty.
+    /// `None` if the map is empty. Where the parameters are fixed, the first element in
+    /// lexicographic order (of its first space): the smallest witness, the same whatever form
+    /// the map was written in.
     pub fn sample(self) -> Result<Option<String>, String> {
         if self.is_empty()? {
             return Ok(None);
         }
         let ctx = self.ctx;
+        // The first element where there is one (a set unbounded below has none).
+        let f = ctx.api.umap_lexmin;
+        let this = match self.clone().unary(f, "lexmin") {
+            Ok(first) if !first.is_empty()? => first,
+            _ => self,
+        };
         // SAFETY: takes the live map; returns a basic map we own (or NULL).
-        let b = unsafe { (ctx.api.umap_sample)(self.take()) };
+        let b = unsafe { (ctx.api.umap_sample)(this.take()) };
         if b.is_null() {
             return Err(ctx.error("sample"));
         }

@@ -149,6 +149,27 @@ fn isl(e: &Expr, name: &dyn Fn(&str) -> String) -> String {
     format!("({s})")
 }
 
+/// `lb <= x <= ub` as isl constraints, a `max` lower bound and a `min` upper bound split into
+/// one constraint per argument: written as `min(a, b)`, isl parses a piece per argument (2^k
+/// pieces for a bound of k nested `min`s, which a skewed, tiled nest has: seconds to parse and
+/// to coalesce), while `x <= a and x <= b` is one conjunction.
+fn bounded(lb: &Expr, x: &str, ub: &Expr, name: &dyn Fn(&str) -> String) -> String {
+    fn args<'e>(e: &'e Expr, upper: bool, out: &mut Vec<&'e Expr>) {
+        match (e.single_atom(), upper) {
+            (Some(Atom::Min(xs)), true) | (Some(Atom::Max(xs)), false) => {
+                xs.iter().for_each(|x| args(x, upper, out));
+            }
+            _ => out.push(e),
+        }
+    }
+    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    args(lb, false, &mut lo);
+    args(ub, true, &mut hi);
+    let mut cons: Vec<String> = lo.iter().map(|e| format!("{} <= {x}", isl(e, name))).collect();
+    cons.extend(hi.iter().map(|e| format!("{x} <= {}", isl(e, name))));
+    cons.join(" and ")
+}
+
 /// Names in isl texts: parameters `p_N`, original dimensions `o_i` (source) and `q_i` (sink),
 /// loop variables `v_i`, statements `S<k>`.
 struct Names {
@@ -270,7 +291,7 @@ fn domain(o: &Origin, names: &Names, prefix: &str) -> String {
         return o
             .loops
             .iter()
-            .map(|l| format!("{} <= {} <= {}", isl(&l.lb, &var), var(&l.iter), isl(&l.ub, &var)))
+            .map(|l| bounded(&l.lb, &var(&l.iter), &l.ub, &var))
             .collect::<Vec<_>>()
             .join(" and ");
     }
@@ -279,7 +300,7 @@ fn domain(o: &Origin, names: &Names, prefix: &str) -> String {
     let w = names.var(&iters, &wp);
     let mut cons = Vec::new();
     for l in &o.loops {
-        cons.push(format!("{} <= {}{} <= {}", isl(&l.lb, &w), wp, l.iter, isl(&l.ub, &w)));
+        cons.push(bounded(&l.lb, &format!("{wp}{}", l.iter), &l.ub, &w));
         if l.step > 1 {
             cons.push(format!("exists (e : {wp}{} = {} + {}*e)", l.iter, isl(&l.lb, &w), l.step));
         }
@@ -354,7 +375,7 @@ fn new_schedule(
         for (d, l) in p.loops.iter().enumerate() {
             time.push(format!("v_{}", l.iter));
             time.push(p.pos[d + 1].to_string());
-            cons.push(format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v)));
+            cons.push(bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v));
             if l.step > 1 {
                 cons.push(format!(
                     "exists (e_{0} : v_{0} = {1} + {2}*e_{0})",
@@ -513,22 +534,29 @@ impl Model<'_> {
     /// meaning where the parameters satisfy `params`, in words with a witness: a read whose
     /// value was not written earlier in its iteration, or two updates of one accumulated
     /// element in different iterations. `None` where there is none.
+    /// With `at = None`, the whole kernel is the one iteration: a read of a value from before
+    /// the kernel escapes.
     fn escapes(
         &self,
         ctx: &Ctx,
-        d: usize,
-        l: &Loop,
+        at: Option<(usize, &Loop)>,
         tensor: &Name,
         params: &str,
     ) -> Result<Option<String>, String> {
-        let under = |p: &Placed<'_>| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l));
+        let under =
+            |p: &Placed<'_>| at.is_none_or(|(d, l)| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)));
         let (o, n, w) = (&self.origins, &self.names, self.width);
         let theta = ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(w)))?.coalesce()?;
-        let prefix =
-            ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(2 * d + 2)))?.coalesce()?;
+        let prefix = ctx
+            .map(&new_schedule(&self.places, o, n, w, &|p| {
+                under(p).then_some(at.map_or(0, |(d, _)| 2 * d + 2))
+            }))?
+            .coalesce()?;
         // b -> a: a runs before b, in the same iteration.
         let same = prefix.clone().then(prefix.reverse()?)?;
         let earlier_here = theta.clone().lex_lt(theta)?.reverse()?.and(same.clone())?;
+        let iteration = at
+            .map_or_else(|| "the kernel".to_string(), |(_, l)| format!("an iteration of loop `{}`", l.iter));
         let access_map = |pick: &dyn Fn(&Access) -> bool| self.accesses(ctx, tensor, pick, params);
         let writes = access_map(&|x| x.write)?;
         let instances = ctx.map(&domain_map(o, n))?;
@@ -562,13 +590,12 @@ impl Model<'_> {
                     let at: Vec<String> =
                         org.iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
                     return Ok(Some(format!(
-                        "{tensor}{element} is read by statement {} (`{}`) at ({}) in an iteration of loop \
-                         `{}` that does not write it first: its value comes from another iteration or from \
-                         before the kernel, which a buffer per iteration does not keep{}",
+                        "{tensor}{element} is read by statement {} (`{}`) at ({}) in {iteration} that does \
+                         not write it first: its value comes from another iteration or from before the \
+                         kernel, which a buffer per iteration does not keep{}",
                         k + 1,
                         org.stmt,
                         at.join(", "),
-                        l.iter,
                         sizes(&sample)
                     )));
                 }
@@ -581,11 +608,10 @@ impl Model<'_> {
             let (_, a, b) = point(&sample);
             let inst = |t: Option<Tuple>| self.instance_words(t.as_ref());
             return Ok(Some(format!(
-                "one element of `{tensor}` is summed by {} and by {}, in different iterations of loop `{}`: \
-                 a buffer per iteration would lose the partial sum{}",
+                "one element of `{tensor}` is summed by {} and by {}, not both in {iteration}: a buffer per \
+                 iteration would lose the partial sum{}",
                 inst(a),
                 inst(b),
-                l.iter,
                 sizes(&sample)
             )));
         }
@@ -738,13 +764,13 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     // Storage: a tensor stored per iteration of a loop is read only where that iteration wrote it.
     for (d, l) in loops_where(&nest.items, &|l| !l.annot.store_at.is_empty()) {
         for t in &l.annot.store_at {
-            match m.escapes(&ctx, d, l, t, &all_sizes)? {
+            match m.escapes(&ctx, Some((d, l)), t, &all_sizes)? {
                 None => continue,
-                Some(_) if m.escapes(&ctx, d, l, t, &m.these)?.is_none() => {
+                Some(_) if m.escapes(&ctx, Some((d, l)), t, &m.these)?.is_none() => {
                     verdict = Verdict::TheseSizes(m.sizes.clone());
                 }
                 Some(_) => {
-                    let w = m.escapes(&ctx, d, l, t, &m.these)?.unwrap_or_default();
+                    let w = m.escapes(&ctx, Some((d, l)), t, &m.these)?.unwrap_or_default();
                     return Ok(Err(Illegal { message: w }));
                 }
             }
@@ -768,7 +794,22 @@ pub fn stays_local(
         return Ok(Ok(()));
     };
     let ctx = Ctx::new()?;
-    Ok(match m.escapes(&ctx, d, l, tensor, &m.these)? {
+    Ok(match m.escapes(&ctx, Some((d, l)), tensor, &m.these)? {
+        None => Ok(()),
+        Some(message) => Err(Illegal { message }),
+    })
+}
+
+/// Whether every value of `tensor` that `nest` reads was written before by the nest itself
+/// (none comes from before the kernel), decided on the untransformed program: a legal path
+/// keeps every read's source, so where this fails, no loop of any path of `nest` can store
+/// `tensor` per iteration ([`stays_local`]), and storage contraction need not ask loop by
+/// loop (on a time-tiled stencil each of those questions takes isl seconds).
+pub fn written_before_read(state: &State, nest: &Nest, tensor: &Name) -> Result<Result<(), Illegal>, String> {
+    let program = Nest::new(nest.program.clone(), nest.origin.clone());
+    let m = Model::new(state, &program)?;
+    let ctx = Ctx::new()?;
+    Ok(match m.escapes(&ctx, None, tensor, &m.these)? {
         None => Ok(()),
         Some(message) => Err(Illegal { message }),
     })
@@ -963,10 +1004,8 @@ pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, S
                 }
                 let names = Names { params };
                 let v = names.var(&iters, "v_");
-                let mut cons: Vec<String> = loops
-                    .iter()
-                    .map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v)))
-                    .collect();
+                let mut cons: Vec<String> =
+                    loops.iter().map(|l| bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v)).collect();
                 for g in s.guard() {
                     cons.push(format!("{} >= 0", isl(g, &v)));
                 }
@@ -1029,7 +1068,7 @@ fn empty_within(outer: &[&Loop], conds: &[Expr], positive: bool) -> Option<bool>
     let names = Names { params };
     let v = names.var(&iters, "v_");
     let mut cons: Vec<String> =
-        outer.iter().map(|l| format!("{} <= v_{} <= {}", isl(&l.lb, &v), l.iter, isl(&l.ub, &v))).collect();
+        outer.iter().map(|l| bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v)).collect();
     if positive {
         cons.extend(names.params.iter().map(|p| format!("p_{p} >= 1")));
     }

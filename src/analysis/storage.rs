@@ -257,6 +257,10 @@ fn place(state: &State, nest: &Nest, tensor: &Name) -> Option<(Nest, Name)> {
             crate::ir::Dim::Unknown => None,
         })
     });
+    // A value from before the kernel rules out every loop: asked once, of the simple program.
+    if !matches!(super::legality::written_before_read(state, nest, tensor), Ok(Ok(()))) {
+        return None;
+    }
     for d in (0..common.len()).rev() {
         let l = &common[d];
         let outer: Vec<&Loop> = common[..d].iter().map(|x| &**x).collect();

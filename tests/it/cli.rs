@@ -202,8 +202,8 @@ fn a_verification_failure_is_a_failure() {
     assert!(!o.status.success());
     assert!(
         err.starts_with(
-            "error: fuse_outer: illegal: B[7] is written by statement 1 (`B[i] = A[i]`) at (i=7) and read by \
-             statement 2 (`C[i] = B[-i+7]`) at (i=0); the transformed nest reads it before it is written"
+            "error: fuse_outer: illegal: B[4] is written by statement 1 (`B[i] = A[i]`) at (i=4) and read by \
+             statement 2 (`C[i] = B[-i+7]`) at (i=3); the transformed nest reads it before it is written"
         ) && err.contains("fuse.teml:6:1"),
         "{err}"
     );
