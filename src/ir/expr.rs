@@ -292,6 +292,21 @@ impl Expr {
         }
     }
 
+    /// `rest + a` where `a` is the expression's one `min`, `max` or `floor` atom, with
+    /// coefficient 1, and `rest` is affine: e.g. `to + min(x, y)` is `(min(x, y), to)`.
+    pub fn atom_plus(&self) -> Option<(&Atom, Expr)> {
+        let mut found = None;
+        let mut rest = Vec::new();
+        for (a, c) in &self.terms {
+            match a {
+                Atom::Var(_) => rest.push((a.clone(), *c)),
+                _ if *c == 1 && found.is_none() => found = Some(a),
+                _ => return None,
+            }
+        }
+        Some((found?, Expr { terms: rest, constant: self.constant }))
+    }
+
     /// The one atom the expression is, with coefficient 1 and no constant.
     pub fn single_atom(&self) -> Option<&Atom> {
         match (self.terms.as_slice(), self.constant) {

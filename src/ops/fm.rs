@@ -4,9 +4,10 @@
 //! rewritten as `{(y, x) : lb'_y <= y <= ub'_y, lb'_x(y) <= x <= ub'_x(y)}`: the same set,
 //! scanned in the other order (the polyhedral scanning of CLooG, for two dimensions).
 //!
-//! Bounds are affine, `min` (upper) or `max` (lower) of affine expressions, or `floor(e/d)`
-//! (upper) plus a constant, in the two iterators and anything outside them; other forms
-//! (an atom of another shape mentioning either iterator) give `None`.
+//! Bounds are affine, or an affine expression plus one `min` (upper) or `max` (lower) of such
+//! bounds or one `floor(e/d)`, in the two iterators and anything outside them (a skewed tile
+//! loop's `to + min(...)`); other forms (an atom of another shape mentioning either iterator)
+//! give `None`.
 
 use crate::ir::{Atom, Expr, Loop, Name};
 
@@ -25,40 +26,30 @@ struct Bound {
 }
 
 fn lowers(lb: &Expr) -> Option<Vec<Bound>> {
-    if let Some(xs) = max_args(lb) {
-        return xs.iter().map(lowers).collect::<Option<Vec<_>>>().map(|v| v.into_iter().flatten().collect());
+    match lb.atom_plus() {
+        // v >= r + max(a, b)  <=>  v >= r + a and v >= r + b
+        Some((Atom::Max(xs), r)) => xs
+            .iter()
+            .map(|x| lowers(&x.add(&r)))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.into_iter().flatten().collect()),
+        // v >= floor(e/d) + r  <=>  d*(v-r) >= e - d + 1
+        Some((Atom::FloorDiv(e, d), r)) => Some(vec![Bound { d: *d, e: e.add_int(1 - d).add(&r.scale(*d)) }]),
+        _ => Some(vec![Bound { d: 1, e: lb.clone() }]),
     }
-    if let Some((e, d, c)) = floor_plus(lb) {
-        // v >= floor(e/d) + c  <=>  d*(v-c) >= e - d + 1
-        return Some(vec![Bound { d, e: e.add_int(1 - d).add(&Expr::int(d * c)) }]);
-    }
-    Some(vec![Bound { d: 1, e: lb.clone() }])
 }
 
 fn uppers(ub: &Expr) -> Option<Vec<Bound>> {
-    if let Some(xs) = ub.min_args() {
-        return xs.iter().map(uppers).collect::<Option<Vec<_>>>().map(|v| v.into_iter().flatten().collect());
-    }
-    if let Some((e, d, c)) = floor_plus(ub) {
-        // v <= floor(e/d) + c  <=>  d*(v-c) <= e
-        return Some(vec![Bound { d, e: e.add(&Expr::int(d * c)) }]);
-    }
-    Some(vec![Bound { d: 1, e: ub.clone() }])
-}
-
-fn max_args(e: &Expr) -> Option<Vec<Expr>> {
-    match e.single_atom() {
-        Some(Atom::Max(xs)) => Some(xs.clone()),
-        _ => None,
-    }
-}
-
-/// `floor(e/d) + c` as `(e, d, c)`.
-fn floor_plus(x: &Expr) -> Option<(Expr, i64, i64)> {
-    let c = x.constant();
-    match x.add_int(-c).single_atom() {
-        Some(Atom::FloorDiv(e, d)) => Some(((**e).clone(), *d, c)),
-        _ => None,
+    match ub.atom_plus() {
+        // v <= r + min(a, b)  <=>  v <= r + a and v <= r + b
+        Some((Atom::Min(xs), r)) => xs
+            .iter()
+            .map(|x| uppers(&x.add(&r)))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.into_iter().flatten().collect()),
+        // v <= floor(e/d) + r  <=>  d*(v-r) <= e
+        Some((Atom::FloorDiv(e, d), r)) => Some(vec![Bound { d: *d, e: e.add(&r.scale(*d)) }]),
+        _ => Some(vec![Bound { d: 1, e: ub.clone() }]),
     }
 }
 
