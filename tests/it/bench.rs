@@ -59,7 +59,7 @@ fn the_quick_polybench_suite_runs_and_verifies_every_variant() {
     // Every kernel, the time-tiled stencils (jacobi-2d, heat-3d, seidel-2d) included.
     let args = ["bench", "--suite", "polybench", "--quick", "--json", "--threads", "2", "--no-anchors"];
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(&args)
+        .args(args)
         .env("TEML_CACHE_DIR", d.path())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
