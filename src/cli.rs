@@ -190,6 +190,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
     let o = crate::tuner::TuneOptions {
         space: a.program.file.clone(),
         defines: a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect(),
+        fixed: a.program.params.iter().cloned().collect(),
         strategy,
         seed: a.seed,
         budget: a.budget,
@@ -257,8 +258,8 @@ pub struct ProgramArgs {
     #[arg(long)]
     pub unchecked: bool,
     /// Fix a tuning parameter of a search space (repeatable), e.g. `--param 'order=[1, 3, 2]'`:
-    /// `param("order", choices)` takes the choice that prints as the value (others take their
-    /// first choice).
+    /// `param("order", choices)` takes the choice that prints as the value (under `run`, the
+    /// others take their first choice; under `tune`, the search runs over the others).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     pub params: Vec<(String, String)>,
 }

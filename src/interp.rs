@@ -266,10 +266,7 @@ impl Machine<'_> {
                     .get_mut(off as usize)
                     .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
                 let first = s.first.as_ref().is_some_and(|xs| xs.iter().all(|x| x.eval(&self.env) == 0));
-                match s.update {
-                    Update::Add if !first => *slot += v,
-                    _ => *slot = v,
-                }
+                *slot = if first { v } else { s.update.combine(*slot, v) };
                 if s.float {
                     *slot = *slot as f32 as f64;
                 }

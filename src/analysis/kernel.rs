@@ -164,7 +164,8 @@ pub fn realise(
     if !carries {
         return Ok(Some(Plan::Independent));
     }
-    let plan = reduction::plan(l).map_err(|why| {
+    let only_reductions = super::legality::carries_beyond_reductions(state, nest, l) == Ok(false);
+    let plan = reduction::plan(l, only_reductions).map_err(|why| {
         format!(
             "cannot {what} loop `{}` ({}): {why}; expected iterations that write disjoint elements, or a reduction into one element",
             l.iter,
@@ -237,7 +238,7 @@ fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::re
             )));
         }
         if super::legality::carries(state, nest, x).unwrap_or(true)
-            && reduction::plan(x) != Ok(Plan::Independent)
+            && reduction::plan(x, false) != Ok(Plan::Independent)
         {
             return Err(cannot(format!(
                 "loop `{}` carries a dependence (a reduction included): expected iterations that write disjoint elements",

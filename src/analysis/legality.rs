@@ -30,7 +30,7 @@
 //! divides), for the values the program binds; it says which.
 
 use super::isl::{Ctx, UMap};
-use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Update, lower};
+use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, lower};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -107,7 +107,7 @@ fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
                 accesses.push(Access { tensor, index, write, accumulates, zeroed });
             }
         };
-        let acc = lw.update == Update::Add;
+        let acc = lw.update.accumulates();
         push(&lw.target, true, acc);
         if acc {
             // `x += r` reads x too.
@@ -443,8 +443,9 @@ struct Model<'n> {
 impl<'n> Model<'n> {
     fn new(state: &State, nest: &'n Nest) -> Result<Model<'n>, String> {
         let (origins, program) = origins(nest)?;
-        // Parameters: the named constants, and whatever else the loops' bounds mention that
-        // no loop binds.
+        // Parameters: the named constants, and whatever else the loops' bounds, the accesses
+        // and the guards mention that no loop binds (the free iterator of a nest that will go
+        // inside `around`, e.g. cholesky's `i` in `A[i][j]`).
         let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
         let mut iters: BTreeSet<Name> = BTreeSet::new();
         let mut mentioned: BTreeSet<Name> = BTreeSet::new();
@@ -453,6 +454,16 @@ impl<'n> Model<'n> {
                 iters.insert(l.iter.clone());
                 mentioned.extend(l.lb.vars());
                 mentioned.extend(l.ub.vars());
+            }
+            for st in items.iter().flat_map(|x| x.stmts()) {
+                st.visit(&mut |n| {
+                    for x in n.index_list().unwrap_or(&[]) {
+                        mentioned.extend(x.vars());
+                    }
+                });
+                for g in st.guard() {
+                    mentioned.extend(g.vars());
+                }
             }
         }
         params.extend(mentioned.into_iter().filter(|v| !iters.contains(v)));
@@ -911,6 +922,17 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
 /// are (`parallel for`, `simd`), and plans private accumulators for one that carries only
 /// reductions (`analysis/reduction.rs`).
 pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
+    carries_with(state, nest, target, true)
+}
+
+/// True if loop `target` of `nest` carries a dependence other than a reduction's updates of
+/// one element: where it does not, but [`carries`] does, the loop carries only reductions, and
+/// nothing else in it reads or writes the elements they accumulate into.
+pub fn carries_beyond_reductions(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String> {
+    carries_with(state, nest, target, false)
+}
+
+fn carries_with(state: &State, nest: &Nest, target: &Loop, reductions: bool) -> Result<bool, String> {
     let m = Model::new(state, nest)?;
     let Some((at, d)) = m
         .places
@@ -924,7 +946,7 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
     let key = memo_key(state, nest, false).map(|k| {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (k, "carries", at, d).hash(&mut h);
+        (k, "carries", at, d, reductions).hash(&mut h);
         h.finish()
     });
     if let Some(k) = key
@@ -934,7 +956,8 @@ pub fn carries(state: &State, nest: &Nest, target: &Loop) -> Result<bool, String
     }
     let ctx = Ctx::new()?;
     // At the program's sizes: fixed before anything is composed.
-    let deps = dependences(&ctx, &m.origins, &m.names, &m.original, true, false)?.with_params(&m.these)?;
+    let deps =
+        dependences(&ctx, &m.origins, &m.names, &m.original, reductions, false)?.with_params(&m.these)?;
     let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
     if let Some(k) = key
         && let Ok(mut memo) = carried_memo().lock()

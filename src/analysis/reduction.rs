@@ -9,10 +9,11 @@
 //!   access's index range, for one iteration of `p`, is `[c*p + a, c*p + b]` with the same
 //!   `c >= 1` everywhere and `max b - min a < c*step`: different iterations touch disjoint
 //!   elements, so no dependence is carried by `p`;
-//! - **reduction**: otherwise, if every write to such a tensor is `+=` at an element fixed for
-//!   the whole loop (indices use only iterators outside `p`) and the body reads it nowhere
-//!   else, the sum is taken in private scalar accumulators (`reduction(+: acc)`), added to
-//!   the element after the loop;
+//! - **reduction**: otherwise, if every write to such a tensor is the same reduction operator
+//!   (`+=`, `-=`, `max`, `min`) at an element fixed for the whole loop (indices use only
+//!   iterators outside `p`) and the body reads it nowhere else, the values are combined in
+//!   private scalar accumulators (`reduction(+: acc)`, `reduction(max: acc)`), which are
+//!   combined with the element after the loop;
 //! - anything else is refused with a message naming the loop and the access.
 
 use crate::ir::{Expr, LNode, Loop, Lowered, Name, TNode, Update, lower};
@@ -27,11 +28,13 @@ pub enum Plan {
     Reduction(Vec<ReductionTarget>),
 }
 
-/// A `+=` target the loop sums into, e.g. `C[i][j]`.
+/// A target the loop accumulates into (`+=`, `-=`, `max`, `min`), e.g. `C[i][j]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReductionTarget {
     /// The target access (as it appears in the statements).
     pub access: String,
+    /// How its statements combine values into it (the same for all of them).
+    pub op: Update,
     /// The leaf.
     pub leaf: std::sync::Arc<TNode>,
 }
@@ -109,7 +112,11 @@ fn affine_lower(e: &Expr) -> Option<Expr> {
 }
 
 /// Decides how loop `p` can run its iterations concurrently, or explains why it cannot.
-pub fn plan(p: &Loop) -> Result<Plan, String> {
+///
+/// With `only_reductions` (isl has shown that `p` carries no dependence but the reductions'),
+/// reads of an accumulated tensor in the loop are of other elements (cholesky's `A[i][j] -=
+/// A[i][k] * A[j][k]`), which no iteration writes: they stay reads of memory.
+pub fn plan(p: &Loop, only_reductions: bool) -> Result<Plan, String> {
     let mut accesses = Vec::new();
     collect(&p.body, &mut Vec::new(), &mut accesses);
     // iterators of p and of every loop inside it
@@ -131,13 +138,14 @@ pub fn plan(p: &Loop) -> Result<Plan, String> {
         let writes: Vec<&Access> = acc.iter().filter(|(a, _)| a.write.is_some()).map(|(a, _)| a).collect();
         let w = writes[0];
         let fixed = |a: &Access| a.index.iter().all(|x| x.vars().iter().all(|v| !inside.contains(v)));
-        let all_add = writes.iter().all(|a| a.write == Some(Update::Add));
+        let all_add = w.write.is_some_and(|u| u.accumulates()) && writes.iter().all(|a| a.write == w.write);
         let all_fixed = writes.iter().all(|a| fixed(a) && a.index == w.index);
-        let reads = acc.iter().any(|(a, _)| a.write.is_none());
+        let reads = !only_reductions && acc.iter().any(|(a, _)| a.write.is_none());
         if all_add && all_fixed && !reads {
             let leaf =
                 leaf_of(&p.body, &w.text).ok_or_else(|| format!("reduction target {} not found", w.text))?;
-            reductions.push(ReductionTarget { access: w.text.clone(), leaf });
+            let op = w.write.unwrap_or(Update::Add);
+            reductions.push(ReductionTarget { access: w.text.clone(), op, leaf });
             continue;
         }
         return Err(if !all_add {

@@ -25,7 +25,7 @@ use crate::analysis::vector::{self, Lanes, Target};
 use crate::analysis::zeroing::{self, GNode, Zero};
 use crate::error::{Error, Result};
 use crate::ir::{
-    Atom, DType, Expr, Iters, Loop, Lowered, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
+    Atom, DType, Expr, Func, Iters, Loop, Lowered, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -902,11 +902,24 @@ impl Cx<'_> {
     fn stmt(&mut self, lw: &Lowered, lane: Option<&Lane>, depth: usize) -> std::result::Result<(), String> {
         let mut vector = false;
         let rhs = self.c_value(&lw.rhs, lane, &mut vector)?;
-        let op = if lw.update == Update::Add { "+=" } else { "=" };
         let target = lw.target.access();
-        let lhs = match self.accs.get(&target) {
-            Some(acc) if lw.update == Update::Add && lane.is_none() => acc.clone(),
-            _ => self.mem(&lw.target, lane, true)?.0,
+        // A private accumulator of a reduction loop: `-=` sums what is subtracted.
+        let acc = self.accs.get(&target).filter(|_| lw.update.accumulates() && lane.is_none()).cloned();
+        let op = match (lw.update, &acc) {
+            (Update::Set | Update::Max | Update::Min, _) => "=",
+            (Update::Sub, None) => "-=",
+            _ => "+=",
+        };
+        let lhs = match acc {
+            Some(acc) => acc,
+            None => self.mem(&lw.target, lane, true)?.0,
+        };
+        let rhs = match lw.update {
+            Update::Max | Update::Min => {
+                let f = if lw.update == Update::Max { Func::Max } else { Func::Min };
+                format!("{}({lhs}, {rhs})", f.c_name(lw.target.dtype))
+            }
+            _ => rhs,
         };
         let rhs = match lane {
             Some(ln) if ln.width > 1 && !vector => {
@@ -1406,9 +1419,10 @@ impl Cx<'_> {
         let mut simd_note = None;
         // Lanes that sum into elements a band keeps: the band holds the partial sums.
         let summed = match &plan {
-            Some(Plan::Reduction(ts)) => ts
-                .iter()
-                .all(|t| t.leaf.id().is_some_and(|n| self.bands.iter().any(|b| b.tensors.contains(n)))),
+            Some(Plan::Reduction(ts)) => ts.iter().all(|t| {
+                t.op == Update::Add
+                    && t.leaf.id().is_some_and(|n| self.bands.iter().any(|b| b.tensors.contains(n)))
+            }),
             _ => false,
         };
         if l.annot.vectorize && !l.annot.parallel && (plan == Some(Plan::Independent) || summed) {
@@ -1436,7 +1450,7 @@ impl Cx<'_> {
             p.push_str(&format!(" collapse({})", l.annot.collapse));
             self.collapsed = l.annot.collapse - 1;
         }
-        let mut reduction_vars: Vec<(String, Arc<TNode>, Option<String>)> = Vec::new();
+        let mut reduction_vars: Vec<(String, Arc<TNode>, Option<String>, Update)> = Vec::new();
         let mut depth = depth;
         if let Some(Plan::Reduction(targets)) = &plan {
             self.line(depth, "{");
@@ -1445,13 +1459,25 @@ impl Cx<'_> {
                 let var = format!("teml_acc{}", *self.acc_count);
                 *self.acc_count += 1;
                 let ty = t.leaf.dtype.c_name();
-                self.line(depth, &format!("{ty} {var} = 0;"));
+                // A sum starts at 0; a max or a min at what the element (or the enclosing
+                // accumulator) holds.
+                let init = match (t.op, self.accs.get(&t.access)) {
+                    (Update::Max | Update::Min, Some(o)) => o.clone(),
+                    (Update::Max | Update::Min, None) => self.mem(&t.leaf, None, false)?.0,
+                    _ => "0".to_string(),
+                };
+                self.line(depth, &format!("{ty} {var} = {init};"));
                 let outer = self.accs.insert(t.access.clone(), var.clone());
-                reduction_vars.push((var, t.leaf.clone(), outer));
+                reduction_vars.push((var, t.leaf.clone(), outer, t.op));
             }
             if let Some(p) = pragma.as_mut() {
-                let vars: Vec<&str> = reduction_vars.iter().map(|(v, _, _)| v.as_str()).collect();
-                p.push_str(&format!(" reduction(+: {})", vars.join(", ")));
+                for op in ["+", "max", "min"] {
+                    let vars: Vec<&str> =
+                        reduction_vars.iter().filter(|r| r.3.omp() == op).map(|r| r.0.as_str()).collect();
+                    if !vars.is_empty() {
+                        p.push_str(&format!(" reduction({op}: {})", vars.join(", ")));
+                    }
+                }
             }
         }
         if let (Some(p), Some(why)) = (&pragma, &simd_note)
@@ -1490,13 +1516,19 @@ impl Cx<'_> {
             self.line(depth, "}");
         }
         if !reduction_vars.is_empty() {
-            for (var, leaf, outer) in reduction_vars {
-                // Add the partial sum to the enclosing accumulator, or to the element itself.
+            for (var, leaf, outer, op) in reduction_vars {
+                // Combine the partial result with the enclosing accumulator, or with the element
+                // itself (a max or a min started from its value).
                 let target = match &outer {
                     Some(o) => o.clone(),
                     None => self.mem(&leaf, None, true)?.0,
                 };
-                self.line(depth, &format!("{target} += {var};"));
+                let combine = match (op, &outer) {
+                    (Update::Max | Update::Min, _) => "=",
+                    (Update::Sub, None) => "-=",
+                    _ => "+=",
+                };
+                self.line(depth, &format!("{target} {combine} {var};"));
                 match outer {
                     Some(o) => self.accs.insert(leaf.access(), o),
                     None => self.accs.remove(&leaf.access()),

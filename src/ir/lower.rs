@@ -3,16 +3,54 @@
 //! Code generation and the reference interpreter both read this one form.
 
 use super::expr::{Expr, Name};
-use super::texpr::{AssignMode, Op, TExpr, TNode};
+use super::texpr::{AssignMode, Func, Op, TExpr, TNode};
 use std::sync::Arc;
 
-/// How the statement writes its target.
+/// How the statement writes its target: set it, or combine the value with what it held by a
+/// reduction operator (`add`, `sub`, `max` or `min` of the target onto itself). The updates of
+/// one element by one combining statement may run in any order (exactly for `max` and `min`,
+/// up to rounding for `+` and `-`): legality treats them as a reduction, and a marked loop
+/// realizes them with private accumulators (docs/semantics.md, "Reductions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Update {
     /// `x = rhs`
     Set,
     /// `x += rhs`
     Add,
+    /// `x -= rhs` (`x = sub(x, r)`)
+    Sub,
+    /// `x = max(x, rhs)`
+    Max,
+    /// `x = min(x, rhs)`
+    Min,
+}
+
+impl Update {
+    /// True for every update that combines with what the target held (a reduction operator).
+    pub fn accumulates(self) -> bool {
+        self != Update::Set
+    }
+
+    /// What the target holds after the update, from what it held and the value.
+    pub fn combine(self, old: f64, v: f64) -> f64 {
+        match self {
+            Update::Set => v,
+            Update::Add => old + v,
+            Update::Sub => old - v,
+            Update::Max => old.max(v),
+            Update::Min => old.min(v),
+        }
+    }
+
+    /// The OpenMP reduction identifier of private accumulators of this update (`Sub`'s
+    /// accumulator sums what is subtracted).
+    pub fn omp(self) -> &'static str {
+        match self {
+            Update::Max => "max",
+            Update::Min => "min",
+            _ => "+",
+        }
+    }
 }
 
 /// A statement ready to execute.
@@ -33,13 +71,19 @@ pub struct Lowered {
     pub when: Vec<Expr>,
 }
 
-/// True if `stmt` is `x = x + r` with the same tensor at the same indices.
-pub fn accumulates_onto(stmt: &TNode) -> bool {
-    let (Some(x), Some(y)) = (stmt.target(), stmt.value()) else { return false };
-    y.op == Op::Add && {
-        let a = &y.children[0];
-        a.is_tensor_leaf() && a.op == x.op && a.iters == x.iters
-    }
+/// The reduction operator if `stmt` is `x = x + r`, `x = x - r`, `x = max(x, r)` or
+/// `x = min(x, r)` with the same tensor at the same indices.
+pub fn accumulates_onto(stmt: &TNode) -> Option<Update> {
+    let (x, y) = (stmt.target()?, stmt.value()?);
+    let update = match y.op {
+        Op::Add => Update::Add,
+        Op::Sub => Update::Sub,
+        Op::Call(Func::Max) => Update::Max,
+        Op::Call(Func::Min) => Update::Min,
+        _ => return None,
+    };
+    let a = y.children.first()?;
+    (y.children.len() == 2 && a.is_tensor_leaf() && a.op == x.op && a.iters == x.iters).then_some(update)
 }
 
 /// Replaces each contraction by the product of its children (its sum is realized by loops).
@@ -62,8 +106,12 @@ pub fn flatten(t: &TExpr) -> TExpr {
 pub fn lower(stmt: &TExpr) -> Option<Lowered> {
     let (x, y) = (stmt.target()?, stmt.value()?);
     let onto = accumulates_onto(stmt);
-    let value = if onto { &y.children[1] } else { y };
-    let update = if onto || value.has_contract() { Update::Add } else { Update::Set };
+    let value = if onto.is_some() { &y.children[1] } else { y };
+    let update = match onto {
+        Some(u) => u,
+        None if value.has_contract() => Update::Add,
+        None => Update::Set,
+    };
     Some(Lowered {
         target: x.clone(),
         update,
@@ -88,5 +136,5 @@ pub fn flops(l: &Lowered) -> u64 {
             n += 1;
         }
     });
-    n + u64::from(l.update == Update::Add)
+    n + u64::from(l.update.accumulates())
 }

@@ -64,6 +64,9 @@ pub struct TuneOptions {
     pub space: PathBuf,
     /// Named constants (`-D`).
     pub defines: BTreeMap<Name, i64>,
+    /// Choices fixed by their text (`--param name=value`): every candidate takes them, and the
+    /// search runs over the other parameters.
+    pub fixed: BTreeMap<String, String>,
     /// The strategy.
     pub strategy: Strategy,
     /// Its seed.
@@ -214,7 +217,8 @@ fn evaluate(
     seed: Option<u64>,
 ) -> (Result<State, ProgramError>, Vec<Seen>, f64) {
     let report = Arc::new(Mutex::new(Vec::new()));
-    let params = Params { pinned, seed, report: Some(report.clone()), ..Params::default() };
+    let params =
+        Params { pinned, seed, values: o.fixed.clone(), report: Some(report.clone()), ..Params::default() };
     let start = Instant::now();
     let r = o.program(params).eval();
     let seen = report.lock().map(|s| s.clone()).unwrap_or_default();

@@ -137,3 +137,25 @@ fn a_sum_inside_a_function_is_refused_and_arities_are_checked() {
         &["pow: argument 3 (arguments): expected 4 arguments: pow(t0, t1, [I0, I1] -> I2), found 3"],
     );
 }
+
+#[test]
+fn max_min_and_sub_reductions_run_in_private_accumulators_and_verify() {
+    // `m[i] = max(m[i], A[i][k])` over k: vectorized and on threads, with OpenMP's max, min and
+    // + reductions (a `sub` accumulates what it subtracts, then subtracts it once).
+    let d = tempfile::tempdir().unwrap();
+    for (f, clause, after) in [
+        ("max", "reduction(max: teml_acc0)", "m[i] = teml_acc0;"),
+        ("min", "reduction(min: teml_acc0)", "m[i] = teml_acc0;"),
+        ("sub", "reduction(+: teml_acc0)", "m[i] -= teml_acc0;"),
+    ] {
+        let src = format!(
+            "N = 37\nA = tensor([N, N])\nm = tensor([N])\ns = @m: {f}(m, A, [[i], [i, k]] -> [i])\nl = build(s)\n\
+             v = vectorize(l, 2)\ncodegen(v)\np = parallelize(l, 2)\ncodegen(p)\n"
+        );
+        let file = program(d.path(), &format!("{f}.teml"), &src);
+        let (ok, out) = teml_bits(d.path(), None, &["run", &file, "-q"]);
+        assert!(ok && out.matches("verified").count() == 2, "{f}: {out}");
+        let (ok, c) = teml_bits(d.path(), None, &["run", &file, "--no-run"]);
+        assert!(ok && c.contains(clause) && c.contains(after), "{f}: {c}");
+    }
+}

@@ -281,3 +281,35 @@ fn a_missing_isl_is_one_clear_message() {
         "{err}"
     );
 }
+
+#[test]
+fn a_sub_nest_with_a_free_iterator_only_in_its_accesses_is_checked() {
+    // cholesky's first statement before `around(i, ...)` binds `i`: `i` appears in no bound,
+    // only in `A[i][j]`, and is a parameter of the check (it once reached isl undeclared).
+    let src = "N = 12\nA = tensor([N, N])\nP = vmul(A, A, [[i, k], [j, k]])\n\
+        s1 = @A: sub(A, P, [[i, j], ] -> [i, j])\nl1 = build(s1, [[i], [j], [k, 0, j-1]])\n\
+        v = vectorize(l1, 1)\n";
+    let s = ok(src, &[]);
+    assert!(nest(&s, "v").path()[0].annot.vectorize);
+}
+
+#[test]
+fn max_min_and_sub_onto_the_target_are_reductions() {
+    // A reduction over k (`m[i] = max(m[i], A[i][k])`) may run its updates in any order:
+    // k reversed, outermost, in parallel; an update that reads another element may not.
+    for f in ["max", "min", "sub"] {
+        let src = format!(
+            "N = 9\nA = tensor([N, N])\nm = tensor([N])\ns = @m: {f}(m, A, [[i], [i, k]] -> [i])\nl = build(s)\n\
+             r = reverse(l, 2)\nt = interchange(l, 1, 2)\np = parallelize(t, 1)\n"
+        );
+        let s = ok(&src, &[]);
+        assert!(nest(&s, "p").path()[0].annot.parallel, "{f}");
+    }
+    let e = refused(
+        "N = 9\nA = tensor([N, N])\nm = tensor([N])\ns = @m: max(m, m, [[i], [k]] -> [i])\nl = build(s)\n\
+         p = parallelize(l, 2)\n",
+        &[],
+        6,
+    );
+    assert!(e.contains("illegal"), "{e}");
+}

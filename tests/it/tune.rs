@@ -361,3 +361,15 @@ fn the_run_limit_follows_the_untransformed_build_from_the_first_candidate() {
     assert!(hung["reason"].as_str().is_some_and(|w| w.contains("10 s")), "{hung}");
     assert_eq!(r["best"]["key"], "kind=good", "{r}");
 }
+
+#[test]
+fn a_fixed_param_holds_for_every_candidate() {
+    let dir = setup(SPACE);
+    let (r, err) =
+        tune(dir.path(), &["--strategy", "exhaustive", "--budget", "100", "--param", "order=[1, 3, 2]"]);
+    // The other two parameters span 4 points; every one takes the fixed order.
+    assert_eq!(r["candidates"], 4, "{r}\n{err}");
+    let records = log(&dir.path().join("out/log.jsonl"));
+    assert_eq!(records.len(), 4);
+    assert!(keys(&records).iter().all(|k| k.starts_with("order=[1, 3, 2];")), "{records:?}");
+}
