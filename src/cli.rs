@@ -37,6 +37,66 @@ pub enum Command {
     /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
     /// we have), each verified and timed in one run on this machine.
     Bench(BenchArgs),
+    /// Take a verified kernel home: a C library with a header (shared and static), a pkg-config
+    /// file and a Makefile, and a Python module for numpy, in one directory per run
+    /// (docs/export.md).
+    Export(ExportArgs),
+}
+
+/// `teml export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The program and its named constants.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// Only this kernel (its `codegen` name; repeatable); every kernel of the program otherwise.
+    #[arg(long = "kernel", value_name = "NAME")]
+    pub kernels: Vec<String>,
+    /// The directory to write (created if needed).
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Compiler flags instead of teml's defaults (`-O3 -march=native -fopenmp`).
+    #[arg(long)]
+    pub cflags: Option<String>,
+}
+
+/// `teml export`.
+pub fn export(a: &ExportArgs) -> i32 {
+    let flags = match cflags(&a.cflags) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let o = crate::export::ExportOptions {
+        program: a.program.file.clone(),
+        defines: a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect(),
+        params: a.program.params.iter().cloned().collect(),
+        unchecked: a.program.unchecked,
+        kernels: a.kernels.clone(),
+        out: a.out.clone(),
+        flags,
+    };
+    match crate::export::export(&o) {
+        Ok(done) => {
+            for e in done {
+                let sizes = match &e.sizes {
+                    crate::export::Sizes::RunTime => "sizes at run time".to_string(),
+                    crate::export::Sizes::Baked(b, why) => {
+                        let l: Vec<String> = b.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                        format!("sizes baked in ({}): {why}", l.join(", "))
+                    }
+                };
+                println!("{}: verified, exported to {} ({sizes})", e.name, a.out.display());
+                for f in &e.files {
+                    println!("  {}", f.display());
+                }
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
 }
 
 /// `teml bench`.

@@ -11,6 +11,7 @@
 //! - [`runtime`]: compiling, loading, running, verifying and timing kernels.
 //! - [`lang`]: the `.teml` syntax.
 //! - [`cli`], [`repl`]: the `teml` command and its interactive session.
+//! - [`export`]: a verified kernel as a C library with a header and a Python module.
 //! - [`script`]: the Rhai front-end (`.rhai` meta-programs, REPL sessions) and the standard library.
 //! - [`pipeline`]: the one road from a meta-program to verified, timed kernels (evaluate, lower,
 //!   compile, run, verify at full or reduced size, time), used by the CLI, the REPL and the tuner.
@@ -22,6 +23,7 @@ pub mod analysis;
 pub mod cli;
 pub mod codegen;
 pub mod error;
+pub mod export;
 pub mod interp;
 pub mod ir;
 pub mod lang;

@@ -95,6 +95,10 @@ pub struct CKernel {
     pub params: Vec<Param>,
     /// Named constants the source uses.
     pub consts: Vec<Name>,
+    /// Their spellings in the C source (`consts[k]` is `const_c_names[k]`).
+    pub const_c_names: Vec<String>,
+    /// The C type each parameter is cast to from `void *` (`double (*)[N]`), in order.
+    pub casts: Vec<String>,
 }
 
 /// Generates one kernel running `nests` in order, for the host's vectors ([`Target::native`]).
@@ -357,10 +361,11 @@ fn generate_with(
     }
     let decls: Vec<String> = params.iter().map(|p| param_decl(p, &names)).collect();
     let _ = writeln!(src, "void {name}({})\n{{\n{body}}}\n", decls.join(", "));
-    let casts: Vec<String> =
-        params.iter().enumerate().map(|(k, p)| format!("({})args[{k}]", param_cast(p, &names))).collect();
+    let cast_types: Vec<String> = params.iter().map(|p| param_cast(p, &names)).collect();
+    let casts: Vec<String> = cast_types.iter().enumerate().map(|(k, c)| format!("({c})args[{k}]")).collect();
     let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
-    Ok(CKernel { source: src, name: name.to_string(), params, consts })
+    let const_c_names = consts.iter().map(|c| names.var(c).to_string()).collect();
+    Ok(CKernel { source: src, name: name.to_string(), params, consts, const_c_names, casts: cast_types })
 }
 
 /// True if the first of `nests` that accesses `t` only writes it, each statement setting every

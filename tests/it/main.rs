@@ -11,6 +11,7 @@ mod codegen_golden;
 mod collapse;
 mod errors;
 mod examples;
+mod export;
 mod functions;
 mod fuzz;
 mod in_place;

@@ -1,0 +1,594 @@
+//! `teml export`: a verified kernel taken home. For each kernel of a program, a directory
+//! gets (docs/export.md):
+//!
+//! - `NAME.c` and `NAME.h`: `int NAME(int64_t N, ..., const double *A, ..., double *C)`, one
+//!   `int64_t` per named constant the kernel uses, then one typed pointer per tensor (`const`
+//!   for the ones it only reads), returning 0, or [`ERR_SIZE`] for sizes it was not made for,
+//!   or [`ERR_NULL`] for a null pointer. The header documents each argument's shape, element
+//!   type, layout and use, and the script, path, compiler and flags that made it.
+//! - `libNAME.so` and `libNAME.a`, compiled with the compiler and flags teml verified with;
+//!   `NAME.pc` (pkg-config) and a `Makefile` that rebuilds them;
+//! - `NAME.py`: a Python module (ctypes, nothing to compile) whose `NAME(...)` takes numpy
+//!   arrays, checks shapes, dtypes and contiguity, allocates outputs it is not given and
+//!   returns them.
+//!
+//! **Sizes.** A kernel is generated at the program's sizes. It takes its sizes at run time
+//! where the path allows: the program evaluated again at two other sizes (legality checked
+//! there as everywhere) gives the same C, up to the `#define`s of the named constants, so the
+//! C reads the sizes only through those names, which become the function's arguments (C99
+//! variably modified types). Otherwise (a strip-mine without `min` whose factor must divide a
+//! size, an unroll by a size, code generation choosing by size) the sizes are baked in and
+//! checked at entry.
+//!
+//! **State.** The function is reentrant: every buffer it needs (packed panels, contracted
+//! temporaries, layouts) is allocated per call by the generated code; OpenMP threads follow
+//! `OMP_NUM_THREADS` (or `omp_set_num_threads`).
+
+use crate::codegen::CKernel;
+use crate::ir::{DType, Name, State};
+use crate::pipeline::{self, Flags, KernelRef, Pipeline, Program, RunOptions};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The value an exported function returns for sizes it was not made for.
+pub const ERR_SIZE: i32 = 1;
+/// The value an exported function returns for a null pointer.
+pub const ERR_NULL: i32 = 2;
+
+/// What to export.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// The meta-program.
+    pub program: PathBuf,
+    /// Named constants (`-D`).
+    pub defines: BTreeMap<Name, i64>,
+    /// Tuning parameters fixed by their text (`--param`).
+    pub params: BTreeMap<String, String>,
+    /// Skip the legality checks (verification still runs).
+    pub unchecked: bool,
+    /// Only these kernels (their names), all when empty.
+    pub kernels: Vec<String>,
+    /// The directory to write.
+    pub out: PathBuf,
+    /// Compiler flags (teml's defaults unless given).
+    pub flags: Flags,
+}
+
+/// How an exported kernel takes its sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sizes {
+    /// Any sizes, given at run time (each at least 1).
+    RunTime,
+    /// Only these, checked at entry; why.
+    Baked(Vec<(String, i64)>, String),
+}
+
+/// One exported kernel.
+#[derive(Clone, Debug)]
+pub struct Exported {
+    /// The function's name.
+    pub name: String,
+    /// How it takes its sizes.
+    pub sizes: Sizes,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Exports the kernels of `o.program`: each is verified first (a kernel that does not verify is
+/// not exported), then written and compiled into `o.out`.
+pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
+    let program = || {
+        Program::with_params(
+            &o.program,
+            o.defines.clone(),
+            o.unchecked,
+            crate::ir::Params { values: o.params.clone(), ..Default::default() },
+            pipeline::script_env_with(RunOptions::default(), true),
+        )
+    };
+    let opts = RunOptions { flags: o.flags.clone(), ..RunOptions::default() };
+    let pipe = Pipeline::new(program(), opts.clone()).map_err(|e| e.with_hint().to_string())?;
+    let state = pipe.state().clone();
+    if state.kernels.is_empty() {
+        return Err(format!(
+            "{}: the program has no codegen statement: nothing to export",
+            o.program.display()
+        ));
+    }
+    let names: Vec<String> = (0..state.kernels.len()).map(|k| public_name(&state, k)).collect();
+    for want in &o.kernels {
+        if !names.contains(want) {
+            return Err(format!("--kernel: expected one of {}, found `{want}`", names.join(", ")));
+        }
+    }
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
+    let compiler = crate::runtime::Compiler::detect().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        if !o.kernels.is_empty() && !o.kernels.contains(name) {
+            continue;
+        }
+        let at = state.kernels[k].at.clone().unwrap_or_else(|| format!("kernel {}", k + 1));
+        let run = pipe.run(&KernelRef::Codegen(k)).map_err(|e| format!("{at}: kernel `{name}`: {e}"))?;
+        if run.verified.is_none() {
+            return Err(format!(
+                "{at}: kernel `{name}` does not match the reference ({}): not exported",
+                run.report.summary().trim()
+            ));
+        }
+        let inner = format!("{name}_kernel");
+        let kernel = generated(&state, k, &inner)?;
+        let sizes = sizes_of(o, &state, k, &inner, &kernel, &program)?;
+        let files = write(o, &state, k, name, &kernel, &sizes, &compiler)?;
+        out.push(Exported { name: name.clone(), sizes, files });
+    }
+    Ok(out)
+}
+
+/// The exported function's name: the kernel's (`codegen(l, "mm")`, else its nests'), else
+/// `kernelK`.
+fn public_name(state: &State, k: usize) -> String {
+    let label = state.kernel_label(k);
+    if crate::ir::is_c_ident(&label) { label } else { format!("kernel{}", k + 1) }
+}
+
+/// The C of kernel `k` of `state`, its function named `inner`.
+fn generated(state: &State, k: usize, inner: &str) -> Result<CKernel, String> {
+    let req = &state.kernels[k];
+    let named: Vec<(Name, crate::ir::Nest)> =
+        req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    crate::codegen::generate(state, inner, &named).map_err(|e| e.to_string())
+}
+
+/// `source` without the `#define` blocks of its named constants.
+fn without_defines(kernel: &CKernel, state: &State) -> String {
+    let mut s = kernel.source.clone();
+    for (t, c) in kernel.consts.iter().zip(&kernel.const_c_names) {
+        if let Some(v) = state.constant(t) {
+            s = s.replace(&format!("#ifndef {c}\n#define {c} {v}\n#endif\n"), "");
+        }
+    }
+    s
+}
+
+/// Whether kernel `k` takes its sizes at run time (see the module's doc).
+fn sizes_of(
+    o: &ExportOptions,
+    state: &State,
+    k: usize,
+    inner: &str,
+    kernel: &CKernel,
+    program: &dyn Fn() -> Program,
+) -> Result<Sizes, String> {
+    let bound: Vec<(String, i64)> =
+        kernel.consts.iter().map(|c| (c.to_string(), state.constant(c).unwrap_or(0))).collect();
+    if bound.is_empty() {
+        return Ok(Sizes::RunTime);
+    }
+    let baked = |why: String| Ok(Sizes::Baked(bound.clone(), why));
+    let here = without_defines(kernel, state);
+    for other in [|v: i64| v + 1, |v: i64| v / 2 + 3] {
+        let consts: BTreeMap<Name, i64> =
+            bound.iter().map(|(n, v)| (Name::from(n.as_str()), other(*v).max(1))).collect();
+        let words: Vec<String> = consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let there = match program().eval_with(&consts) {
+            Ok(s) => s,
+            Err(e) => {
+                let first = e.to_string().lines().next().unwrap_or_default().to_string();
+                return baked(format!("the path does not hold at {}: {first}", words.join(", ")));
+            }
+        };
+        if there.kernels.len() != state.kernels.len() {
+            return baked(format!("the program makes other kernels at {}", words.join(", ")));
+        }
+        let c = generated(&there, k, inner)?;
+        if without_defines(&c, &there) != here {
+            return baked(format!("code generation writes other C at {}", words.join(", ")));
+        }
+    }
+    let _ = o;
+    Ok(Sizes::RunTime)
+}
+
+/// The C spelling of a parameter's pointer type in the public function.
+fn c_pointer(dtype: DType, written: bool) -> String {
+    format!("{}{} *", if written { "" } else { "const " }, dtype.c_name())
+}
+
+/// A parameter's shape in words, e.g. `[N][N]`.
+fn shape(p: &crate::codegen::Param) -> String {
+    if p.dims.is_empty() {
+        "scalar (one element)".into()
+    } else {
+        p.dims.iter().map(|d| format!("[{d}]")).collect()
+    }
+}
+
+fn write(
+    o: &ExportOptions,
+    state: &State,
+    k: usize,
+    name: &str,
+    kernel: &CKernel,
+    sizes: &Sizes,
+    compiler: &crate::runtime::Compiler,
+) -> Result<Vec<PathBuf>, String> {
+    let inner = &kernel.name;
+    let req = &state.kernels[k];
+    let flags: Vec<String> = o.flags.opt.clone();
+    let run_time = *sizes == Sizes::RunTime;
+    // The kernel's own C: its function static, no entry point, the sizes its arguments.
+    let mut body = if run_time { without_defines(kernel, state) } else { kernel.source.clone() };
+    if let Some(at) = body.find(&format!("void {}(void **args)", crate::codegen::ENTRY)) {
+        body.truncate(at);
+    }
+    let size_params: Vec<String> = kernel.const_c_names.iter().map(|c| format!("int {c}, ")).collect();
+    let from = format!("\nvoid {inner}(");
+    let to = format!("\nstatic void {inner}({}", if run_time { size_params.concat() } else { String::new() });
+    if !body.contains(&from) {
+        return Err(format!("internal error: the generated C has no function `{inner}`"));
+    }
+    body = body.replacen(&from, &to, 1);
+
+    // The public function.
+    let arg = |c: &str| if run_time { c.to_string() } else { format!("teml_{c}") };
+    let mut args: Vec<String> = kernel.const_c_names.iter().map(|c| format!("int64_t {}", arg(c))).collect();
+    let header_args: Vec<String> = kernel
+        .const_c_names
+        .iter()
+        .map(|c| format!("int64_t {c}"))
+        .chain(kernel.params.iter().map(|p| format!("{}{}", c_pointer(p.dtype, p.written), p.c_name)))
+        .collect();
+    args.extend(kernel.params.iter().map(|p| format!("{}{}", c_pointer(p.dtype, p.written), p.c_name)));
+    let mut c = String::new();
+    let _ = writeln!(c, "/* {name}: exported by teml {} (see {name}.h). */", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(c, "#include <stdint.h>\n#include \"{name}.h\"\n");
+    c.push_str(&body);
+    let _ = writeln!(c, "int {name}({})\n{{", args.join(", "));
+    for (cn, (_, v)) in kernel.const_c_names.iter().zip(match sizes {
+        Sizes::Baked(b, _) => b.clone(),
+        Sizes::RunTime => kernel.consts.iter().map(|c| (c.to_string(), 0)).collect(),
+    }) {
+        if run_time {
+            let _ = writeln!(c, "  if ({cn} < 1 || {cn} > INT32_MAX) return TEML_ERR_SIZE;");
+        } else {
+            let _ = writeln!(c, "  if (teml_{cn} != {v}) return TEML_ERR_SIZE;");
+        }
+    }
+    if !kernel.params.is_empty() {
+        let nulls: Vec<String> = kernel.params.iter().map(|p| format!("!{}", p.c_name)).collect();
+        let _ = writeln!(c, "  if ({}) return TEML_ERR_NULL;", nulls.join(" || "));
+    }
+    let mut call: Vec<String> = if run_time {
+        kernel.const_c_names.iter().map(|c| format!("(int){c}")).collect()
+    } else {
+        Vec::new()
+    };
+    call.extend(
+        kernel.params.iter().zip(&kernel.casts).map(|(p, t)| format!("({t})(uintptr_t){}", p.c_name)),
+    );
+    let _ = writeln!(c, "  {inner}({});\n  return TEML_OK;\n}}", call.join(", "));
+
+    // The header.
+    let mut h = String::new();
+    let guard = format!("TEML_EXPORT_{}_H", name.to_uppercase());
+    let _ = writeln!(h, "/* {name}: a kernel exported by teml {}.", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(h, " *");
+    let _ = writeln!(
+        h,
+        " * Program: {} ({})",
+        o.program.display(),
+        req.at.as_deref().unwrap_or("its codegen statement")
+    );
+    if !o.defines.is_empty() || !o.params.is_empty() {
+        let d: Vec<String> = o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect();
+        let p: Vec<String> = o.params.iter().map(|(n, v)| format!("--param {n}={v}")).collect();
+        let _ = writeln!(h, " * With: {}", [d, p].concat().join(" "));
+    }
+    let _ = writeln!(h, " * Path (verified against the untransformed program before export):");
+    let none = std::collections::BTreeSet::new();
+    for (n, nest) in req.names.iter().zip(&req.nests) {
+        let mut w = crate::ir::history::Writer::new(&none);
+        match w.name_as(&nest.history, n) {
+            Some(_) => {
+                for l in &w.lines {
+                    let _ = writeln!(h, " *   {}", l.replace("*/", "* /"));
+                }
+            }
+            None => {
+                let _ = writeln!(h, " *   {n}: (no history)");
+            }
+        }
+    }
+    let _ = writeln!(h, " * Compiler: {}", compiler.identity().replace("*/", "* /"));
+    let _ = writeln!(h, " * Flags: {} -fPIC", flags.join(" "));
+    match sizes {
+        Sizes::RunTime => {
+            let _ =
+                writeln!(h, " * Sizes: given at run time, each at least 1 (the path holds for every size).");
+        }
+        Sizes::Baked(b, why) => {
+            let list: Vec<String> = b.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+            let _ = writeln!(
+                h,
+                " * Sizes: baked in, {} only ({}); other values return TEML_ERR_SIZE and touch nothing.",
+                list.join(", "),
+                why.replace("*/", "* /")
+            );
+        }
+    }
+    let _ = writeln!(
+        h,
+        " * Threads: OpenMP (OMP_NUM_THREADS, or omp_set_num_threads). Reentrant: every buffer it\n \
+         * needs is allocated per call.\n *\n * Arguments (every tensor row-major and contiguous):"
+    );
+    for c in &kernel.const_c_names {
+        let _ = writeln!(h, " *   {c}: the named constant {c}");
+    }
+    for p in &kernel.params {
+        let usage = match (p.written, p.fresh) {
+            (false, _) => "read".to_string(),
+            (true, true) => "written (its values at entry are not read)".to_string(),
+            (true, false) => "read and written".to_string(),
+        };
+        let over =
+            p.holds.as_ref().map(|x| format!("; holds {x} at entry, {} at exit", p.name)).unwrap_or_default();
+        let _ = writeln!(h, " *   {}: {} {}, {usage}{over}", p.c_name, p.dtype.c_name(), shape(p));
+    }
+    let _ =
+        writeln!(h, " * Returns TEML_OK (0), TEML_ERR_SIZE ({ERR_SIZE}) or TEML_ERR_NULL ({ERR_NULL}).\n */");
+    let _ = writeln!(h, "#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n");
+    let _ = writeln!(
+        h,
+        "#ifndef TEML_OK\n#define TEML_OK 0\n#define TEML_ERR_SIZE {ERR_SIZE}\n#define TEML_ERR_NULL {ERR_NULL}\n#endif\n"
+    );
+    let _ = writeln!(h, "#ifdef __cplusplus\nextern \"C\" {{\n#endif\n");
+    let _ = writeln!(h, "int {name}({});\n", header_args.join(", "));
+    let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif");
+
+    let dir = &o.out;
+    let put = |file: &str, text: &str| -> Result<PathBuf, String> {
+        let p = dir.join(file);
+        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        Ok(p)
+    };
+    let mut files = vec![put(&format!("{name}.c"), &c)?, put(&format!("{name}.h"), &h)?];
+    // The libraries, with the compiler and flags the kernel was verified with.
+    let cc = compiler.path().display().to_string();
+    let so = format!("lib{name}.so");
+    let a = format!("lib{name}.a");
+    let obj = format!("{name}.o");
+    let run = |args: Vec<String>| -> Result<(), String> {
+        let out = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("cannot run `{}`: {e}", args[0]))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("`{}` failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    let base: Vec<String> =
+        std::iter::once(cc.clone()).chain(flags.iter().cloned()).chain(["-fPIC".into()]).collect();
+    run([base.clone(), vec!["-shared".into(), "-o".into(), so.clone(), format!("{name}.c"), "-lm".into()]]
+        .concat())?;
+    run([base.clone(), vec!["-c".into(), "-o".into(), obj.clone(), format!("{name}.c")]].concat())?;
+    run(vec!["ar".into(), "rcs".into(), a.clone(), obj.clone()])?;
+    let _ = std::fs::remove_file(dir.join(&obj));
+    files.push(dir.join(&so));
+    files.push(dir.join(&a));
+    let openmp = if flags.iter().any(|f| f.contains("openmp")) { " -fopenmp" } else { "" };
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    files.push(put(
+        &format!("{name}.pc"),
+        &format!(
+            "prefix={}\n\nName: {name}\nDescription: the teml kernel {name} (see {name}.h)\nVersion: {}\n\
+             Cflags: -I${{prefix}}\nLibs: -L${{prefix}} -Wl,-rpath,${{prefix}} -l{name}{openmp} -lm\n",
+            abs.display(),
+            env!("CARGO_PKG_VERSION")
+        ),
+    )?);
+    files.push(put("Makefile", &makefile(&kernel_names_in(dir, name)?, &cc, &flags, openmp))?);
+    files.push(put(&format!("{name}.py"), &python(name, kernel, sizes))?);
+    Ok(files)
+}
+
+/// The kernels already exported to `dir` (their `.c` files with a `.h` beside), `name` included.
+fn kernel_names_in(dir: &Path, name: &str) -> Result<Vec<String>, String> {
+    let mut names = vec![name.to_string()];
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().and_then(|x| x.to_str()) == Some("c")
+            && p.with_extension("h").is_file()
+            && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+            && !names.iter().any(|n| n == stem)
+        {
+            names.push(stem.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn makefile(names: &[String], cc: &str, flags: &[String], openmp: &str) -> String {
+    let mut m = format!(
+        "# Rebuilds the exported kernels' libraries with the compiler and flags teml verified with.\n\
+         # A C program links one in one line: cc prog.c $(pkg-config --cflags --libs ./NAME.pc)\n\
+         CC = {cc}\nCFLAGS = {} -fPIC\nLDLIBS ={openmp} -lm\n\n",
+        flags.join(" ")
+    );
+    let libs: Vec<String> = names.iter().flat_map(|n| [format!("lib{n}.so"), format!("lib{n}.a")]).collect();
+    let _ = writeln!(m, "all: {}\n", libs.join(" "));
+    for n in names {
+        let _ = writeln!(
+            m,
+            "lib{n}.so: {n}.c {n}.h\n\t$(CC) $(CFLAGS) -shared -o $@ {n}.c $(LDLIBS)\n\n\
+             lib{n}.a: {n}.c {n}.h\n\t$(CC) $(CFLAGS) -c -o {n}.o {n}.c\n\tar rcs $@ {n}.o\n\trm -f {n}.o\n"
+        );
+    }
+    let _ = writeln!(m, "clean:\n\trm -f {}\n\n.PHONY: all clean", libs.join(" "));
+    m
+}
+
+/// A Python expression for extent `d` from the sizes dict `s`.
+fn py_expr(d: &crate::ir::Expr) -> String {
+    let mut s = String::new();
+    let _ = d.write_with(&mut s, &|a, f| match a {
+        crate::ir::Atom::Var(v) => write!(f, "s[{:?}]", v.to_string()),
+        crate::ir::Atom::Min(xs) | crate::ir::Atom::Max(xs) => {
+            let n = if matches!(a, crate::ir::Atom::Min(_)) { "min" } else { "max" };
+            let inner: Vec<String> = xs.iter().map(py_expr).collect();
+            write!(f, "{n}({})", inner.join(", "))
+        }
+        crate::ir::Atom::FloorDiv(x, k) => write!(f, "(({}) // {k})", py_expr(x)),
+    });
+    s
+}
+
+fn python(name: &str, kernel: &CKernel, sizes: &Sizes) -> String {
+    let np_type = |d: DType| if d == DType::Float { "float32" } else { "float64" };
+    let consts: Vec<String> = kernel.consts.iter().map(|c| c.to_string()).collect();
+    let outputs: Vec<&crate::codegen::Param> = kernel.params.iter().filter(|p| p.written).collect();
+    let mut py = String::new();
+    let _ = writeln!(
+        py,
+        "\"\"\"{name}: a kernel exported by teml {} (see {name}.h for its path and flags).\n\n\
+         Call `{name}({})` with numpy arrays (C-contiguous, the dtype and shape of {name}.h);\n\
+         arrays it writes that are not given are allocated (zeroed) and returned.\n\"\"\"\n\
+         import ctypes\nimport os\n\nimport numpy as np\n\n\
+         _lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), \"lib{name}.so\"))\n\
+         _fn = _lib.{name}\n_fn.restype = ctypes.c_int\n_fn.argtypes = [{}]\n",
+        env!("CARGO_PKG_VERSION"),
+        kernel.params.iter().map(|p| p.name.to_string()).collect::<Vec<_>>().join(", "),
+        std::iter::repeat_n("ctypes.c_int64", consts.len())
+            .chain(std::iter::repeat_n("ctypes.c_void_p", kernel.params.len()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let params: Vec<(String, String, Vec<String>, bool, bool)> = kernel
+        .params
+        .iter()
+        .map(|p| {
+            let dims: Vec<String> = p.dims.iter().map(|d| format!("{d}")).collect();
+            (p.name.to_string(), np_type(p.dtype).to_string(), dims, p.written, p.fresh)
+        })
+        .collect();
+    let _ = writeln!(py, "_CONSTS = {consts:?}");
+    let _ = writeln!(
+        py,
+        "_BAKED = {}",
+        match sizes {
+            Sizes::Baked(b, _) =>
+                format!("{{{}}}", b.iter().map(|(n, v)| format!("{n:?}: {v}")).collect::<Vec<_>>().join(", ")),
+            Sizes::RunTime => "None".into(),
+        }
+    );
+    let _ = writeln!(
+        py,
+        "# name, dtype, shape (in the named constants), written, written before read\n_PARAMS = ["
+    );
+    for ((n, t, dims, w, f), p) in params.iter().zip(&kernel.params) {
+        let exprs: Vec<String> = p.dims.iter().map(|d| format!("lambda s: {}", py_expr(d))).collect();
+        let _ = writeln!(
+            py,
+            "    ({n:?}, np.{t}, [{}], {:?}, {}, {}),",
+            exprs.join(", "),
+            dims,
+            if *w { "True" } else { "False" },
+            if *f { "True" } else { "False" }
+        );
+    }
+    py.push_str("]\n\n");
+    // The arrays it reads first, then those it only writes (optional: allocated when not
+    // given), then the sizes, by keyword only.
+    let mut sig: Vec<String> =
+        kernel.params.iter().filter(|p| !(p.written && p.fresh)).map(|p| p.name.to_string()).collect();
+    sig.extend(kernel.params.iter().filter(|p| p.written && p.fresh).map(|p| format!("{}=None", p.name)));
+    if !consts.is_empty() {
+        sig.push("*".into());
+        sig.extend(consts.iter().map(|c| format!("{c}=None")));
+    }
+    let _ = writeln!(py, "def {name}({}):", sig.join(", "));
+    let _ = writeln!(
+        py,
+        "    \"\"\"Runs the kernel; returns the arrays it writes ({}).\"\"\"",
+        outputs.iter().map(|p| p.name.to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(
+        py,
+        "    given = {{{}}}",
+        kernel
+            .params
+            .iter()
+            .map(|p| format!("{:?}: {}", p.name.to_string(), p.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        py,
+        "    s = {{{}}}",
+        consts.iter().map(|c| format!("{c:?}: {c}")).collect::<Vec<_>>().join(", ")
+    );
+    py.push_str(PY_BODY);
+    py
+}
+
+/// The body of every exported Python function: sizes from the shapes, checks, the call.
+const PY_BODY: &str = r#"    return _call(given, s)
+
+
+def _call(given, s):
+    # Sizes not given come from the shapes of the arrays given (a dimension that is one named
+    # constant), else from the baked-in sizes.
+    for name, dtype, shape, dims, written, fresh in _PARAMS:
+        a = given[name]
+        if a is None:
+            continue
+        a = np.asarray(a) if not isinstance(a, np.ndarray) else a
+        if a.ndim != max(len(dims), 1) and not (len(dims) == 0 and a.size == 1):
+            raise ValueError(f"{name}: expected {len(dims)} dimensions {dims}, found shape {a.shape}")
+        for d, n in zip(dims, a.shape):
+            if d in _CONSTS:
+                if s.get(d) is None:
+                    s[d] = n
+    for c in _CONSTS:
+        if s.get(c) is None:
+            if _BAKED is not None:
+                s[c] = _BAKED[c]
+            else:
+                raise ValueError(f"size {c}: not given and no array shows it; pass {c}=...")
+        if _BAKED is not None and s[c] != _BAKED[c]:
+            raise ValueError(f"size {c}={s[c]}: this kernel was made for {c}={_BAKED[c]} only (see its header)")
+        if s[c] < 1:
+            raise ValueError(f"size {c}={s[c]}: expected at least 1")
+    args = [ctypes.c_int64(s[c]) for c in _CONSTS]
+    out = []
+    keep = []
+    for name, dtype, shape, dims, written, fresh in _PARAMS:
+        want = tuple(int(f(s)) for f in shape) or (1,)
+        a = given[name]
+        if a is None:
+            a = np.zeros(want, dtype=dtype)
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{name}: expected a numpy array, found {type(a).__name__}")
+        if a.dtype != dtype:
+            raise TypeError(f"{name}: expected dtype {np.dtype(dtype).name}, found {a.dtype.name}")
+        if a.shape != want and not (len(dims) == 0 and a.size == 1):
+            raise ValueError(f"{name}: expected shape {want} ({', '.join(dims) or 'a scalar'}), found {a.shape}")
+        if not a.flags["C_CONTIGUOUS"]:
+            raise ValueError(f"{name}: expected a C-contiguous array (np.ascontiguousarray), found strides {a.strides}")
+        if written and not a.flags["WRITEABLE"]:
+            raise ValueError(f"{name}: the kernel writes it, found a read-only array")
+        keep.append(a)
+        args.append(a.ctypes.data_as(ctypes.c_void_p))
+        if written:
+            out.append(a)
+    rc = _fn(*args)
+    if rc != 0:
+        raise RuntimeError(f"the kernel returned {rc} (1: sizes it was not made for, 2: a null pointer)")
+    return out[0] if len(out) == 1 else tuple(out)
+"#;
