@@ -78,13 +78,7 @@ pub fn export(a: &ExportArgs) -> i32 {
     match crate::export::export(&o) {
         Ok(done) => {
             for e in done {
-                let sizes = match &e.sizes {
-                    crate::export::Sizes::RunTime => "sizes at run time".to_string(),
-                    crate::export::Sizes::Baked(b, why) => {
-                        let l: Vec<String> = b.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                        format!("sizes baked in ({}): {why}", l.join(", "))
-                    }
-                };
+                let sizes = crate::export::describe(&e.sizes);
                 println!("{}: verified, exported to {} ({sizes})", e.name, a.out.display());
                 for f in &e.files {
                     println!("  {}", f.display());
@@ -168,6 +162,10 @@ pub struct TuneArgs {
     /// tune-out/<space name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also export the winner (best.teml at the tuned sizes) to this directory, as `teml
+    /// export` does: a C library with a header and a Python module.
+    #[arg(long, value_name = "DIR")]
+    pub export: Option<PathBuf>,
     /// Compilers running at once (default: the cores).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -302,7 +300,37 @@ pub fn tune(a: &TuneArgs) -> i32 {
     } else {
         print!("{}", crate::tuner::summary(&report));
     }
-    if report.best.is_some() { 0 } else { 1 }
+    if report.best.is_none() {
+        return 1;
+    }
+    if let Some(dir) = &a.export {
+        let e = crate::export::ExportOptions {
+            program: o.out.join("best.teml"),
+            defines: o.defines.clone(),
+            params: BTreeMap::new(),
+            unchecked: o.unchecked,
+            kernels: Vec::new(),
+            out: dir.clone(),
+            flags: o.run.flags.clone(),
+        };
+        match crate::export::export(&e) {
+            Ok(done) => {
+                for x in done {
+                    eprintln!(
+                        "{}: exported to {} ({})",
+                        x.name,
+                        dir.display(),
+                        crate::export::describe(&x.sizes)
+                    );
+                }
+            }
+            Err(err) => {
+                eprintln!("error: --export: {err}");
+                return 1;
+            }
+        }
+    }
+    0
 }
 
 /// Named constants and the program file.

@@ -64,6 +64,17 @@ pub enum Sizes {
     Baked(Vec<(String, i64)>, String),
 }
 
+/// How a kernel takes its sizes, in words.
+pub fn describe(sizes: &Sizes) -> String {
+    match sizes {
+        Sizes::RunTime => "sizes at run time".to_string(),
+        Sizes::Baked(b, why) => {
+            let l: Vec<String> = b.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("sizes baked in ({}): {why}", l.join(", "))
+        }
+    }
+}
+
 /// One exported kernel.
 #[derive(Clone, Debug)]
 pub struct Exported {
@@ -75,20 +86,29 @@ pub struct Exported {
     pub files: Vec<PathBuf>,
 }
 
+/// Where a kernel comes from, for its header.
+#[derive(Clone, Debug, Default)]
+pub struct About {
+    /// The program (or the REPL session).
+    pub program: String,
+    /// The named constants and parameters it was evaluated with (`-D N=64`, `--param ...`).
+    pub with: Vec<String>,
+    /// Compiler flags.
+    pub flags: Flags,
+}
+
 /// Exports the kernels of `o.program`: each is verified first (a kernel that does not verify is
 /// not exported), then written and compiled into `o.out`.
 pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
-    let program = || {
-        Program::with_params(
-            &o.program,
-            o.defines.clone(),
-            o.unchecked,
-            crate::ir::Params { values: o.params.clone(), ..Default::default() },
-            pipeline::script_env_with(RunOptions::default(), true),
-        )
-    };
+    let program = Program::with_params(
+        &o.program,
+        o.defines.clone(),
+        o.unchecked,
+        crate::ir::Params { values: o.params.clone(), ..Default::default() },
+        pipeline::script_env_with(RunOptions::default(), true),
+    );
     let opts = RunOptions { flags: o.flags.clone(), ..RunOptions::default() };
-    let pipe = Pipeline::new(program(), opts.clone()).map_err(|e| e.with_hint().to_string())?;
+    let pipe = Pipeline::new(program, opts).map_err(|e| e.with_hint().to_string())?;
     let state = pipe.state().clone();
     if state.kernels.is_empty() {
         return Err(format!(
@@ -102,28 +122,47 @@ pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
             return Err(format!("--kernel: expected one of {}, found `{want}`", names.join(", ")));
         }
     }
-    std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
-    let compiler = crate::runtime::Compiler::detect().map_err(|e| e.to_string())?;
+    let mut with: Vec<String> = o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect();
+    with.extend(o.params.iter().map(|(n, v)| format!("--param {n}={v}")));
+    let about = About { program: o.program.display().to_string(), with, flags: o.flags.clone() };
     let mut out = Vec::new();
     for (k, name) in names.iter().enumerate() {
-        if !o.kernels.is_empty() && !o.kernels.contains(name) {
-            continue;
+        if o.kernels.is_empty() || o.kernels.contains(name) {
+            out.push(export_one(&pipe, &KernelRef::Codegen(k), name, &o.out, &about)?);
         }
-        let at = state.kernels[k].at.clone().unwrap_or_else(|| format!("kernel {}", k + 1));
-        let run = pipe.run(&KernelRef::Codegen(k)).map_err(|e| format!("{at}: kernel `{name}`: {e}"))?;
-        if run.verified.is_none() {
-            return Err(format!(
-                "{at}: kernel `{name}` does not match the reference ({}): not exported",
-                run.report.summary().trim()
-            ));
-        }
-        let inner = format!("{name}_kernel");
-        let kernel = generated(&state, k, &inner)?;
-        let sizes = sizes_of(o, &state, k, &inner, &kernel, &program)?;
-        let files = write(o, &state, k, name, &kernel, &sizes, &compiler)?;
-        out.push(Exported { name: name.clone(), sizes, files });
     }
     Ok(out)
+}
+
+/// Exports one kernel of a pipeline (a program's `codegen`, or a REPL session's nest) as `name`
+/// into `dir`, after verifying it.
+pub fn export_one(
+    pipe: &Pipeline,
+    which: &KernelRef,
+    name: &str,
+    dir: &Path,
+    about: &About,
+) -> Result<Exported, String> {
+    if !crate::ir::is_c_ident(name) {
+        return Err(format!("expected a C identifier as the kernel's name, found `{name}`"));
+    }
+    let state = pipe.state();
+    let req = which.request(state).map_err(|e| e.to_string())?;
+    let at = req.at.clone().unwrap_or_else(|| format!("`{name}`"));
+    let run = pipe.run(which).map_err(|e| format!("{at}: kernel `{name}`: {e}"))?;
+    if run.verified.is_none() {
+        return Err(format!(
+            "{at}: kernel `{name}` does not match the reference ({}): not exported",
+            run.report.summary().trim()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let compiler = crate::runtime::Compiler::detect().map_err(|e| e.to_string())?;
+    let inner = format!("{name}_kernel");
+    let kernel = generated(state, which, &inner)?;
+    let sizes = sizes_of(pipe, which, &inner, &kernel)?;
+    let files = write(about, dir, &req, name, &kernel, &sizes, &compiler)?;
+    Ok(Exported { name: name.to_string(), sizes, files })
 }
 
 /// The exported function's name: the kernel's (`codegen(l, "mm")`, else its nests'), else
@@ -133,9 +172,9 @@ fn public_name(state: &State, k: usize) -> String {
     if crate::ir::is_c_ident(&label) { label } else { format!("kernel{}", k + 1) }
 }
 
-/// The C of kernel `k` of `state`, its function named `inner`.
-fn generated(state: &State, k: usize, inner: &str) -> Result<CKernel, String> {
-    let req = &state.kernels[k];
+/// The C of kernel `which` of `state`, its function named `inner`.
+fn generated(state: &State, which: &KernelRef, inner: &str) -> Result<CKernel, String> {
+    let req = which.request(state).map_err(|e| e.to_string())?;
     let named: Vec<(Name, crate::ir::Nest)> =
         req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     crate::codegen::generate(state, inner, &named).map_err(|e| e.to_string())
@@ -152,15 +191,9 @@ fn without_defines(kernel: &CKernel, state: &State) -> String {
     s
 }
 
-/// Whether kernel `k` takes its sizes at run time (see the module's doc).
-fn sizes_of(
-    o: &ExportOptions,
-    state: &State,
-    k: usize,
-    inner: &str,
-    kernel: &CKernel,
-    program: &dyn Fn() -> Program,
-) -> Result<Sizes, String> {
+/// Whether kernel `which` takes its sizes at run time (see the module's doc).
+fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -> Result<Sizes, String> {
+    let state = pipe.state();
     let bound: Vec<(String, i64)> =
         kernel.consts.iter().map(|c| (c.to_string(), state.constant(c).unwrap_or(0))).collect();
     if bound.is_empty() {
@@ -172,22 +205,21 @@ fn sizes_of(
         let consts: BTreeMap<Name, i64> =
             bound.iter().map(|(n, v)| (Name::from(n.as_str()), other(*v).max(1))).collect();
         let words: Vec<String> = consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
-        let there = match program().eval_with(&consts) {
+        let there = match pipe.program().eval_with(&consts) {
             Ok(s) => s,
             Err(e) => {
                 let first = e.to_string().lines().next().unwrap_or_default().to_string();
                 return baked(format!("the path does not hold at {}: {first}", words.join(", ")));
             }
         };
-        if there.kernels.len() != state.kernels.len() {
-            return baked(format!("the program makes other kernels at {}", words.join(", ")));
-        }
-        let c = generated(&there, k, inner)?;
+        let c = match generated(&there, which, inner) {
+            Ok(c) => c,
+            Err(e) => return baked(format!("no kernel at {}: {e}", words.join(", "))),
+        };
         if without_defines(&c, &there) != here {
             return baked(format!("code generation writes other C at {}", words.join(", ")));
         }
     }
-    let _ = o;
     Ok(Sizes::RunTime)
 }
 
@@ -206,20 +238,27 @@ fn shape(p: &crate::codegen::Param) -> String {
 }
 
 fn write(
-    o: &ExportOptions,
-    state: &State,
-    k: usize,
+    about: &About,
+    dir: &Path,
+    req: &crate::ir::KernelRequest,
     name: &str,
     kernel: &CKernel,
     sizes: &Sizes,
     compiler: &crate::runtime::Compiler,
 ) -> Result<Vec<PathBuf>, String> {
     let inner = &kernel.name;
-    let req = &state.kernels[k];
-    let flags: Vec<String> = o.flags.opt.clone();
+    let flags: Vec<String> = about.flags.opt.clone();
     let run_time = *sizes == Sizes::RunTime;
     // The kernel's own C: its function static, no entry point, the sizes its arguments.
-    let mut body = if run_time { without_defines(kernel, state) } else { kernel.source.clone() };
+    let mut body = kernel.source.clone();
+    if run_time {
+        for c in &kernel.const_c_names {
+            if let Some(at) = body.find(&format!("#ifndef {c}\n#define {c} ")) {
+                let end = body[at..].find("#endif\n").map_or(at, |e| at + e + "#endif\n".len());
+                body.replace_range(at..end, "");
+            }
+        }
+    }
     if let Some(at) = body.find(&format!("void {}(void **args)", crate::codegen::ENTRY)) {
         body.truncate(at);
     }
@@ -275,16 +314,9 @@ fn write(
     let guard = format!("TEML_EXPORT_{}_H", name.to_uppercase());
     let _ = writeln!(h, "/* {name}: a kernel exported by teml {}.", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(h, " *");
-    let _ = writeln!(
-        h,
-        " * Program: {} ({})",
-        o.program.display(),
-        req.at.as_deref().unwrap_or("its codegen statement")
-    );
-    if !o.defines.is_empty() || !o.params.is_empty() {
-        let d: Vec<String> = o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect();
-        let p: Vec<String> = o.params.iter().map(|(n, v)| format!("--param {n}={v}")).collect();
-        let _ = writeln!(h, " * With: {}", [d, p].concat().join(" "));
+    let _ = writeln!(h, " * Program: {} ({})", about.program, req.at.as_deref().unwrap_or("its nest"));
+    if !about.with.is_empty() {
+        let _ = writeln!(h, " * With: {}", about.with.join(" "));
     }
     let _ = writeln!(h, " * Path (verified against the untransformed program before export):");
     let none = std::collections::BTreeSet::new();
@@ -347,7 +379,6 @@ fn write(
     let _ = writeln!(h, "int {name}({});\n", header_args.join(", "));
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif");
 
-    let dir = &o.out;
     let put = |file: &str, text: &str| -> Result<PathBuf, String> {
         let p = dir.join(file);
         std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;

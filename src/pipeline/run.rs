@@ -279,6 +279,11 @@ impl Pipeline {
         Pipeline { id, program, state, opts }
     }
 
+    /// The program (re-evaluable at other sizes).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
     /// The state at full size.
     pub fn state(&self) -> &State {
         &self.state

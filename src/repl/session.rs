@@ -42,6 +42,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         ":export FILE.teml",
         "write the session as a program in the paper's syntax (`teml run FILE.teml` replays it)",
     ),
+    (
+        ":export-kernel ID DIR",
+        "verify the nest ID and export it as a C library with a header and a Python module (teml export)",
+    ),
     (":quit", "leave (also Ctrl-D)"),
 ];
 
@@ -404,6 +408,36 @@ impl Repl {
                 self.diff(a, b)
             }
             ":export" => self.export(Path::new(need("a file")?)),
+            ":export-kernel" => {
+                let words: Vec<&str> = need("a loop nest and a directory")?.split_whitespace().collect();
+                let [id, dir] = words[..] else {
+                    return Err(format!(
+                        ":export-kernel: expected a loop nest and a directory, found `{arg}`"
+                    ));
+                };
+                self.request(id)?;
+                let opts = self.opts();
+                let about = crate::export::About {
+                    program: "a teml REPL session".into(),
+                    with: self.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect(),
+                    flags: opts.flags.clone(),
+                };
+                let pipe = Pipeline::with_state(self.program(), self.state.clone(), opts);
+                let e = crate::export::export_one(
+                    &pipe,
+                    &KernelRef::Nest(Name::from(id)),
+                    id,
+                    Path::new(dir),
+                    &about,
+                )
+                .map_err(|e| format!(":export-kernel: {e}"))?;
+                let files: Vec<String> = e.files.iter().map(|f| format!("  {}", f.display())).collect();
+                Ok(format!(
+                    "{id}: verified, exported ({})\n{}",
+                    crate::export::describe(&e.sizes),
+                    files.join("\n")
+                ))
+            }
             ":threads" => {
                 let n: usize = need("a number")?
                     .parse()

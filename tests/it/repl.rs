@@ -194,6 +194,10 @@ fn load_with_constants_diff_undo_redo_and_export() -> R {
     step(&mut p, "codegen(l4)", "kernel", t)?;
     let out = d.path().join("session.teml");
     step(&mut p, &format!(":export {}", out.display()), "exported", t)?;
+    // the nest as a library: verified first, then its header and libraries
+    let lib = d.path().join("lib");
+    step(&mut p, &format!(":export-kernel l4 {}", lib.display()), "l4: verified, exported", t)?;
+    step(&mut p, ":export-kernel l4", "expected a loop nest and a directory", t)?;
     p.send_line(":c l4")?;
     let shown = p.exp_string(t)?.replace('\r', "");
     p.send_line(":quit")?;
@@ -207,6 +211,12 @@ fn load_with_constants_diff_undo_redo_and_export() -> R {
         .unwrap();
     let exported = std::fs::read_to_string(&out).unwrap();
     assert!(run.status.success(), "{exported}\n{}", String::from_utf8_lossy(&run.stderr));
+    let h = std::fs::read_to_string(d.path().join("lib/l4.h")).unwrap();
+    assert!(
+        h.contains("int l4(") && h.contains("l4 = stripmine(") && h.contains("a teml REPL session"),
+        "{h}"
+    );
+    assert!(d.path().join("lib/libl4.so").is_file() && d.path().join("lib/l4.py").is_file());
     let c = String::from_utf8_lossy(&run.stdout).to_string();
     assert!(exported.contains("N = 16") && exported.contains("l4 = stripmine(l3, 3, 4)"), "{exported}");
     let body = |s: &str| {

@@ -373,3 +373,18 @@ fn a_fixed_param_holds_for_every_candidate() {
     assert_eq!(records.len(), 4);
     assert!(keys(&records).iter().all(|k| k.starts_with("order=[1, 3, 2];")), "{records:?}");
 }
+
+#[test]
+fn the_winner_is_exported_with_export() {
+    let dir = setup(SPACE);
+    let lib = dir.path().join("lib");
+    let (r, err) = tune(dir.path(), &["--budget", "3", "--export", lib.to_str().unwrap()]);
+    assert!(r["best"].is_object(), "{r}");
+    assert!(err.contains("exported to"), "{err}");
+    let h = std::fs::read_to_string(lib.join("p.h")).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert!(
+        h.contains("best.teml")
+            && h.contains("int p(int64_t N, const double *A, const double *B, double *C);"),
+        "{h}"
+    );
+}
