@@ -58,6 +58,9 @@ pub struct ExportArgs {
     /// Compiler flags instead of teml's defaults (`-O3 -march=native -fopenmp`).
     #[arg(long)]
     pub cflags: Option<String>,
+    /// Also write a Rust crate (DIR/rust/NAME) with a safe wrapper taking slices.
+    #[arg(long)]
+    pub rust: bool,
 }
 
 /// `teml export`.
@@ -74,6 +77,7 @@ pub fn export(a: &ExportArgs) -> i32 {
         kernels: a.kernels.clone(),
         out: a.out.clone(),
         flags,
+        rust: a.rust,
     };
     match crate::export::export(&o) {
         Ok(done) => {
@@ -312,6 +316,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             kernels: Vec::new(),
             out: dir.clone(),
             flags: o.run.flags.clone(),
+            rust: false,
         };
         match crate::export::export(&e) {
             Ok(done) => {

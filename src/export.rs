@@ -53,6 +53,8 @@ pub struct ExportOptions {
     pub out: PathBuf,
     /// Compiler flags (teml's defaults unless given).
     pub flags: Flags,
+    /// Also write a Rust crate with a safe wrapper.
+    pub rust: bool,
 }
 
 /// How an exported kernel takes its sizes.
@@ -95,6 +97,8 @@ pub struct About {
     pub with: Vec<String>,
     /// Compiler flags.
     pub flags: Flags,
+    /// Also write a Rust crate (`rust/NAME/`) with a safe wrapper over the static library.
+    pub rust: bool,
 }
 
 /// Exports the kernels of `o.program`: each is verified first (a kernel that does not verify is
@@ -124,7 +128,8 @@ pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
     }
     let mut with: Vec<String> = o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect();
     with.extend(o.params.iter().map(|(n, v)| format!("--param {n}={v}")));
-    let about = About { program: o.program.display().to_string(), with, flags: o.flags.clone() };
+    let about =
+        About { program: o.program.display().to_string(), with, flags: o.flags.clone(), rust: o.rust };
     let mut out = Vec::new();
     for (k, name) in names.iter().enumerate() {
         if o.kernels.is_empty() || o.kernels.contains(name) {
@@ -424,6 +429,9 @@ fn write(
     )?);
     files.push(put("Makefile", &makefile(&kernel_names_in(dir, name)?, &cc, &flags, openmp))?);
     files.push(put(&format!("{name}.py"), &python(name, kernel, sizes))?);
+    if about.rust {
+        files.extend(rust_crate(dir, name, kernel, sizes, openmp)?);
+    }
     Ok(files)
 }
 
@@ -463,6 +471,140 @@ fn makefile(names: &[String], cc: &str, flags: &[String], openmp: &str) -> Strin
     }
     let _ = writeln!(m, "clean:\n\trm -f {}\n\n.PHONY: all clean", libs.join(" "));
     m
+}
+
+/// A Rust `i64` expression for extent `d`, the named constants being variables.
+fn rust_expr(d: &crate::ir::Expr) -> String {
+    let mut s = String::new();
+    let _ = d.write_with(&mut s, &|a, f| match a {
+        crate::ir::Atom::Var(v) => write!(f, "{v}"),
+        crate::ir::Atom::Min(xs) | crate::ir::Atom::Max(xs) => {
+            let n = if matches!(a, crate::ir::Atom::Min(_)) { "min" } else { "max" };
+            let mut it = xs.iter().map(rust_expr);
+            let first = it.next().unwrap_or_default();
+            write!(f, "({first}){}", it.map(|x| format!(".{n}({x})")).collect::<String>())
+        }
+        crate::ir::Atom::FloorDiv(x, k) => write!(f, "({}).div_euclid({k})", rust_expr(x)),
+    });
+    format!("({s})")
+}
+
+/// `rust/NAME/`: a crate whose `NAME(sizes, slices)` checks the sizes and the slices' lengths
+/// and calls the static library (linked by its build script from the directory above).
+fn rust_crate(
+    dir: &Path,
+    name: &str,
+    kernel: &CKernel,
+    sizes: &Sizes,
+    openmp: &str,
+) -> Result<Vec<PathBuf>, String> {
+    let root = dir.join("rust").join(name);
+    std::fs::create_dir_all(root.join("src"))
+        .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let rs_type = |d: DType| if d == DType::Float { "f32" } else { "f64" };
+    let consts: Vec<String> = kernel.const_c_names.clone();
+    let mut ffi: Vec<String> = consts.iter().map(|c| format!("{c}: i64")).collect();
+    ffi.extend(
+        kernel.params.iter().map(|p| {
+            format!("{}: *{} {}", p.c_name, if p.written { "mut" } else { "const" }, rs_type(p.dtype))
+        }),
+    );
+    let mut args: Vec<String> = consts.iter().map(|c| format!("{c}: i64")).collect();
+    args.extend(
+        kernel
+            .params
+            .iter()
+            .map(|p| format!("{}: &{}[{}]", p.c_name, if p.written { "mut " } else { "" }, rs_type(p.dtype))),
+    );
+    let mut lib = format!(
+        "//! `{name}`: a kernel exported by teml {} (its header `{name}.h`, one directory up, says\n\
+         //! which path made it, with which compiler and flags). Every tensor is a row-major,\n\
+         //! contiguous slice.\n#![allow(non_snake_case)]\n\n\
+         /// Why a call was refused.\n#[derive(Debug, Clone, PartialEq, Eq)]\npub enum Error {{\n\
+         \x20   /// A size the kernel does not take (below 1, or not the one it was made for).\n\
+         \x20   Size {{ name: &'static str, found: i64, expected: String }},\n\
+         \x20   /// A slice whose length is not its tensor's number of elements.\n\
+         \x20   Length {{ name: &'static str, found: usize, expected: i64 }},\n\
+         \x20   /// The kernel returned this code.\n    Kernel(i32),\n}}\n\n\
+         impl std::fmt::Display for Error {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n\
+         \x20       match self {{\n\
+         \x20           Error::Size {{ name, found, expected }} => write!(f, \"size {{name}}={{found}}: expected {{expected}}\"),\n\
+         \x20           Error::Length {{ name, found, expected }} => write!(f, \"{{name}}: expected {{expected}} elements, found {{found}}\"),\n\
+         \x20           Error::Kernel(c) => write!(f, \"the kernel returned {{c}}\"),\n        }}\n    }}\n}}\n\n\
+         impl std::error::Error for Error {{}}\n\n\
+         unsafe extern \"C\" {{\n    #[link_name = \"{name}\"]\n    fn teml_{name}({}) -> i32;\n}}\n\n",
+        env!("CARGO_PKG_VERSION"),
+        ffi.join(", ")
+    );
+    let _ = writeln!(lib, "/// Runs `{name}` (see its header for each argument's shape and use).");
+    let _ = writeln!(lib, "pub fn {name}({}) -> Result<(), Error> {{", args.join(", "));
+    for c in &consts {
+        match sizes {
+            Sizes::Baked(b, _) => {
+                let v = b.iter().find(|(n, _)| n == c).map_or(0, |(_, v)| *v);
+                let _ = writeln!(
+                    lib,
+                    "    if {c} != {v} {{\n        return Err(Error::Size {{ name: \"{c}\", found: {c}, expected: \"{v} (baked in)\".into() }});\n    }}"
+                );
+            }
+            Sizes::RunTime => {
+                let _ = writeln!(
+                    lib,
+                    "    if !(1..=i32::MAX as i64).contains(&{c}) {{\n        return Err(Error::Size {{ name: \"{c}\", found: {c}, expected: \"1..=2^31-1\".into() }});\n    }}"
+                );
+            }
+        }
+    }
+    for p in &kernel.params {
+        let n = if p.dims.is_empty() {
+            "1".to_string()
+        } else {
+            p.dims.iter().map(rust_expr).collect::<Vec<_>>().join(" * ")
+        };
+        let _ = writeln!(
+            lib,
+            "    if {0}.len() as i64 != {n} {{\n        return Err(Error::Length {{ name: \"{0}\", found: {0}.len(), expected: {n} }});\n    }}",
+            p.c_name
+        );
+    }
+    let mut call: Vec<String> = consts.clone();
+    call.extend(
+        kernel
+            .params
+            .iter()
+            .map(|p| format!("{}.{}()", p.c_name, if p.written { "as_mut_ptr" } else { "as_ptr" })),
+    );
+    let _ = writeln!(
+        lib,
+        "    // SAFETY: every slice holds its tensor's elements (checked above), and the kernel\n    \
+         // touches nothing else.\n    match unsafe {{ teml_{name}({}) }} {{\n        0 => Ok(()),\n        c => Err(Error::Kernel(c)),\n    }}\n}}",
+        call.join(", ")
+    );
+    let omp = if openmp.is_empty() {
+        String::new()
+    } else {
+        "    println!(\"cargo:rustc-link-lib=gomp\");\n".to_string()
+    };
+    let build = format!(
+        "// Links the static library teml built (lib{name}.a) from the export directory.\nfn main() {{\n    \
+         println!(\"cargo:rustc-link-search=native={}\");\n    println!(\"cargo:rustc-link-lib=static={name}\");\n{omp}    \
+         println!(\"cargo:rustc-link-lib=m\");\n    println!(\"cargo:rerun-if-changed={}\");\n}}\n",
+        abs.display(),
+        abs.join(format!("lib{name}.a")).display()
+    );
+    let cargo = format!(
+        "[package]\nname = \"{}\"\nversion = \"0.1.0\"\nedition = \"2024\"\ndescription = \"The teml kernel {name} (safe wrapper)\"\n\
+         build = \"build.rs\"\n\n[lib]\npath = \"src/lib.rs\"\n\n[workspace]\n",
+        name.replace('_', "-")
+    );
+    let mut files = Vec::new();
+    for (f, text) in [("Cargo.toml", cargo), ("build.rs", build), ("src/lib.rs", lib)] {
+        let p = root.join(f);
+        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        files.push(p);
+    }
+    Ok(files)
 }
 
 /// A Python expression for extent `d` from the sizes dict `s`.

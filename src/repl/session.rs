@@ -421,6 +421,7 @@ impl Repl {
                     program: "a teml REPL session".into(),
                     with: self.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect(),
                     flags: opts.flags.clone(),
+                    rust: false,
                 };
                 let pipe = Pipeline::with_state(self.program(), self.state.clone(), opts);
                 let e = crate::export::export_one(

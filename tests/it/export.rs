@@ -181,3 +181,57 @@ fn unknown_kernels_and_kernels_that_do_not_verify_are_not_exported() {
     );
     assert!(!out.join("bad.h").exists());
 }
+
+#[test]
+fn a_rust_program_uses_the_safe_wrapper() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("lib");
+    let (ok, text) = export(
+        d.path(),
+        &[&format!("{ROOT}/examples/mm.teml"), "-D", "N=16", "-o", out.to_str().unwrap(), "--rust"],
+    );
+    assert!(ok, "{text}");
+    let user = d.path().join("user");
+    std::fs::create_dir_all(user.join("src")).unwrap();
+    std::fs::write(
+        user.join("Cargo.toml"),
+        "[package]\nname = \"user\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\nl = { path = \"../lib/rust/l\" }\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        user.join("src/main.rs"),
+        r#"fn main() {
+    for n in [1usize, 6, 19] {
+        let a: Vec<f64> = (0..n * n).map(|k| (k % 5) as f64 - 2.0).collect();
+        let b: Vec<f64> = (0..n * n).map(|k| (k % 3) as f64 * 0.5).collect();
+        let mut c = vec![7.0; n * n];
+        l::l(n as i64, &a, &b, &mut c).unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                let s: f64 = (0..n).map(|k| a[i * n + k] * b[k * n + j]).sum();
+                assert!((s - c[i * n + j]).abs() <= 1e-9 * (1.0 + s.abs()), "C[{i}][{j}]");
+            }
+        }
+    }
+    let (a, b, mut c) = (vec![0.0; 16], vec![0.0; 16], vec![0.0; 16]);
+    println!("{}", l::l(4, &a[1..], &b, &mut c).unwrap_err());
+    println!("{}", l::l(0, &a, &b, &mut c).unwrap_err());
+    println!("ok");
+}
+"#,
+    )
+    .unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = Command::new(cargo)
+        .args(["run", "-q", "--offline"])
+        .current_dir(&user)
+        .env("CARGO_TARGET_DIR", d.path().join("target"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && text.ends_with("ok\n"), "{text}");
+    assert!(
+        text.contains("A: expected 16 elements, found 15") && text.contains("size N=0: expected 1..=2^31-1"),
+        "{text}"
+    );
+}
