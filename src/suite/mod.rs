@@ -132,7 +132,11 @@ impl Suite {
 /// PolyBench's LARGE dataset, scaled where its sequential run would take more than a few
 /// seconds on 2 cores (time steps cut first, then extents; the ratio against Polly and the
 /// untransformed kernel is what the bench reports). gramschmidt runs with M >= N, where every
-/// column it normalizes is defined (with M < N the last columns are rounding noise).
+/// column it normalizes is defined (with M < N the last columns are rounding noise). ludcmp
+/// runs at N=200: its LU factorization without pivoting, on the seeded random fill (not
+/// PolyBench's well-conditioned matrix), loses accuracy with N, and from N=300 on the compiled
+/// kernel (its multiply-adds fused) and the reference differ beyond the tolerance; durbin's
+/// recursion likewise runs at N=120 (beyond, the seeded fill makes it diverge).
 pub const POLYBENCH_SIZES: &[(&str, &[(&str, i64)])] = &[
     ("2mm", &[("NI", 800), ("NJ", 900), ("NK", 1100), ("NL", 1200)]),
     ("3mm", &[("NI", 800), ("NJ", 900), ("NK", 1000), ("NL", 1100), ("NM", 1200)]),
@@ -144,7 +148,7 @@ pub const POLYBENCH_SIZES: &[(&str, &[(&str, i64)])] = &[
     ("covariance", &[("M", 1200), ("N", 1400)]),
     ("deriche", &[("W", 4096), ("H", 2160)]),
     ("doitgen", &[("NQ", 140), ("NR", 150), ("NP", 160)]),
-    ("durbin", &[("N", 2000)]),
+    ("durbin", &[("N", 120)]),
     ("fdtd-2d", &[("TMAX", 100), ("NX", 1000), ("NY", 1200)]),
     ("floyd-warshall", &[("N", 1000)]),
     ("gemm", &[("NI", 1000), ("NJ", 1100), ("NK", 1200)]),
@@ -155,7 +159,7 @@ pub const POLYBENCH_SIZES: &[(&str, &[(&str, i64)])] = &[
     ("jacobi-1d", &[("TSTEPS", 500), ("N", 2000)]),
     ("jacobi-2d", &[("TSTEPS", 100), ("N", 1300)]),
     ("lu", &[("N", 1200)]),
-    ("ludcmp", &[("N", 1200)]),
+    ("ludcmp", &[("N", 200)]),
     ("mvt", &[("N", 2000)]),
     ("nussinov", &[("N", 1000)]),
     ("seidel-2d", &[("TSTEPS", 20), ("N", 2000)]),
