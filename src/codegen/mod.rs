@@ -921,6 +921,7 @@ impl Cx<'_> {
         };
         let rhs = match lw.update {
             Update::Max | Update::Min => {
+                self.helpers.math = true;
                 let f = if lw.update == Update::Max { Func::Max } else { Func::Min };
                 format!("{}({lhs}, {rhs})", f.c_name(lw.target.dtype))
             }
