@@ -61,6 +61,10 @@ pub struct ExportArgs {
     /// Also write a Rust crate (DIR/rust/NAME) with a safe wrapper taking slices.
     #[arg(long)]
     pub rust: bool,
+    /// The exported function's name (a C identifier), for a single kernel: e.g. `--name mm`
+    /// for a tuned path whose kernel is called `p`.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 /// `teml export`.
@@ -78,6 +82,7 @@ pub fn export(a: &ExportArgs) -> i32 {
         out: a.out.clone(),
         flags,
         rust: a.rust,
+        name: a.name.clone(),
     };
     match crate::export::export(&o) {
         Ok(done) => {
@@ -317,6 +322,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             out: dir.clone(),
             flags: o.run.flags.clone(),
             rust: false,
+            name: None,
         };
         match crate::export::export(&e) {
             Ok(done) => {

@@ -55,6 +55,8 @@ pub struct ExportOptions {
     pub flags: Flags,
     /// Also write a Rust crate with a safe wrapper.
     pub rust: bool,
+    /// The exported function's name, for a single kernel (its own name otherwise).
+    pub name: Option<String>,
 }
 
 /// How an exported kernel takes its sizes.
@@ -130,11 +132,19 @@ pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
     with.extend(o.params.iter().map(|(n, v)| format!("--param {n}={v}")));
     let about =
         About { program: o.program.display().to_string(), with, flags: o.flags.clone(), rust: o.rust };
+    let chosen: Vec<usize> =
+        (0..names.len()).filter(|k| o.kernels.is_empty() || o.kernels.contains(&names[*k])).collect();
+    if o.name.is_some() && chosen.len() != 1 {
+        return Err(format!(
+            "--name: expected one kernel to name, found {} ({}); choose one with --kernel",
+            chosen.len(),
+            chosen.iter().map(|k| names[*k].as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let mut out = Vec::new();
-    for (k, name) in names.iter().enumerate() {
-        if o.kernels.is_empty() || o.kernels.contains(name) {
-            out.push(export_one(&pipe, &KernelRef::Codegen(k), name, &o.out, &about)?);
-        }
+    for k in chosen {
+        let name = o.name.as_ref().unwrap_or(&names[k]);
+        out.push(export_one(&pipe, &KernelRef::Codegen(k), name, &o.out, &about)?);
     }
     Ok(out)
 }
