@@ -195,12 +195,13 @@ fn generated(state: &State, which: &KernelRef, inner: &str) -> Result<CKernel, S
     crate::codegen::generate(state, inner, &named).map_err(|e| e.to_string())
 }
 
-/// `source` without the `#define` blocks of its named constants.
-fn without_defines(kernel: &CKernel, state: &State) -> String {
+/// The kernel's C without the `#ifndef C / #define C v / #endif` blocks of its named constants.
+fn without_defines(kernel: &CKernel) -> String {
     let mut s = kernel.source.clone();
-    for (t, c) in kernel.consts.iter().zip(&kernel.const_c_names) {
-        if let Some(v) = state.constant(t) {
-            s = s.replace(&format!("#ifndef {c}\n#define {c} {v}\n#endif\n"), "");
+    for c in &kernel.const_c_names {
+        if let Some(at) = s.find(&format!("#ifndef {c}\n#define {c} ")) {
+            let end = s[at..].find("#endif\n").map_or(at, |e| at + e + "#endif\n".len());
+            s.replace_range(at..end, "");
         }
     }
     s
@@ -215,7 +216,7 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
         return Ok(Sizes::RunTime);
     }
     let baked = |why: String| Ok(Sizes::Baked(bound.clone(), why));
-    let here = without_defines(kernel, state);
+    let here = without_defines(kernel);
     for other in [|v: i64| v + 1, |v: i64| v / 2 + 3] {
         let consts: BTreeMap<Name, i64> =
             bound.iter().map(|(n, v)| (Name::from(n.as_str()), other(*v).max(1))).collect();
@@ -231,7 +232,7 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
             Ok(c) => c,
             Err(e) => return baked(format!("no kernel at {}: {e}", words.join(", "))),
         };
-        if without_defines(&c, &there) != here {
+        if without_defines(&c) != here {
             return baked(format!("code generation writes other C at {}", words.join(", ")));
         }
     }
@@ -265,15 +266,7 @@ fn write(
     let flags: Vec<String> = about.flags.opt.clone();
     let run_time = *sizes == Sizes::RunTime;
     // The kernel's own C: its function static, no entry point, the sizes its arguments.
-    let mut body = kernel.source.clone();
-    if run_time {
-        for c in &kernel.const_c_names {
-            if let Some(at) = body.find(&format!("#ifndef {c}\n#define {c} ")) {
-                let end = body[at..].find("#endif\n").map_or(at, |e| at + e + "#endif\n".len());
-                body.replace_range(at..end, "");
-            }
-        }
-    }
+    let mut body = if run_time { without_defines(kernel) } else { kernel.source.clone() };
     if let Some(at) = body.find(&format!("void {}(void **args)", crate::codegen::ENTRY)) {
         body.truncate(at);
     }
@@ -300,14 +293,16 @@ fn write(
     let _ = writeln!(c, "#include <stdint.h>\n#include \"{name}.h\"\n");
     c.push_str(&body);
     let _ = writeln!(c, "int {name}({})\n{{", args.join(", "));
-    for (cn, (_, v)) in kernel.const_c_names.iter().zip(match sizes {
-        Sizes::Baked(b, _) => b.clone(),
-        Sizes::RunTime => kernel.consts.iter().map(|c| (c.to_string(), 0)).collect(),
-    }) {
-        if run_time {
-            let _ = writeln!(c, "  if ({cn} < 1 || {cn} > INT32_MAX) return TEML_ERR_SIZE;");
-        } else {
-            let _ = writeln!(c, "  if (teml_{cn} != {v}) return TEML_ERR_SIZE;");
+    match sizes {
+        Sizes::RunTime => {
+            for cn in &kernel.const_c_names {
+                let _ = writeln!(c, "  if ({cn} < 1 || {cn} > INT32_MAX) return TEML_ERR_SIZE;");
+            }
+        }
+        Sizes::Baked(b, _) => {
+            for (cn, (_, v)) in kernel.const_c_names.iter().zip(b) {
+                let _ = writeln!(c, "  if (teml_{cn} != {v}) return TEML_ERR_SIZE;");
+            }
         }
     }
     if !kernel.params.is_empty() {

@@ -25,31 +25,21 @@ struct Bound {
     e: Expr,
 }
 
-fn lowers(lb: &Expr) -> Option<Vec<Bound>> {
-    match lb.atom_plus() {
-        // v >= r + max(a, b)  <=>  v >= r + a and v >= r + b
-        Some((Atom::Max(xs), r)) => xs
+/// A loop's lower (`upper = false`) or upper bound as a conjunction of [`Bound`]s:
+/// `v >= r + max(a, b)` is `v >= r + a and v >= r + b` (likewise `min` for an upper bound), and
+/// `v >= floor(e/d) + r` is `d*(v-r) >= e - d + 1` (`v <= floor(e/d) + r`: `d*(v-r) <= e`).
+fn split_bounds(e: &Expr, upper: bool) -> Option<Vec<Bound>> {
+    match (e.atom_plus(), upper) {
+        (Some((Atom::Max(xs), r)), false) | (Some((Atom::Min(xs), r)), true) => xs
             .iter()
-            .map(|x| lowers(&x.add(&r)))
+            .map(|x| split_bounds(&x.add(&r), upper))
             .collect::<Option<Vec<_>>>()
             .map(|v| v.into_iter().flatten().collect()),
-        // v >= floor(e/d) + r  <=>  d*(v-r) >= e - d + 1
-        Some((Atom::FloorDiv(e, d), r)) => Some(vec![Bound { d: *d, e: e.add_int(1 - d).add(&r.scale(*d)) }]),
-        _ => Some(vec![Bound { d: 1, e: lb.clone() }]),
-    }
-}
-
-fn uppers(ub: &Expr) -> Option<Vec<Bound>> {
-    match ub.atom_plus() {
-        // v <= r + min(a, b)  <=>  v <= r + a and v <= r + b
-        Some((Atom::Min(xs), r)) => xs
-            .iter()
-            .map(|x| uppers(&x.add(&r)))
-            .collect::<Option<Vec<_>>>()
-            .map(|v| v.into_iter().flatten().collect()),
-        // v <= floor(e/d) + r  <=>  d*(v-r) <= e
-        Some((Atom::FloorDiv(e, d), r)) => Some(vec![Bound { d: *d, e: e.add(&r.scale(*d)) }]),
-        _ => Some(vec![Bound { d: 1, e: ub.clone() }]),
+        (Some((Atom::FloorDiv(f, d), r)), _) => {
+            let slack = if upper { 0 } else { 1 - d };
+            Some(vec![Bound { d: *d, e: f.add_int(slack).add(&r.scale(*d)) }])
+        }
+        _ => Some(vec![Bound { d: 1, e: e.clone() }]),
     }
 }
 
@@ -63,13 +53,13 @@ fn split(e: &Expr, x: &Name, y: &Name) -> Option<(i64, i64, Expr)> {
 fn constraints(l: &Loop, v: &Name, x: &Name, y: &Name) -> Option<Vec<Cons>> {
     let mut out = Vec::new();
     let along = |cx: i64, cy: i64| if v == x { (cx, cy) } else { (cy, cx) };
-    for Bound { d, e } in lowers(&l.lb)? {
+    for Bound { d, e } in split_bounds(&l.lb, false)? {
         // d*v - e >= 0
         let (cx, cy, r) = split(&e, x, y)?;
         let (dv_x, dv_y) = along(d, 0);
         out.push(Cons { a: dv_x - cx, b: dv_y - cy, r: r.scale(-1) });
     }
-    for Bound { d, e } in uppers(&l.ub)? {
+    for Bound { d, e } in split_bounds(&l.ub, true)? {
         // e - d*v >= 0
         let (cx, cy, r) = split(&e, x, y)?;
         let (dv_x, dv_y) = along(d, 0);
