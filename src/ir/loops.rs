@@ -441,6 +441,28 @@ impl Layout {
     }
 }
 
+/// How `focus` names a loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoopAddr {
+    /// The loop at this level (1-based) of the single path.
+    Level(i64),
+    /// The loop of this iterator; with `Some(k)`, the k-th such loop in program order.
+    Iter(String, Option<usize>),
+}
+
+impl LoopAddr {
+    /// `"k"` or `"k#2"`.
+    pub fn parse(s: &str) -> Option<LoopAddr> {
+        let (name, nth) = match s.split_once('#') {
+            Some((n, k)) => (n.trim(), Some(k.trim().parse::<usize>().ok()?)),
+            None => (s.trim(), None),
+        };
+        let ok = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+        ok.then(|| LoopAddr::Iter(name.to_string(), nth))
+    }
+}
+
 /// A callback for each statement instance, with the values of the enclosing iterators.
 pub type InstanceFn<'a> = dyn FnMut(&TExpr, &[(Name, i64)]) + 'a;
 
@@ -472,6 +494,12 @@ pub struct Nest {
     /// Empty in a state saved by an older teml: each origin's `build`, one after the other.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub program: Vec<LNode>,
+    /// `focus(l, "k")`: the loop that levels count from, as child positions from the top
+    /// (`[0, 1]`: the second item of the body of the first top-level loop); empty: the whole
+    /// nest. Transformations of a focused nest rewrite that loop's sub-tree ([`Nest::view`])
+    /// and splice it back ([`Nest::splice`]): loops below a branch are addressed this way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub focus: Vec<usize>,
 }
 
 impl Nest {
@@ -484,6 +512,7 @@ impl Nest {
             history: Default::default(),
             layouts: BTreeMap::new(),
             over: BTreeMap::new(),
+            focus: Vec::new(),
         }
     }
 
@@ -496,7 +525,163 @@ impl Nest {
             layouts: self.layouts.clone(),
             over: self.over.clone(),
             program: self.program.clone(),
+            focus: Vec::new(),
         }
+    }
+
+    /// The loop `focus` points to, if any.
+    pub fn focused(&self) -> Option<&Arc<Loop>> {
+        let (last, above) = self.focus.split_last()?;
+        let mut items: &[LNode] = &self.items;
+        for k in above {
+            items = &items.get(*k)?.as_loop()?.body;
+        }
+        items.get(*last)?.as_loop()
+    }
+
+    /// The focused loop's sub-tree as a nest of its own (the same program, layouts and
+    /// history): what transformations of a focused nest rewrite. The whole nest where there
+    /// is no focus.
+    pub fn view(&self) -> Nest {
+        match self.focused() {
+            None => Nest { focus: Vec::new(), ..self.clone() },
+            Some(l) => Nest { items: vec![LNode::Loop(l.clone())], focus: Vec::new(), ..self.clone() },
+        }
+    }
+
+    /// The iterators of the loops around the focused loop, outermost first.
+    pub fn outer_iters(&self) -> Vec<Name> {
+        let mut out = Vec::new();
+        let mut items: &[LNode] = &self.items;
+        for k in self.focus.iter().take(self.focus.len().saturating_sub(1)) {
+            match items.get(*k).and_then(|x| x.as_loop()) {
+                Some(l) => {
+                    out.push(l.iter.clone());
+                    items = &l.body;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// This nest with its focused loop replaced by the items of `sub` (a rewrite of
+    /// [`Nest::view`]), taking `sub`'s layouts and stored-over tensors. The focus stays on the
+    /// rewritten loop where it is still one loop, else moves to the loop around it.
+    pub fn splice(&self, sub: Nest) -> Nest {
+        let Some((last, above)) = self.focus.split_last() else { return sub };
+        fn go(items: &[LNode], above: &[usize], last: usize, new: &[LNode]) -> Vec<LNode> {
+            match above.split_first() {
+                None => {
+                    let mut out = items[..last].to_vec();
+                    out.extend(new.iter().cloned());
+                    out.extend(items[last + 1..].iter().cloned());
+                    out
+                }
+                Some((k, rest)) => {
+                    let mut out = items.to_vec();
+                    if let Some(LNode::Loop(l)) = items.get(*k) {
+                        out[*k] = LNode::Loop(l.with_body(go(&l.body, rest, last, new)));
+                    }
+                    out
+                }
+            }
+        }
+        let single = matches!(sub.items.as_slice(), [LNode::Loop(_)]);
+        Nest {
+            items: go(&self.items, above, *last, &sub.items),
+            focus: if single { self.focus.clone() } else { above.to_vec() },
+            ..sub
+        }
+    }
+
+    /// Every loop of the tree with its position (child indices from the top), outermost first.
+    pub fn loops_with_positions(&self) -> Vec<(Vec<usize>, Arc<Loop>)> {
+        fn go(items: &[LNode], at: &mut Vec<usize>, out: &mut Vec<(Vec<usize>, Arc<Loop>)>) {
+            for (k, x) in items.iter().enumerate() {
+                if let LNode::Loop(l) = x {
+                    at.push(k);
+                    out.push((at.clone(), l.clone()));
+                    go(&l.body, at, out);
+                    at.pop();
+                }
+            }
+        }
+        let mut out = Vec::new();
+        go(&self.items, &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// `focus(l, "k")`, `focus(l, "k#2")`: the nest focused on the loop of iterator `k` (the
+    /// second such loop in program order) of the whole nest; `focus(l, r)`: on the loop at
+    /// level r of the current view's single path (from the current focus). An address that
+    /// names no loop, or several, is an error that lists the loops and their addresses.
+    pub fn focus_on(&self, addr: &LoopAddr) -> Result<Nest, String> {
+        let relative = matches!(addr, LoopAddr::Level(_)) && self.focused().is_some();
+        let base = if relative { self.focus.clone() } else { Vec::new() };
+        let view = if relative { self.view() } else { Nest { focus: Vec::new(), ..self.clone() } };
+        let loops = view.loops_with_positions();
+        let listing = || {
+            let mut seen: BTreeMap<Name, usize> = BTreeMap::new();
+            let names: Vec<String> = loops
+                .iter()
+                .map(|(_, l)| {
+                    let n = seen.entry(l.iter.clone()).or_insert(0);
+                    *n += 1;
+                    let many = loops.iter().filter(|(_, m)| m.iter == l.iter).count() > 1;
+                    if many {
+                        format!("\"{}#{n}\" ({})", l.iter, l.header())
+                    } else {
+                        format!("\"{}\" ({})", l.iter, l.header())
+                    }
+                })
+                .collect();
+            names.join(", ")
+        };
+        let local: Vec<usize> = match addr {
+            LoopAddr::Level(r) => {
+                let path = view.path();
+                if *r < 1 || *r as usize > path.len() {
+                    return Err(format!(
+                        "a level 1..={} on the single path from the root, or a loop's address: {}; found {r}",
+                        path.len(),
+                        listing()
+                    ));
+                }
+                vec![0; *r as usize]
+            }
+            LoopAddr::Iter(name, nth) => {
+                let hits: Vec<&Vec<usize>> =
+                    loops.iter().filter(|(_, l)| &*l.iter == name.as_str()).map(|(p, _)| p).collect();
+                match (hits.len(), nth) {
+                    (0, _) => {
+                        return Err(format!("a loop of the nest: {}; found no loop `{name}`", listing()));
+                    }
+                    (1, None) => hits[0].clone(),
+                    (n, None) => {
+                        return Err(format!(
+                            "a single loop: `{name}` names {n} loops, address one as \"{name}#1\" to \"{name}#{n}\" (program order): {}",
+                            listing()
+                        ));
+                    }
+                    (n, Some(k)) if *k >= 1 && *k <= n => hits[k - 1].clone(),
+                    (1, Some(k)) => {
+                        return Err(format!("\"{name}\" (a single loop): {}; found `{name}#{k}`", listing()));
+                    }
+                    (n, Some(k)) => {
+                        return Err(format!("`{name}#1` to `{name}#{n}`: {}; found `{name}#{k}`", listing()));
+                    }
+                }
+            }
+        };
+        // The view's top item is the focused loop itself (position 0 there).
+        let mut focus = base.clone();
+        if base.is_empty() {
+            focus = local;
+        } else {
+            focus.extend(local.into_iter().skip(1));
+        }
+        Ok(Nest { focus, ..self.clone() })
     }
 
     /// The top-level items.
@@ -574,6 +759,9 @@ impl Nest {
         for (y, x) in &self.over {
             let _ = writeln!(out, "in place: {y} is stored over {x}");
         }
+        if let Some(l) = self.focused() {
+            let _ = writeln!(out, "focus: for {} (levels count from it)", l.header());
+        }
         out
     }
 
@@ -636,5 +824,67 @@ fn run(
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lp(iter: &str, body: Vec<LNode>) -> LNode {
+        LNode::Loop(Arc::new(Loop {
+            iter: Name::from(iter),
+            lb: Expr::int(0),
+            ub: Expr::var("N"),
+            step: 1,
+            annot: Annotations::default(),
+            body,
+        }))
+    }
+
+    /// `i [j [k]; j; m]`
+    fn branchy() -> Nest {
+        Nest::new(
+            vec![lp("i", vec![lp("j", vec![lp("k", vec![])]), lp("j", vec![]), lp("m", vec![])])],
+            vec![],
+        )
+    }
+
+    #[test]
+    fn focus_views_and_splices_a_loop_below_a_branch() {
+        let n = branchy();
+        assert_eq!(n.path().len(), 1);
+        let f = n.focus_on(&LoopAddr::Iter("k".into(), None)).unwrap();
+        assert_eq!(f.focus, vec![0, 0, 0]);
+        assert_eq!(f.view().path().iter().map(|l| l.iter.to_string()).collect::<Vec<_>>(), ["k"]);
+        assert_eq!(f.outer_iters(), vec![Name::from("i"), Name::from("j")]);
+        // "j#2", then a level relative to it, then the whole nest again
+        let j2 = n.focus_on(&LoopAddr::Iter("j".into(), Some(2))).unwrap();
+        assert_eq!(j2.focus, vec![0, 1]);
+        assert!(n.focus_on(&LoopAddr::Iter("j".into(), None)).unwrap_err().contains("names 2 loops"));
+        assert!(n.focus_on(&LoopAddr::Iter("j".into(), Some(3))).is_err());
+        let j1 = n.focus_on(&LoopAddr::Iter("j".into(), Some(1))).unwrap();
+        assert_eq!(j1.focus_on(&LoopAddr::Level(2)).unwrap().focus, vec![0, 0, 0]);
+        assert!(j1.focus_on(&LoopAddr::Level(3)).is_err());
+        // one loop back: the focus stays; several items back: it moves to the loop around
+        let one = j2.splice(Nest::new(vec![lp("q", vec![])], vec![]));
+        assert_eq!(one.focus, vec![0, 1]);
+        assert_eq!(one.focused().map(|l| l.iter.to_string()), Some("q".into()));
+        let two = j2.splice(Nest::new(vec![lp("q", vec![]), lp("r", vec![])], vec![]));
+        assert_eq!(two.focus, vec![0]);
+        let top: Vec<String> = two.items[0].as_loop().unwrap().body.iter().map(|x| x.describe()).collect();
+        assert_eq!(top, ["loop j in [0, N]", "loop q in [0, N]", "loop r in [0, N]", "loop m in [0, N]"]);
+        assert!(two.tree().ends_with("focus: for i in [0, N] (levels count from it)\n"));
+        // the untouched sub-trees are shared, not copied
+        let (a, b) = (n.items[0].as_loop().unwrap(), two.items[0].as_loop().unwrap());
+        assert!(matches!((&a.body[0], &b.body[0]), (LNode::Loop(x), LNode::Loop(y)) if Arc::ptr_eq(x, y)));
+    }
+
+    #[test]
+    fn addresses_parse() {
+        assert_eq!(LoopAddr::parse("k"), Some(LoopAddr::Iter("k".into(), None)));
+        assert_eq!(LoopAddr::parse("j#2"), Some(LoopAddr::Iter("j".into(), Some(2))));
+        assert_eq!(LoopAddr::parse("j#"), None);
+        assert_eq!(LoopAddr::parse("1j"), None);
     }
 }

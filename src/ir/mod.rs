@@ -11,7 +11,7 @@ pub mod texpr;
 
 pub use expr::{Atom, EvalError, Expr, Name, Overflow, is_c_ident, name, parse_define};
 pub use history::{History, StepArg, Writer};
-pub use loops::{Annotations, LNode, Layout, Loop, Nest, PackLayout};
+pub use loops::{Annotations, LNode, Layout, Loop, LoopAddr, Nest, PackLayout};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
 pub use state::{Init, KernelRequest, State, Value, real_leaf};

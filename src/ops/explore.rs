@@ -56,11 +56,12 @@ pub fn permute(nest: &Nest, order: &[usize]) -> Option<Nest> {
 /// the single path) that is expressible and legal at the program's sizes, in lexicographic
 /// order; the identity first.
 pub fn permutations(state: &State, nest: &Nest, depth: usize) -> Result<Vec<Vec<usize>>, String> {
-    let d = depth.min(nest.path().len()).min(MAX_PERMUTED);
+    let view = nest.view();
+    let d = depth.min(view.path().len()).min(MAX_PERMUTED);
     let mut out = Vec::new();
     let mut perm: Vec<usize> = (1..=d).collect();
     loop {
-        if let Some(n) = permute(nest, &perm)
+        if let Some(n) = permute(&view, &perm).map(|p| nest.splice(p))
             && check_here(state, &n)?.is_ok()
         {
             out.push(perm.clone());
@@ -102,17 +103,18 @@ impl Parallelism {
     }
 }
 
-/// Each loop on the nest's single path, outermost first: its level, iterator and whether it
+/// Each loop on the nest's single path (from its focus), outermost first: its level, iterator and whether it
 /// can run in parallel, decided by isl at the program's sizes (`analysis::legality::carries`,
 /// and the check `parallelize` makes).
 pub fn parallelism(state: &State, nest: &Nest) -> Result<Vec<(usize, crate::ir::Name, Parallelism)>, String> {
     let mut out = Vec::new();
-    for (k, l) in nest.path().iter().enumerate() {
+    let view = nest.view();
+    for (k, l) in view.path().iter().enumerate() {
         let level = k + 1;
         let p = if !crate::analysis::legality::carries(state, nest, l)? {
             Parallelism::Independent
         } else {
-            match super::transform::parallelize(nest, level as i64) {
+            match super::transform::parallelize(&view, level as i64).map(|p| nest.splice(p)) {
                 Ok(n) if check_here(state, &n)?.is_ok() => Parallelism::Reduction,
                 _ => Parallelism::Carried,
             }

@@ -117,7 +117,15 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
         // Validation (arguments, levels, patterns) inside `f`, then the rewrite, then the
         // legality of the result for the builtins whose entry says `checked`.
         Some(Call::Value(f)) => {
-            let mut v = f(state, args)?;
+            let mut v = match focused_first(state, name, args)? {
+                // A focused nest: the builtin rewrites the focused loop's sub-tree, which is
+                // spliced back; legality below checks the whole nest.
+                Some((full, view_args)) => match f(state, &view_args)? {
+                    Value::Nest(sub) => Value::Nest(splice_checked(name, &full, sub)?),
+                    other => other,
+                },
+                None => f(state, args)?,
+            };
             if let Value::Nest(n) = &mut v {
                 if lookup(name).is_some_and(|b| b.checked) && !state.unchecked {
                     legal(state, name, n)?;
@@ -134,6 +142,75 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
         }),
         None => Err(unknown_builtin(name)),
     }
+}
+
+/// Builtins that take a nest first and rewrite it where it is focused (`focus`); the others
+/// that take nests (`build`, `around`, `fuse_outer`, `focus` itself) see whole nests.
+fn works_on_view(name: &str) -> bool {
+    !matches!(name, "build" | "around" | "fuse_outer" | "focus")
+        && lookup(name).is_some_and(|b| b.returns == Returns::Nest)
+}
+
+/// Where `args[0]` is a focused nest and `name` rewrites nests: the whole nest, and the
+/// arguments with the focused loop's sub-tree in its place.
+fn focused_first(state: &State, name: &str, args: &[ArgVal]) -> Result<Option<(Nest, Vec<ArgVal>)>> {
+    let nest_at = |a: &ArgVal| match a {
+        ArgVal::Value(Value::Nest(n)) => Some(n.clone()),
+        ArgVal::Word(w) => match state.get(w) {
+            Some(Value::Nest(n)) => Some(n.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if name == "fuse_outer" {
+        for (k, a) in args.iter().enumerate().take(2) {
+            if let Some(l) = nest_at(a).as_ref().and_then(|n| n.focused().cloned()) {
+                return Err(Error::BadArgument {
+                    builtin: name.into(),
+                    arg: Arg::new(k + 1, "nest"),
+                    expected: "a whole nest (fuse_outer fuses top-level loops; `focus(l)` drops a focus, \
+                               `fuse_inner` fuses loops inside one)"
+                        .into(),
+                    found: format!("a nest focused on the loop {}", l.header()),
+                });
+            }
+        }
+        return Ok(None);
+    }
+    if !works_on_view(name) {
+        return Ok(None);
+    }
+    let Some(full) = args.first().and_then(nest_at).filter(|n| n.focused().is_some()) else {
+        return Ok(None);
+    };
+    let mut view_args = args.to_vec();
+    view_args[0] = ArgVal::Value(Value::Nest(full.view()));
+    Ok(Some((full, view_args)))
+}
+
+/// `full` with its focused loop replaced by `sub`; refused where a loop of `sub` takes the
+/// iterator of a loop around the focus (a fresh name made on the sub-tree alone).
+fn splice_checked(name: &str, full: &Nest, sub: Nest) -> Result<Nest> {
+    let outer = full.outer_iters();
+    let mut clash = None;
+    for x in &sub.items {
+        x.visit_loops(&mut |l| {
+            if clash.is_none() && outer.contains(&l.iter) {
+                clash = Some(l.header());
+            }
+        });
+    }
+    if let Some(h) = clash {
+        return Err(Error::Limit {
+            builtin: name.into(),
+            reason: format!(
+                "expected new loops with iterators other than those of the loops around the focus ({}), \
+                 found the loop {h}",
+                outer.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    Ok(full.splice(sub))
 }
 
 /// An argument as the history of a nest records it: nests (given as values, or by their
@@ -787,6 +864,26 @@ fn b_distribute(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::distribute(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
+fn b_focus(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let usage = "focus(l), focus(l, r) or focus(l, \"k\") / focus(l, \"k#2\")";
+    let a = Args::new("focus", s, a, 1, 2, usage)?;
+    let l = a.nest(1, "nest")?;
+    let addr = match a.get(2) {
+        ArgVal::Omitted => return Ok(n(Nest { focus: Vec::new(), ..l })),
+        ArgVal::Str(x) => crate::ir::LoopAddr::parse(x).ok_or_else(|| {
+            a.wrong(2, "loop", "a loop's iterator, \"k\", or \"k#2\" for the second loop of iterator k")
+        })?,
+        ArgVal::Word(w) if s.constant(w).is_none() => crate::ir::LoopAddr::Iter(w.to_string(), None),
+        _ => crate::ir::LoopAddr::Level(a.int(2, "level")?),
+    };
+    l.focus_on(&addr).map(n).map_err(|e| Error::BadArgument {
+        builtin: "focus".into(),
+        arg: Arg::new(2, "loop"),
+        expected: e.split("; found ").next().unwrap_or(&e).to_string(),
+        found: e.split("; found ").nth(1).unwrap_or("another address").to_string(),
+    })
+}
+
 fn b_interchange(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("interchange", s, a, 2, 3, "interchange(l, r1, r2) or interchange(l, [r1, r2])")?;
     let l = a.nest(1, "nest")?;
@@ -1390,6 +1487,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_around),
+    },
+    Builtin {
+        name: "focus",
+        signature: "focus(l, \"k\") | focus(l, \"k#2\") | focus(l, r) | focus(l)",
+        equation: "eq. 2 (extension: an address below a branch)",
+        summary: "l with its levels counted from the loop of iterator k (\"k#2\": the second such loop of the nest in program order; r: the loop at level r from the current focus), so that loops below a branch (in a sequence) can be transformed; every later transformation rewrites that loop's sub-tree and is checked on the whole nest; focus(l): the whole nest again",
+        example: "l2 = interchange(focus(l, \"j#2\"), 1, 2)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_focus),
     },
     Builtin {
         name: "stripmine",

@@ -253,7 +253,8 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
     engine.register_fn("legal_permutations", move |l: Dynamic, d: i64| p2(&l, Some(d)));
     let sh = shared.clone();
     engine.register_fn("permute", move |l: Dynamic, order: Array| -> RhaiResult<Dynamic> {
-        let n = nest_of(&l, "permute")?;
+        let full = nest_of(&l, "permute")?;
+        let n = full.view();
         let order: Vec<usize> = order
             .iter()
             .map(|x| x.as_int().map(|v| v.max(0) as usize))
@@ -269,6 +270,7 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             .into());
         }
         let Some(p) = crate::ops::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
+        let p = if full.focused().is_some() { full.splice(p) } else { p };
         let state = sh.state.borrow();
         if !state.unchecked {
             ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
@@ -283,10 +285,15 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
         Ok(rs.into_iter().map(|r| Dynamic::from(r as i64)).collect())
     });
     engine.register_fn("depth", |l: Dynamic| -> RhaiResult<i64> {
-        Ok(nest_of(&l, "depth")?.path().len() as i64)
+        Ok(nest_of(&l, "depth")?.view().path().len() as i64)
     });
     engine.register_fn("iterators", |l: Dynamic| -> RhaiResult<Array> {
-        Ok(nest_of(&l, "iterators")?.path().iter().map(|x| Dynamic::from(x.iter.to_string())).collect())
+        Ok(nest_of(&l, "iterators")?
+            .view()
+            .path()
+            .iter()
+            .map(|x| Dynamic::from(x.iter.to_string()))
+            .collect())
     });
     engine.register_fn("iter", |s: ImmutableString| -> RhaiResult<IndexVal> {
         let ok = s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')

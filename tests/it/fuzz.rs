@@ -675,7 +675,7 @@ impl Gen<'_> {
 
     /// One random transformation of nest `cur`, kept when it evaluates and stays small.
     fn step(&mut self, cur: &str) -> Option<String> {
-        let depth = self.nest(cur)?.path().len().max(1);
+        let depth = self.nest(cur)?.view().path().len().max(1);
         let lv = |c: &mut Choices| 1 + c.pick(depth + 1);
         let v = 2 + self.c.pick(4);
         let new = self.name("l");
@@ -695,7 +695,20 @@ impl Gen<'_> {
             .and_then(|n| n.index_list().map(|xs| xs.len()))
             .unwrap_or(1)
             .max(1);
-        let call = match self.c.pick(25) {
+        let call = match self.c.pick(26) {
+            25 => {
+                // levels from a loop of the nest, maybe below a branch (`focus`), by its address
+                let n = self.nest(cur)?;
+                let loops = n.loops_with_positions();
+                let (_, l) = loops.get(self.c.pick(loops.len().max(1)))?;
+                let same: Vec<_> = loops.iter().filter(|(_, m)| m.iter == l.iter).collect();
+                let k = same.iter().position(|(_, m)| std::sync::Arc::ptr_eq(m, l))? + 1;
+                match (same.len(), self.c.pick(4)) {
+                    (_, 0) => format!("focus({cur})"),
+                    (1, _) => format!("focus({cur}, \"{}\")", l.iter),
+                    _ => format!("focus({cur}, \"{}#{k}\")", l.iter),
+                }
+            }
             21 => format!(
                 "skew({cur}, {}, {}, {})",
                 lv(&mut self.c),
@@ -709,7 +722,7 @@ impl Gen<'_> {
                 // streaming stores of the statement's result from the innermost loop (refused
                 // unless it is vectorized and sets the result along its rows)
                 let y = st.target().and_then(|t| t.id())?.to_string();
-                let path = self.nest(cur)?.path();
+                let path = self.nest(cur)?.view().path();
                 let (at, level) = match path.iter().rposition(|l| l.annot.vectorize) {
                     Some(k) => (cur.to_string(), k + 1),
                     None => {

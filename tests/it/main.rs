@@ -12,6 +12,7 @@ mod collapse;
 mod errors;
 mod examples;
 mod export;
+mod focus;
 mod functions;
 mod fuzz;
 mod in_place;
