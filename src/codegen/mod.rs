@@ -1450,6 +1450,15 @@ impl Cx<'_> {
             (false, true) => Some("#pragma omp simd".to_string()),
             _ => None,
         };
+        // A triangle (loops inside whose bounds move with this one): the iterations differ in
+        // work, so they are dealt round-robin instead of in one block per thread.
+        if l.annot.parallel
+            && l.annot.collapse <= 1
+            && let Some(p) = pragma.as_mut()
+            && body.iter().any(|x| bounds_move_with(x, &mut vec![l.iter.clone()]))
+        {
+            p.push_str(" schedule(static, 1)");
+        }
         if l.annot.collapse > 1
             && let Some(p) = pragma.as_mut()
         {
@@ -2001,5 +2010,25 @@ mod tests {
         assert!(h.min);
         let f = Expr::var("N").add_int(-1).floordiv(8);
         assert_eq!(c_expr(&f, &mut h, true), "teml_floordiv(N-1, 8)");
+    }
+}
+
+/// True where the iterations of the loop of `outer` (the first of `outer`) differ in work: a
+/// loop of `x` (or below) has an affine trip count in one of the loops around it up to that
+/// one (a triangle `j in [i+1, M-1]`, in a block of rows or not). A block's own loop
+/// (`i in [8*io, min(8*io+7, M-2)]`) runs the same count each time but the last.
+fn bounds_move_with(x: &GNode, outer: &mut Vec<Name>) -> bool {
+    match x {
+        GNode::Loop(l, body) => {
+            let trip = l.ub.sub(&l.lb);
+            if trip.is_affine() && outer.iter().any(|o| trip.mentions(o)) {
+                return true;
+            }
+            outer.push(l.iter.clone());
+            let r = body.iter().any(|c| bounds_move_with(c, outer));
+            outer.pop();
+            r
+        }
+        _ => false,
     }
 }
