@@ -1493,7 +1493,7 @@ static BUILTINS: &[Builtin] = &[
         signature: "focus(l, \"k\") | focus(l, \"k#2\") | focus(l, r) | focus(l)",
         equation: "eq. 2 (extension: an address below a branch)",
         summary: "l with its levels counted from the loop of iterator k (\"k#2\": the second such loop of the nest in program order; r: the loop at level r from the current focus), so that loops below a branch (in a sequence) can be transformed; every later transformation rewrites that loop's sub-tree and is checked on the whole nest; focus(l): the whole nest again",
-        example: "l2 = interchange(focus(l, \"j#2\"), 1, 2)",
+        example: "lf = focus(l, \"j#2\")",
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_focus),
