@@ -175,6 +175,10 @@ pub struct TuneArgs {
     /// export` does: a C library with a header and a Python module.
     #[arg(long, value_name = "DIR")]
     pub export: Option<PathBuf>,
+    /// With --export: the exported function's name (a C identifier) where the winner has a
+    /// single kernel, e.g. `--export-name mm` for a kernel called `p`.
+    #[arg(long, value_name = "NAME", requires = "export")]
+    pub export_name: Option<String>,
     /// Compilers running at once (default: the cores).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -322,7 +326,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             out: dir.clone(),
             flags: o.run.flags.clone(),
             rust: false,
-            name: None,
+            name: a.export_name.clone(),
         };
         match crate::export::export(&e) {
             Ok(done) => {

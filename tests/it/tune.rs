@@ -387,4 +387,16 @@ fn the_winner_is_exported_with_export() {
             && h.contains("int p(int64_t N, const double *A, const double *B, double *C);"),
         "{h}"
     );
+    // --export-name names the exported function; it needs --export
+    let lib2 = dir.path().join("lib2");
+    let (_, err) =
+        tune(dir.path(), &["--budget", "3", "--export", lib2.to_str().unwrap(), "--export-name", "mm"]);
+    let h = std::fs::read_to_string(lib2.join("mm.h")).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert!(h.contains("int mm(int64_t N, const double *A, const double *B, double *C);"), "{h}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["tune", "x.rhai", "--export-name", "mm"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("--export"), "{e}");
 }
