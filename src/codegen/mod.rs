@@ -1995,24 +1995,6 @@ impl Cx<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn c_expressions() {
-        let mut h = Helpers::default();
-        assert_eq!(c_expr(&Expr::var("N").add_int(-1), &mut h, true), "(N-1)");
-        assert_eq!(c_expr(&Expr::int(249), &mut h, true), "249");
-        assert_eq!(c_expr(&Expr::var("i"), &mut h, true), "i");
-        let m = Expr::min(&Expr::var("o").scale(4).add_int(3), &Expr::int(9));
-        assert_eq!(c_expr(&m, &mut h, true), "teml_min(4*o+3, 9)");
-        assert!(h.min);
-        let f = Expr::var("N").add_int(-1).floordiv(8);
-        assert_eq!(c_expr(&f, &mut h, true), "teml_floordiv(N-1, 8)");
-    }
-}
-
 /// True where the iterations of the loop of `outer` (the first of `outer`) differ in work: a
 /// loop of `x` (or below) has an affine trip count in one of the loops around it up to that
 /// one (a triangle `j in [i+1, M-1]`, in a block of rows or not). A block's own loop
@@ -2030,5 +2012,23 @@ fn bounds_move_with(x: &GNode, outer: &mut Vec<Name>) -> bool {
             r
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_expressions() {
+        let mut h = Helpers::default();
+        assert_eq!(c_expr(&Expr::var("N").add_int(-1), &mut h, true), "(N-1)");
+        assert_eq!(c_expr(&Expr::int(249), &mut h, true), "249");
+        assert_eq!(c_expr(&Expr::var("i"), &mut h, true), "i");
+        let m = Expr::min(&Expr::var("o").scale(4).add_int(3), &Expr::int(9));
+        assert_eq!(c_expr(&m, &mut h, true), "teml_min(4*o+3, 9)");
+        assert!(h.min);
+        let f = Expr::var("N").add_int(-1).floordiv(8);
+        assert_eq!(c_expr(&f, &mut h, true), "teml_floordiv(N-1, 8)");
     }
 }
