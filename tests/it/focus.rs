@@ -147,3 +147,27 @@ fn the_tree_shows_the_focus_and_a_saved_history_replays_it() {
     let (ok, o) = teml_bits(d.path(), None, &["run", out.join("best.teml").to_str().unwrap(), "-q"]);
     assert!(ok && o.contains("verified"), "{o}");
 }
+
+#[test]
+fn a_parallel_triangle_is_dealt_round_robin_and_a_tile_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    let src = format!(
+        "{TRIANGLE}p = parallelize(l, 1)\ncodegen(p)\n\
+         B = tensor([M, N])\nc = @B: mul(B, 2.0, [[i, j], ] -> [i, j])\nlc = build(c)\nt = tile(lc, 4)\n\
+         pt = parallelize(t, 1)\ncodegen(pt)\n"
+    );
+    let f = program(d.path(), "rr.teml", &src);
+    let c = d.path().join("k.c");
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f, "-q", "--emit-c", c.to_str().unwrap()]);
+    assert!(ok && o.matches("verified").count() == 2, "{o}");
+    let src = std::fs::read_to_string(d.path().join("k.c")).unwrap_or_default();
+    let all: String = std::fs::read_dir(d.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "c"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    let text = if all.is_empty() { src } else { all };
+    assert_eq!(text.matches("#pragma omp parallel for schedule(static, 1)").count(), 1, "{text}");
+    assert_eq!(text.matches("#pragma omp parallel for\n").count(), 1, "{text}");
+}
