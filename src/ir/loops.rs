@@ -457,9 +457,7 @@ impl LoopAddr {
             Some((n, k)) => (n.trim(), Some(k.trim().parse::<usize>().ok()?)),
             None => (s.trim(), None),
         };
-        let ok = name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
-        ok.then(|| LoopAddr::Iter(name.to_string(), nth))
+        super::expr::is_c_ident(name).then(|| LoopAddr::Iter(name.to_string(), nth))
     }
 }
 
@@ -529,14 +527,21 @@ impl Nest {
         }
     }
 
+    /// The loops along `focus`, outermost first, the focused loop last (empty: no focus).
+    fn focus_chain(&self) -> Vec<&Arc<Loop>> {
+        let mut out = Vec::new();
+        let mut items: &[LNode] = &self.items;
+        for k in &self.focus {
+            let Some(l) = items.get(*k).and_then(|x| x.as_loop()) else { return Vec::new() };
+            out.push(l);
+            items = &l.body;
+        }
+        out
+    }
+
     /// The loop `focus` points to, if any.
     pub fn focused(&self) -> Option<&Arc<Loop>> {
-        let (last, above) = self.focus.split_last()?;
-        let mut items: &[LNode] = &self.items;
-        for k in above {
-            items = &items.get(*k)?.as_loop()?.body;
-        }
-        items.get(*last)?.as_loop()
+        self.focus_chain().last().copied()
     }
 
     /// The focused loop's sub-tree as a nest of its own (the same program, layouts and
@@ -551,18 +556,8 @@ impl Nest {
 
     /// The iterators of the loops around the focused loop, outermost first.
     pub fn outer_iters(&self) -> Vec<Name> {
-        let mut out = Vec::new();
-        let mut items: &[LNode] = &self.items;
-        for k in self.focus.iter().take(self.focus.len().saturating_sub(1)) {
-            match items.get(*k).and_then(|x| x.as_loop()) {
-                Some(l) => {
-                    out.push(l.iter.clone());
-                    items = &l.body;
-                }
-                None => break,
-            }
-        }
-        out
+        let chain = self.focus_chain();
+        chain.iter().take(chain.len().saturating_sub(1)).map(|l| l.iter.clone()).collect()
     }
 
     /// This nest with its focused loop replaced by the items of `sub` (a rewrite of
@@ -615,8 +610,9 @@ impl Nest {
     /// `focus(l, "k")`, `focus(l, "k#2")`: the nest focused on the loop of iterator `k` (the
     /// second such loop in program order) of the whole nest; `focus(l, r)`: on the loop at
     /// level r of the current view's single path (from the current focus). An address that
-    /// names no loop, or several, is an error that lists the loops and their addresses.
-    pub fn focus_on(&self, addr: &LoopAddr) -> Result<Nest, String> {
+    /// names no loop, or several, is an error `(expected, found)` whose expected part lists the
+    /// loops and their addresses.
+    pub fn focus_on(&self, addr: &LoopAddr) -> Result<Nest, (String, String)> {
         let relative = matches!(addr, LoopAddr::Level(_)) && self.focused().is_some();
         let base = if relative { self.focus.clone() } else { Vec::new() };
         let view = if relative { self.view() } else { Nest { focus: Vec::new(), ..self.clone() } };
@@ -642,10 +638,13 @@ impl Nest {
             LoopAddr::Level(r) => {
                 let path = view.path();
                 if *r < 1 || *r as usize > path.len() {
-                    return Err(format!(
-                        "a level 1..={} on the single path from the root, or a loop's address: {}; found {r}",
-                        path.len(),
-                        listing()
+                    return Err((
+                        format!(
+                            "a level 1..={} on the single path from the root, or a loop's address: {}",
+                            path.len(),
+                            listing()
+                        ),
+                        r.to_string(),
                     ));
                 }
                 vec![0; *r as usize]
@@ -655,32 +654,40 @@ impl Nest {
                     loops.iter().filter(|(_, l)| &*l.iter == name.as_str()).map(|(p, _)| p).collect();
                 match (hits.len(), nth) {
                     (0, _) => {
-                        return Err(format!("a loop of the nest: {}; found no loop `{name}`", listing()));
+                        return Err((
+                            format!("a loop of the nest: {}", listing()),
+                            format!("no loop `{name}`"),
+                        ));
                     }
                     (1, None) => hits[0].clone(),
                     (n, None) => {
-                        return Err(format!(
-                            "a single loop: `{name}` names {n} loops, address one as \"{name}#1\" to \"{name}#{n}\" (program order): {}",
-                            listing()
+                        return Err((
+                            format!(
+                                "a single loop: `{name}` names {n} loops, address one as \"{name}#1\" to \"{name}#{n}\" (program order): {}",
+                                listing()
+                            ),
+                            format!("\"{name}\""),
                         ));
                     }
                     (n, Some(k)) if *k >= 1 && *k <= n => hits[k - 1].clone(),
                     (1, Some(k)) => {
-                        return Err(format!("\"{name}\" (a single loop): {}; found `{name}#{k}`", listing()));
+                        return Err((
+                            format!("\"{name}\" (a single loop): {}", listing()),
+                            format!("`{name}#{k}`"),
+                        ));
                     }
                     (n, Some(k)) => {
-                        return Err(format!("`{name}#1` to `{name}#{n}`: {}; found `{name}#{k}`", listing()));
+                        return Err((
+                            format!("`{name}#1` to `{name}#{n}`: {}", listing()),
+                            format!("`{name}#{k}`"),
+                        ));
                     }
                 }
             }
         };
         // The view's top item is the focused loop itself (position 0 there).
-        let mut focus = base.clone();
-        if base.is_empty() {
-            focus = local;
-        } else {
-            focus.extend(local.into_iter().skip(1));
-        }
+        let focus =
+            if base.is_empty() { local } else { base.into_iter().chain(local.into_iter().skip(1)).collect() };
         Ok(Nest { focus, ..self.clone() })
     }
 
@@ -861,7 +868,7 @@ mod tests {
         // "j#2", then a level relative to it, then the whole nest again
         let j2 = n.focus_on(&LoopAddr::Iter("j".into(), Some(2))).unwrap();
         assert_eq!(j2.focus, vec![0, 1]);
-        assert!(n.focus_on(&LoopAddr::Iter("j".into(), None)).unwrap_err().contains("names 2 loops"));
+        assert!(n.focus_on(&LoopAddr::Iter("j".into(), None)).unwrap_err().0.contains("names 2 loops"));
         assert!(n.focus_on(&LoopAddr::Iter("j".into(), Some(3))).is_err());
         let j1 = n.focus_on(&LoopAddr::Iter("j".into(), Some(1))).unwrap();
         assert_eq!(j1.focus_on(&LoopAddr::Level(2)).unwrap().focus, vec![0, 0, 0]);

@@ -876,11 +876,11 @@ fn b_focus(s: &State, a: &[ArgVal]) -> Result<Value> {
         ArgVal::Word(w) if s.constant(w).is_none() => crate::ir::LoopAddr::Iter(w.to_string(), None),
         _ => crate::ir::LoopAddr::Level(a.int(2, "level")?),
     };
-    l.focus_on(&addr).map(n).map_err(|e| Error::BadArgument {
+    l.focus_on(&addr).map(n).map_err(|(expected, found)| Error::BadArgument {
         builtin: "focus".into(),
         arg: Arg::new(2, "loop"),
-        expected: e.split("; found ").next().unwrap_or(&e).to_string(),
-        found: e.split("; found ").nth(1).unwrap_or("another address").to_string(),
+        expected,
+        found,
     })
 }
 

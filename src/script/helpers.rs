@@ -270,7 +270,7 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             .into());
         }
         let Some(p) = crate::ops::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
-        let p = if full.focused().is_some() { full.splice(p) } else { p };
+        let p = full.splice(p);
         let state = sh.state.borrow();
         if !state.unchecked {
             ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
