@@ -75,6 +75,9 @@ fn a_c_program_links_the_shared_and_the_static_library() {
     assert!(ok && text.contains("ok"), "{text}");
     let (ok, text) = sh(&out, "cc -O2 test.c -I. libl.a -fopenmp -lm -o static && ./static");
     assert!(ok && text.contains("ok"), "{text}");
+    // One line through pkg-config (`.ci/run` installs it): the .pc file's flags alone suffice.
+    let (ok, text) = sh(&out, "cc -O2 test.c $(pkg-config --cflags --libs ./l.pc) -o viapc && ./viapc");
+    assert!(ok && text.contains("ok"), "{text}");
     // The Makefile rebuilds the libraries with the same flags.
     let (ok, text) = sh(&out, "make -s clean && make -s && ls libl.so libl.a");
     assert!(ok, "{text}");
