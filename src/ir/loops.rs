@@ -498,6 +498,10 @@ pub struct Nest {
     /// and splice it back ([`Nest::splice`]): loops below a branch are addressed this way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub focus: Vec<usize>,
+    /// Algebraic rewrites (`lift`): assignments this nest computes through a sequence of its
+    /// own. Verification runs their originals instead (docs/algebra.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<super::rewrite::Rewrite>,
 }
 
 impl Nest {
@@ -511,7 +515,16 @@ impl Nest {
             layouts: BTreeMap::new(),
             over: BTreeMap::new(),
             focus: Vec::new(),
+            rewrites: Vec::new(),
         }
+    }
+
+    /// The assignment that defines `name`, a temporary of one of the nest's rewrites (`lift`).
+    pub fn temporary(&self, name: &str) -> Option<TExpr> {
+        if !self.rewrites.iter().any(|r| r.temps.iter().any(|t| &**t == name)) {
+            return None;
+        }
+        self.origin.iter().find(|o| o.target().and_then(|x| x.id()).is_some_and(|t| &**t == name)).cloned()
     }
 
     /// The same origin with other items (what every transformation returns).
@@ -524,6 +537,7 @@ impl Nest {
             over: self.over.clone(),
             program: self.program.clone(),
             focus: Vec::new(),
+            rewrites: self.rewrites.clone(),
         }
     }
 
@@ -768,6 +782,9 @@ impl Nest {
         }
         if let Some(l) = self.focused() {
             let _ = writeln!(out, "focus: for {} (levels count from it)", l.header());
+        }
+        for r in &self.rewrites {
+            let _ = writeln!(out, "{}", r.describe());
         }
         out
     }

@@ -6,6 +6,7 @@ pub mod history;
 pub mod loops;
 pub mod lower;
 pub mod params;
+pub mod rewrite;
 pub mod state;
 pub mod texpr;
 
@@ -14,5 +15,6 @@ pub use history::{History, StepArg, Writer};
 pub use loops::{Annotations, LNode, Layout, Loop, LoopAddr, Nest, PackLayout};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
+pub use rewrite::Rewrite;
 pub use state::{Init, KernelRequest, State, Value, real_leaf};
 pub use texpr::{AssignMode, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode};

@@ -458,6 +458,15 @@ pub fn around_dir(
             layouts.insert(t.clone(), lay.clone());
         }
         over.extend(n.over.iter().map(|(y, x)| (y.clone(), x.clone())));
+        if let Some(r) = n.rewrites.first() {
+            return Err(bad(
+                pos,
+                "nest",
+                "nests without an algebraic rewrite (verification would run the original outside the loop)"
+                    .into(),
+                format!("the nest that `lift` made of `{}`", r.result),
+            ));
+        }
         let ub2 = ub.clone();
         let value = if backward { ub.sub(&Expr::var_name(it)) } else { Expr::var_name(it) };
         let v2 = value.clone();

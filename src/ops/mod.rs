@@ -5,6 +5,7 @@ pub mod build;
 pub mod explore;
 pub mod fm;
 pub mod infer;
+pub mod lift;
 pub mod registry;
 pub mod tensor;
 pub mod transform;

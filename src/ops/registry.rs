@@ -312,14 +312,32 @@ impl<'a> Args<'a> {
             ArgVal::Value(v) => Ok(v.clone()),
             ArgVal::Word(_) | ArgVal::Index(_) if self.word(pos).is_some() => {
                 let w = self.word(pos).cloned().unwrap_or_else(|| Name::from(""));
-                self.state.get(&w).cloned().ok_or_else(|| Error::UnknownIdentifier {
-                    builtin: self.builtin.into(),
-                    arg: Arg::new(pos, role),
-                    name: w.to_string(),
+                self.state.get(&w).cloned().or_else(|| self.temporary(&w)).ok_or_else(|| {
+                    Error::UnknownIdentifier {
+                        builtin: self.builtin.into(),
+                        arg: Arg::new(pos, role),
+                        name: w.to_string(),
+                    }
                 })
             }
             _ => Err(self.wrong(pos, role, "an identifier")),
         }
+    }
+
+    /// A temporary that `lift` introduced in a nest among the arguments (`store_at(l, 1, v_1)`):
+    /// the assignment that defines it there.
+    fn temporary(&self, name: &str) -> Option<Value> {
+        self.args.iter().find_map(|a| {
+            let nest = match a {
+                ArgVal::Value(Value::Nest(n)) => n,
+                ArgVal::Word(w) => match self.state.get(w) {
+                    Some(Value::Nest(n)) => n,
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            nest.temporary(name).map(Value::Tensor)
+        })
     }
 
     fn word(&self, pos: usize) -> Option<&Name> {
@@ -356,9 +374,10 @@ impl<'a> Args<'a> {
     /// assignment that defines it.
     fn real_tensor_name(&self, pos: usize) -> Result<Name> {
         if let ArgVal::Str(name) = self.get(pos) {
-            return match self.state.real_tensor(name) {
-                Some(_) => Ok(Name::from(name.as_str())),
-                None => Err(self.wrong(pos, "tensor", "the name of a real tensor")),
+            return if self.state.real_tensor(name).is_some() || self.temporary(name).is_some() {
+                Ok(Name::from(name.as_str()))
+            } else {
+                Err(self.wrong(pos, "tensor", "the name of a real tensor"))
             };
         }
         let t = self.tensor(pos, "tensor", false)?;
@@ -807,6 +826,43 @@ fn b_build(s: &State, a: &[ArgVal]) -> Result<Value> {
     full.ranges = dom.ranges;
     full.free.extend(dom.free.into_iter().filter(|v| !full.outer.contains(v)));
     Ok(n(build::build(s, &x.with_domain(full))?))
+}
+
+/// `lift(t)` / `lift(t, order)`: TeIL Sec. 5's lifting of a nested contraction into single
+/// contractions through temporaries (`ops::lift`).
+fn b_lift(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("lift", s, a, 1, 2, "lift(t) or lift(t, order)")?;
+    let x = a.tensor(1, "expression", false)?;
+    let order = match a.get(2) {
+        ArgVal::Omitted => None,
+        ArgVal::List(steps) => Some(
+            steps
+                .iter()
+                .map(|step| match step {
+                    ArgVal::List(xs) if xs.len() == 2 => {
+                        let int = |x: &ArgVal| match x {
+                            ArgVal::Int(i) => Some(*i),
+                            ArgVal::Index(e) => e.as_const(),
+                            _ => None,
+                        };
+                        int(&xs[0]).zip(int(&xs[1])).ok_or(())
+                    }
+                    _ => Err(()),
+                })
+                .collect::<std::result::Result<Vec<(i64, i64)>, ()>>()
+                .map_err(|_| {
+                    a.wrong(2, "order", "a list of steps [a, b] (two positions each), as opt_einsum's paths")
+                })?,
+        ),
+        _ => {
+            return Err(a.wrong(
+                2,
+                "order",
+                "a list of steps [a, b] (two positions each), as opt_einsum's paths",
+            ));
+        }
+    };
+    Ok(n(super::lift::lift(s, &x, order.as_deref())?.nest))
 }
 
 fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -1487,6 +1543,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_around),
+    },
+    Builtin {
+        name: "lift",
+        signature: "lift(t) | lift(t, order)",
+        equation: "TeIL Sec. 5 (lifting; extension)",
+        summary: "the nest of the sequence of single contractions, through fresh temporaries t_1, t_2, ..., that computes the assignment t (a product of three or more tensors summed over some iterators: einsum, nested vcontract), in the order of fewest operations at the program's sizes (exhaustive up to 10 operands, greedy beyond) or in the order given (opt_einsum's path: each step [a, b] contracts the operands at positions a and b of the current list and appends the result); checked on random data, verified against t, its FLOPs before and after in its tree (docs/algebra.md)",
+        example: "l = lift(v)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_lift),
     },
     Builtin {
         name: "focus",

@@ -417,6 +417,7 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
         .collect();
     out.layouts = layouts;
     out.over = n1.over.iter().chain(&n2.over).map(|(y, x)| (y.clone(), x.clone())).collect();
+    out.rewrites = n1.rewrites.iter().chain(&n2.rewrites).cloned().collect();
     Ok(out)
 }
 
