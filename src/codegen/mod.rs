@@ -215,13 +215,26 @@ fn generate_with(
     // Each laid-out tensor: its buffer, filled from the tensor at entry.
     let mut laid: BTreeMap<Name, (String, crate::ir::Layout)> = BTreeMap::new();
     let mut epilogue = String::new();
+    // The temporaries of `lift` (not kept with -o, not stored per iteration) are the kernel's
+    // own: allocated per call, never parameters, never converted.
+    let internal: BTreeSet<Name> = nests
+        .iter()
+        .flat_map(|(_, n)| n.rewrites.iter().flat_map(|r| r.temps.iter().cloned()))
+        .filter(|t| !keep.contains(t) && !local.contains(t) && params.iter().any(|p| &p.name == t))
+        .collect();
     for (t, lay) in &layouts {
         let Some(p) = params.iter().find(|p| &p.name == t) else { continue };
         helpers.packs = true;
-        let (buf, prologue, back) = convert(p, lay, &mut helpers);
+        let (buf, prologue, back) = convert(p, lay, &mut helpers, !internal.contains(t));
         body.push_str(&prologue);
         epilogue.push_str(&back);
         laid.insert(t.clone(), (buf, lay.clone()));
+    }
+    for p in params.iter().filter(|p| internal.contains(&p.name) && !layouts.contains_key(&p.name)) {
+        helpers.packs = true;
+        let (prologue, back) = own_buffer(p, &mut helpers);
+        body.push_str(&prologue);
+        epilogue.push_str(&back);
     }
     for (k, (nname, n)) in nests.iter().enumerate() {
         if k > 0 {
@@ -262,6 +275,7 @@ fn generate_with(
             c_expr(d, &mut helpers, false);
         });
     }
+    params.retain(|p| !internal.contains(&p.name));
     let mut src = String::new();
     let nest_names: Vec<&str> = nests.iter().map(|(n, _)| &**n).collect();
     let _ = writeln!(
@@ -398,7 +412,7 @@ if (p == MAP_FAILED) return 0;\n  madvise(p, bytes, MADV_HUGEPAGE);\n  return p;
 /// The buffer of tensor `p` in layout `lay`: its name, the C that allocates it (zeroed: the
 /// padding is defined; [`LAYOUT_BUFFER`]) and converts the tensor into it at kernel entry, and the C that converts
 /// it back (if the kernel writes the tensor) and frees it at exit.
-fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers) -> (String, String, String) {
+fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers, copy: bool) -> (String, String, String) {
     let ty = p.dtype.c_name();
     let buf = format!("teml_{}_layout", p.c_name);
     let ext: Vec<String> = lay.extents(&p.dims).iter().map(|e| c_expr(e, h, false)).collect();
@@ -427,10 +441,14 @@ fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers) -> (String, Stri
     let mut pro = String::new();
     let _ = writeln!(
         pro,
-        "  /* `{}` laid out {} for this kernel: converted at entry{} */",
+        "  /* `{}` laid out {} for this kernel: {} */",
         p.c_name,
         lay.describe(rank),
-        if p.written { " and back at exit" } else { "" }
+        match (copy, p.written) {
+            (false, _) => "a temporary of `lift`, not converted",
+            (true, true) => "converted at entry and back at exit",
+            (true, false) => "converted at entry",
+        }
     );
     h.layouts = true;
     let _ = writeln!(pro, "  {decl} = teml_buffer(sizeof({ty}{all}));");
@@ -439,16 +457,36 @@ fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers) -> (String, Stri
         "  if (!{buf}) {{ fputs(\"teml: out of memory laying out `{}`\\n\", stderr); abort(); }}",
         p.c_name
     );
-    pro.push_str(&loops);
-    let _ = writeln!(pro, "{pad}{buf}{at} = {}{src};", p.c_name);
+    if copy {
+        pro.push_str(&loops);
+        let _ = writeln!(pro, "{pad}{buf}{at} = {}{src};", p.c_name);
+    }
     let mut back = String::new();
-    if p.written {
+    if p.written && copy {
         let _ = writeln!(back, "  /* `{}` back to its declared shape */", p.c_name);
         back.push_str(&loops);
         let _ = writeln!(back, "{pad}{}{src} = {buf}{at};", p.c_name);
     }
     let _ = writeln!(back, "  munmap({buf}, sizeof({ty}{all}));");
     (buf, pro, back)
+}
+
+/// A temporary of `lift` the kernel holds itself: its buffer allocated at entry (as a
+/// layout's) under the name its accesses use, and released at exit.
+fn own_buffer(p: &Param, h: &mut Helpers) -> (String, String) {
+    let ty = p.dtype.c_name();
+    let all: String = p.dims.iter().map(|d| format!("[{}]", c_expr(d, h, false))).collect();
+    let decl = param_decl(p, &h.names);
+    h.layouts = true;
+    let mut pro = format!("  /* `{}`: a temporary of `lift`, held by the kernel */\n", p.c_name);
+    let _ = writeln!(pro, "  {decl} = teml_buffer(sizeof({ty}{all}));");
+    let _ = writeln!(
+        pro,
+        "  if (!{0}) {{ fputs(\"teml: out of memory for the temporary `{0}`\\n\", stderr); abort(); }}",
+        p.c_name
+    );
+    let back = format!("  munmap({}, sizeof({ty}{all}));\n", p.c_name);
+    (pro, back)
 }
 
 fn param_decl(p: &Param, names: &Rc<CNames>) -> String {

@@ -51,10 +51,12 @@ impl Rewrite {
     /// sequence on data of magnitude `m`: each computes a sum of `terms` products of
     /// `factors` values, with an error of at most γ_n Σ|terms| (Higham, Sec. 3.1), n =
     /// terms + factors operations, u the unit roundoff; both sides err, hence the 2.
-    pub fn rounding_bound(&self, unit_roundoff: f64, m: f64) -> f64 {
-        let n = self.terms + self.factors as f64;
+    /// `terms`: the products per element at the sizes compared (a reduced size has fewer than
+    /// the program's [`Rewrite::terms`]).
+    pub fn rounding_bound(&self, unit_roundoff: f64, m: f64, terms: f64) -> f64 {
+        let n = terms + self.factors as f64;
         let gamma = n * unit_roundoff / (1.0 - (n * unit_roundoff).min(0.5));
-        2.0 * gamma * self.terms * m.max(1.0).powi(self.factors as i32) * self.scale.abs().max(1.0)
+        2.0 * gamma * terms * m.max(1.0).powi(self.factors as i32) * self.scale.abs().max(1.0)
     }
 }
 

@@ -225,6 +225,13 @@ fn flatten(
     }
 }
 
+/// The products summed into each element of the result of `t` at `state`'s sizes.
+pub fn terms(state: &State, t: &TExpr) -> Result<f64> {
+    let p = analyze(state, t)?;
+    let s = Sets::of(&p)?;
+    Ok(s.points(s.union((1u64 << p.terms.len()) - 1) & !s.out))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Orders
 
@@ -285,6 +292,9 @@ impl Sets {
     }
 }
 
+/// opt_einsum's path: each step's two positions in the current list of operands.
+pub type Path = Vec<(usize, usize)>;
+
 /// A contraction tree: a leaf operand, or two subtrees.
 #[derive(Clone, Debug)]
 enum Tree {
@@ -300,6 +310,20 @@ impl Tree {
         }
     }
 
+    /// The steps in the order they run (children first): the operand sets each contracts.
+    fn steps(&self) -> Vec<(u64, u64)> {
+        fn go(t: &Tree, out: &mut Vec<(u64, u64)>) {
+            if let Tree::Node(a, b) = t {
+                go(a, out);
+                go(b, out);
+                out.push((a.ops(), b.ops()));
+            }
+        }
+        let mut pairs = Vec::new();
+        go(self, &mut pairs);
+        pairs
+    }
+
     fn cost(&self, s: &Sets) -> f64 {
         match self {
             Tree::Leaf(_) => 0.0,
@@ -310,18 +334,9 @@ impl Tree {
     /// opt_einsum's path: each step's two positions in the current list of operands, the
     /// result appended.
     fn path(&self, n: usize) -> Vec<(usize, usize)> {
-        fn steps(t: &Tree, out: &mut Vec<(u64, u64)>) {
-            if let Tree::Node(a, b) = t {
-                steps(a, out);
-                steps(b, out);
-                out.push((a.ops(), b.ops()));
-            }
-        }
-        let mut pairs = Vec::new();
-        steps(self, &mut pairs);
         let mut list: Vec<u64> = (0..n).map(|k| 1 << k).collect();
         let mut path = Vec::new();
-        for (a, b) in pairs {
+        for (a, b) in self.steps() {
             let pa = list.iter().position(|x| *x == a).unwrap_or(0);
             let pb = list.iter().position(|x| *x == b).unwrap_or(0);
             path.push((pa.min(pb), pa.max(pb)));
@@ -438,12 +453,12 @@ fn tree_of_path(n: usize, path: &[(i64, i64)]) -> std::result::Result<Tree, Stri
 
 /// The orders of `t`'s product, cheapest first, each with its operation count: every order
 /// for up to [`ENUMERABLE`] operands (at most [`MAX_ORDERS`]), else the best and the greedy.
-pub fn orders(state: &State, t: &TExpr) -> Result<Vec<(Vec<(usize, usize)>, f64)>> {
+pub fn orders(state: &State, t: &TExpr) -> Result<Vec<(Path, f64)>> {
     let p = analyze(state, t)?;
     let s = Sets::of(&p)?;
     let n = p.terms.len();
     let trees = if n <= ENUMERABLE { all_trees((1u64 << n) - 1) } else { vec![best_tree(&s), greedy(&s)] };
-    let mut out: Vec<(Vec<(usize, usize)>, f64)> = trees.iter().map(|t| (t.path(n), t.cost(&s))).collect();
+    let mut out: Vec<(Path, f64)> = trees.iter().map(|t| (t.path(n), t.cost(&s))).collect();
     out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     out.dedup_by(|a, b| a.0 == b.0);
     out.truncate(MAX_ORDERS);
@@ -461,8 +476,28 @@ pub struct Lifted {
     pub stmts: Vec<TExpr>,
 }
 
+/// How `lift` lays out its temporaries' dimensions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TempLayout {
+    /// The result's iterators first, then the others by first appearance in the product: the
+    /// loops `build` makes run along the temporaries (outer loops, such as interp's element
+    /// loop, stay outermost for fusion and storage contraction).
+    #[default]
+    ResultFirst,
+    /// The iterators the step that reads a temporary sums over first, those it keeps last: the
+    /// temporary is contiguous along that step's result, as a register block wants (mttkrp's
+    /// Khatri-Rao product laid out [k][l][j] for the matrix product that follows).
+    SummedFirst,
+}
+
+impl TempLayout {
+    /// The names `lift`'s third argument takes.
+    pub const NAMES: [(&'static str, TempLayout); 2] =
+        [("result_first", TempLayout::ResultFirst), ("summed_first", TempLayout::SummedFirst)];
+}
+
 /// `lift(t)` / `lift(t, order)`: the sequence of single contractions equal to `t`.
-pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>) -> Result<Lifted> {
+pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: TempLayout) -> Result<Lifted> {
     let p = analyze(state, t)?;
     let s = Sets::of(&p)?;
     let n = p.terms.len();
@@ -473,6 +508,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>) -> Result<Li
         })?,
     };
     let path = tree.path(n);
+    let steps = tree.steps();
     // Fresh names for the temporaries: `<result>_1`, `<result>_2`, ...
     let mut taken: BTreeSet<Name> = state.vars.keys().cloned().collect();
     taken.extend(state.consts.keys().cloned());
@@ -489,19 +525,29 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>) -> Result<Li
         let (x, xs) = list.remove(*a);
         let ops = xs | ys;
         let kept = s.kept(ops);
+        let in_order = |set: u64| -> Vec<Name> {
+            p.order.iter().enumerate().filter(|(i, _)| set >> i & 1 == 1).map(|(_, v)| v.clone()).collect()
+        };
         let idx: Vec<Name> = if last {
             p.out.clone()
+        } else if layout == TempLayout::SummedFirst {
+            // What the step reading this temporary keeps of it: the rest it sums over.
+            let reader = steps.iter().find(|(a, b)| *a == ops || *b == ops).map_or(0, |(a, b)| a | b);
+            let keeps = if reader == (1u64 << n) - 1 { s.out } else { s.kept(reader) };
+            [in_order(kept & !keeps), in_order(kept & keeps)].concat()
         } else {
-            p.order.iter().enumerate().filter(|(i, _)| kept >> i & 1 == 1).map(|(_, v)| v.clone()).collect()
+            in_order(kept)
         };
         let sums = x.idx.iter().chain(&y.idx).any(|i| !idx.contains(i));
+        // A scalar (rank 0) takes no iterator list (eq. 12).
+        let iters = |t: &Term| (t.tensor.shape.rank() > 0).then(|| vars(&t.idx));
         let mut prod = tensor::vop(
             &scratch,
             Arith::Mul,
             &x.tensor,
             &y.tensor,
-            Some(&vars(&x.idx)),
-            Some(&vars(&y.idx)),
+            iters(&x).as_deref(),
+            iters(&y).as_deref(),
         )?;
         if last && p.scale != 1.0 {
             prod = tensor::vop(&scratch, Arith::Mul, &prod, &lit(p.scale), None, None)?;
@@ -509,11 +555,13 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>) -> Result<Li
         let dims: Vec<Expr> =
             idx.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect();
         let o = vars(&idx);
+        let ol = (!o.is_empty()).then_some(o.as_slice());
         let stmt = if last && p.fin == Final::Onto {
             let base = scratch.real_tensor(&p.result).unwrap_or_else(|| real_leaf(&x.tensor));
-            tensor::op(&scratch, Arith::Add, &base, &prod, Some(&o), None, &o)?
+            tensor::op(&scratch, Arith::Add, &base, &prod, ol, None, &o)?
         } else if sums {
             let acc = tensor::tensor(&scratch, "accumulator", &dims, p.dtype)?;
+            // The accumulator (□, unset iterators) takes its list even when empty.
             tensor::op(&scratch, Arith::Add, &acc, &prod, Some(&o), None, &o)?
         } else {
             tensor::eq(&scratch, &prod, None, &o)?
@@ -548,6 +596,36 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>) -> Result<Li
     });
     check(state, &p.original, &stmts, &p.result)?;
     Ok(Lifted { nest, stmts })
+}
+
+/// What `:lift t` prints: the sequence `lift(t)` makes, its FLOPs, and the cheapest orders.
+pub fn describe(state: &State, t: &TExpr) -> Result<String> {
+    let lifted = lift(state, t, None, TempLayout::default())?;
+    let mut out = String::new();
+    for (k, s) in lifted.stmts.iter().enumerate() {
+        out.push_str(&format!("{}. {s}\n", k + 1));
+    }
+    if let Some(r) = lifted.nest.rewrites.first() {
+        out.push_str(&r.describe());
+        out.push('\n');
+    }
+    let orders = orders(state, t)?;
+    out.push_str(&format!("orders ({} listed, cheapest first):", orders.len()));
+    for (path, cost) in orders.iter().take(5) {
+        out.push_str(&format!(
+            "\n  {}  {} flops",
+            crate::ir::rewrite::path(path),
+            crate::ir::rewrite::flops(*cost)
+        ));
+    }
+    if orders.len() > 5 {
+        out.push_str(&format!(
+            "\n  ... {} more: contraction_orders({})",
+            orders.len() - 5,
+            t.target().and_then(|x| x.id()).map_or("t".into(), |n| n.to_string())
+        ));
+    }
+    Ok(out)
 }
 
 fn lit(x: f64) -> TExpr {

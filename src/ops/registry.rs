@@ -831,10 +831,12 @@ fn b_build(s: &State, a: &[ArgVal]) -> Result<Value> {
 /// `lift(t)` / `lift(t, order)`: TeIL Sec. 5's lifting of a nested contraction into single
 /// contractions through temporaries (`ops::lift`).
 fn b_lift(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("lift", s, a, 1, 2, "lift(t) or lift(t, order)")?;
+    let a = Args::new("lift", s, a, 1, 3, "lift(t), lift(t, order) or lift(t, order, layout)")?;
     let x = a.tensor(1, "expression", false)?;
     let order = match a.get(2) {
+        // `lift(t, , "summed_first")` or `lift(t, [], ...)`: the best order.
         ArgVal::Omitted => None,
+        ArgVal::List(steps) if steps.is_empty() => None,
         ArgVal::List(steps) => Some(
             steps
                 .iter()
@@ -862,7 +864,16 @@ fn b_lift(s: &State, a: &[ArgVal]) -> Result<Value> {
             ));
         }
     };
-    Ok(n(super::lift::lift(s, &x, order.as_deref())?.nest))
+    let layout = match a.get(3) {
+        ArgVal::Omitted => super::lift::TempLayout::default(),
+        ArgVal::Str(w) => super::lift::TempLayout::NAMES
+            .iter()
+            .find(|(name, _)| name == w)
+            .map(|(_, l)| *l)
+            .ok_or_else(|| a.wrong(3, "layout", "\"result_first\" or \"summed_first\""))?,
+        _ => return Err(a.wrong(3, "layout", "\"result_first\" or \"summed_first\"")),
+    };
+    Ok(n(super::lift::lift(s, &x, order.as_deref(), layout)?.nest))
 }
 
 fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -1546,9 +1557,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "lift",
-        signature: "lift(t) | lift(t, order)",
+        signature: "lift(t) | lift(t, order) | lift(t, order, layout)",
         equation: "TeIL Sec. 5 (lifting; extension)",
-        summary: "the nest of the sequence of single contractions, through fresh temporaries t_1, t_2, ..., that computes the assignment t (a product of three or more tensors summed over some iterators: einsum, nested vcontract), in the order of fewest operations at the program's sizes (exhaustive up to 10 operands, greedy beyond) or in the order given (opt_einsum's path: each step [a, b] contracts the operands at positions a and b of the current list and appends the result); checked on random data, verified against t, its FLOPs before and after in its tree (docs/algebra.md)",
+        summary: "the nest of the sequence of single contractions, through fresh temporaries t_1, t_2, ..., that computes the assignment t (a product of three or more tensors summed over some iterators: einsum, nested vcontract), in the order of fewest operations at the program's sizes (exhaustive up to 10 operands, greedy beyond) or in the order given (opt_einsum's path: each step [a, b] contracts the operands at positions a and b of the current list and appends the result; [] for the best); layout \"result_first\" (default: a temporary's dimensions in the order of the result's iterators, then the others) or \"summed_first\" (the iterators the next step sums over first, so that the temporary is contiguous along that step's result, as a register block wants); checked on random data, verified against t, its FLOPs before and after in its tree (docs/algebra.md)",
         example: "l = lift(v)",
         returns: Returns::Nest,
         checked: false,

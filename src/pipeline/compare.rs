@@ -98,7 +98,7 @@ pub(super) fn spot_check(
     kernel: &CKernel,
     initial: &Buffers,
     outputs: &Buffers,
-    (tol, magnitude): (f64, f64),
+    (tol, magnitude): (f64, &dyn Fn(&crate::ir::Name) -> f64),
     skip: &[crate::ir::Name],
     cmp: &mut Comparison,
 ) -> Result<String, RunError> {
@@ -123,7 +123,7 @@ pub(super) fn spot_check(
                 Ok(w) => pairs.push((k, got.data[k], w)),
                 Err(crate::oracle::OracleError::Budget(b)) => {
                     stop = Some(format!("the oracle's budget of {b} reads was spent"));
-                    compare_sampled(&p.name, &got.dims, &pairs, tol, magnitude, cmp);
+                    compare_sampled(&p.name, &got.dims, &pairs, tol, magnitude(&p.name), cmp);
                     checked += pairs.len();
                     break 'tensors;
                 }
@@ -133,7 +133,7 @@ pub(super) fn spot_check(
                 Err(e) => return Err(RunError::Data(format!("spot check of {}: {e}", p.name))),
             }
         }
-        compare_sampled(&p.name, &got.dims, &pairs, tol, magnitude, cmp);
+        compare_sampled(&p.name, &got.dims, &pairs, tol, magnitude(&p.name), cmp);
         checked += pairs.len();
     }
     Ok(match stop {

@@ -17,6 +17,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (":teml", "switch to the paper's syntax (the default): `B = eq(A, [i1, i2] -> [i2, i1])`"),
     (":rhai", "switch to Rhai syntax: `let B = eq(A, [i1, i2], [i2, i1]);`"),
     (":tree ID", "print a value as an indented tree (tensor expression or loop nest)"),
+    (
+        ":lift ID",
+        "the sequence of single contractions lift(ID) makes, its FLOPs before and after, and the cheapest orders (docs/algebra.md)",
+    ),
     (":paper ID", "print a value in the paper's ⟨(op, S, I), [...]⟩ notation"),
     (":c ID", "print the C code generated for the loop nest ID"),
     (
@@ -344,6 +348,13 @@ impl Repl {
             }
             ":tree" => Ok(self.value(need("an identifier")?)?.tree().trim_end().to_string()),
             ":paper" => Ok(self.value(need("an identifier")?)?.paper()),
+            ":lift" => {
+                let id = need("a tensor expression (a product of three or more tensors)")?;
+                let Value::Tensor(t) = self.value(id)?.clone() else {
+                    return Err(format!(":lift: expected a tensor expression, found `{id}`, a loop nest"));
+                };
+                crate::ops::lift::describe(&self.state, &t).map_err(|e| e.to_string())
+            }
             ":c" => {
                 let id = need("a loop nest")?;
                 self.request(id)?;

@@ -284,6 +284,21 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             .map_err(|e| format!("legal_fusions: {e}"))?;
         Ok(rs.into_iter().map(|r| Dynamic::from(r as i64)).collect())
     });
+    let sh = shared.clone();
+    engine.register_fn("contraction_orders", move |t: Dynamic| -> RhaiResult<Array> {
+        let t = tensor_of(&t, "contraction_orders")?;
+        let orders = crate::ops::lift::orders(&sh.state.borrow(), &t).map_err(|e| sh.fail(e))?;
+        Ok(orders
+            .into_iter()
+            .map(|(path, _)| {
+                let steps: Array = path
+                    .into_iter()
+                    .map(|(a, b)| Dynamic::from(vec![Dynamic::from(a as i64), Dynamic::from(b as i64)]))
+                    .collect();
+                Dynamic::from(steps)
+            })
+            .collect())
+    });
     engine.register_fn("depth", |l: Dynamic| -> RhaiResult<i64> {
         Ok(nest_of(&l, "depth")?.view().path().len() as i64)
     });

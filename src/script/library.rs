@@ -174,6 +174,11 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     ),
     ("legal_fusions", "legal_fusions(l1, l2)", "the levels r at which fuse_outer(l1, l2, r) is legal"),
     (
+        "contraction_orders",
+        "contraction_orders(t)",
+        "the orders in which lift(t, order) may contract the product t, cheapest first at the program's sizes (opt_einsum paths; every order up to 6 operands, at most 64; beyond, the best and the greedy): `param(\"order\", contraction_orders(t))`",
+    ),
+    (
         "parallel_levels",
         "parallel_levels(l)",
         "the levels of the loops on l's path that parallelize legally: data-parallel ones and reductions (private accumulators), decided by isl",

@@ -23,6 +23,7 @@ mod lang_prop;
 mod lang_syntax;
 mod layouts;
 mod legality;
+mod lift;
 mod oracle;
 mod pack;
 mod paper_figures;

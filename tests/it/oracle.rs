@@ -54,7 +54,8 @@ fn check_src(src: &str, file: &str, init: &State) -> usize {
         let nests = untransformed(&state, req).unwrap_or_else(|e| panic!("{what}: {e}"));
         let initial =
             initial_store(&state, &nests, &RunOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let stmts: Vec<TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
+        // The program as written (a lifted expression as the user wrote it).
+        let stmts: Vec<TExpr> = nests.iter().flat_map(|n| n.origin.clone()).collect();
 
         let mut by_interp = initial.clone();
         interp::run(&state, &nests, &mut by_interp).unwrap_or_else(|e| panic!("{what}: interpreter: {e}"));
@@ -168,7 +169,8 @@ fn programs_outside_the_oracle_are_refused() {
         let nests = untransformed(&state, req).unwrap();
         let bufs = initial_store(&state, &nests, &RunOptions::default()).unwrap();
         interp::run(&state, &nests, &mut bufs.clone()).unwrap();
-        let stmts: Vec<TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
+        // The program as written (a lifted expression as the user wrote it).
+        let stmts: Vec<TExpr> = nests.iter().flat_map(|n| n.origin.clone()).collect();
         let e = oracle::run(&state, &stmts, &mut bufs.clone()).unwrap_err();
         assert!(e.to_string().contains(why), "{src}: {e}");
         let e = Spot::new(&state, &stmts, &bufs, 1000).element(written, &[0, 1]).unwrap_err();

@@ -1,0 +1,298 @@
+//! Algebraic rewrites (issue 23): `lift` turns a product of several tensors into single
+//! contractions through temporaries, in the cheapest order or the one given; the kernel is
+//! verified against the expression as written (temporaries not compared, the tolerance widened
+//! by the reassociation's rounding bound, stated in the report), the temporaries are the
+//! kernel's own, the tuner chooses among `contraction_orders`, the REPL shows `:lift`, and
+//! every expression that cannot be lifted is refused at its line.
+
+use crate::common::{program, refused, teml_bits};
+use proptest::prelude::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+const INTERP: &str = "E = 5\nN = 4\nA = tensor([N, N])\nu = tensor([E, N, N, N])\n\
+    v = einsum(\"ad,bf,cg,edfg->eabc\", [A, A, A, u])\n";
+
+#[test]
+fn interp_as_one_expression_is_lifted_verified_against_it_and_transformed() {
+    let d = tempfile::tempdir().unwrap();
+    let src = format!(
+        "{INTERP}l = lift(v)\ncodegen(l)\n\
+         f = fuse_inner(l, 1)\np = parallelize(f, 1)\ncodegen(p)\n"
+    );
+    let f = program(d.path(), "interp1.teml", &src);
+    let c = d.path().join("p.c");
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f, "--time", "--emit-c", c.to_str().unwrap()]);
+    assert!(ok && o.matches("verified").count() == 2, "{o}");
+    // E N^6 points, 4 operations each, as written; 3 steps of E N^4 points, 2 each, lifted.
+    assert!(
+        o.contains("lifted: v from 81920 -> 7680 flops (10.7x fewer), order [[0, 3], [1, 2], [0, 1]]"),
+        "{o}"
+    );
+    assert!(o.contains("`v` lifted: compared with the expression as written, within"), "{o}");
+    assert!(o.contains("(rounding of 64 sums of 4 factors"), "{o}");
+    // The speedup is over the expression as written.
+    assert!(o.contains("untransformed: median"), "{o}");
+    // Fused at e, the temporaries live per element; none is a parameter of the kernel.
+    let csrc = std::fs::read_to_string(d.path().join("p.2.c")).unwrap();
+    assert!(csrc.contains("teml_v_1_local") && csrc.contains("teml_v_2_local"), "{csrc}");
+    assert!(csrc.contains("void teml_p(double (*restrict A)[N], double (*restrict u)[N][N][N], double (*restrict v)[N][N][N])"), "{csrc}");
+}
+
+#[test]
+fn the_lifted_result_equals_numpy_and_temporaries_are_the_kernels_own() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
+        eprintln!("skipped: python3 with numpy is not installed");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = format!("{ROOT}/examples/tensor_network.teml");
+    let c = d.path().join("k.c");
+    let npy = |n: &str| d.path().join(format!("{n}.npy")).to_str().unwrap().to_string();
+    let (ok, o) = teml_bits(
+        d.path(),
+        None,
+        &[
+            "run",
+            &f,
+            "-D",
+            "O=3",
+            "-D",
+            "W=5",
+            "-o",
+            &format!("V={}", npy("V")),
+            "-o",
+            &format!("t={}", npy("t")),
+            "-o",
+            &format!("R={}", npy("R")),
+            "--emit-c",
+            c.to_str().unwrap(),
+        ],
+    );
+    assert!(ok && o.contains("verified"), "{o}");
+    let csrc = std::fs::read_to_string(&c).unwrap();
+    assert!(
+        csrc.contains("a temporary of `lift`, held by the kernel")
+            && !csrc.contains("(*restrict R_1)[W][O][O][W],"),
+        "{csrc}"
+    );
+    let py = format!(
+        "import numpy as np\nV = np.load('{}')\nt = np.load('{}')\nR = np.load('{}')\n\
+         want = np.einsum('klcd,ci,dj,ak,bl->abij', V, t, t, t, t)\n\
+         assert np.allclose(R, want, rtol=1e-12), abs(R - want).max()\nprint('ok')\n",
+        npy("V"),
+        npy("t"),
+        npy("R")
+    );
+    let out = std::process::Command::new("python3").args(["-c", &py]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_order_can_be_given_and_bad_ones_say_which_step() {
+    let d = tempfile::tempdir().unwrap();
+    let src = format!("{INTERP}l = lift(v, [[0, 1], [0, 1], [0, 1]])\ncodegen(l)\n");
+    let f = program(d.path(), "o.teml", &src);
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f]);
+    assert!(ok && o.contains("order [[0, 1], [0, 1], [0, 1]]") && o.contains("verified"), "{o}");
+    // A[a][d] * A[b][f] first: an N^4 temporary, more operations than the best order.
+    assert!(o.contains("v_1[a][b][d][f] = A[a][d] * A[b][f]"), "{o}");
+    refused(
+        d.path(),
+        None,
+        "b1.teml",
+        &format!("{INTERP}l = lift(v, [[0, 1], [0, 5], [0, 1]])\n"),
+        &["b1.teml:6:13", "lift: argument 2 (order)", "step 2 [0, 5]: 3 operands remain (positions 0 to 2)"],
+    );
+    refused(
+        d.path(),
+        None,
+        "b2.teml",
+        &format!("{INTERP}l = lift(v, [[0, 1]])\n"),
+        &["lift: argument 2 (order)", "1 steps (one per contraction of 4 operands: 3)"],
+    );
+    refused(
+        d.path(),
+        None,
+        "b3.teml",
+        &format!("{INTERP}l = lift(v, [], \"columns\")\n"),
+        &[
+            "lift: argument 3 (layout)",
+            "\"result_first\" or \"summed_first\"",
+            "found the string \"columns\"",
+        ],
+    );
+}
+
+#[test]
+fn what_cannot_be_lifted_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let mm = "N = 4\nA = tensor([N, N])\nB = tensor([N, N])\nD = tensor([N, N])\n";
+    // One contraction already.
+    refused(
+        d.path(),
+        None,
+        "two.teml",
+        &format!("{mm}C = contract(A, B, [2, 1])\nl = lift(C)\n"),
+        &[
+            "two.teml:6:10",
+            "lift: argument 1 (expression)",
+            "a product of 2 tensors: one contraction already, nothing to lift",
+        ],
+    );
+    // A sum of products is not a product.
+    refused(
+        d.path(),
+        None,
+        "sum.teml",
+        &format!(
+            "{mm}X = tensor([N, N])\np = vmul(A, B, [[i, k], [k, j]])\nq = vadd(p, D, [, [i, j]])\n\
+             r = vmul(q, A, [, [j, l]])\nY = @X: add(X, r, [[i, l], ] -> [i, l])\nl = lift(Y)\n"
+        ),
+        &["lift: argument 1 (expression)", "whose `+` is not a product of tensors"],
+    );
+    // A plain assignment keeps k and j free: the last instance wins, not a sum.
+    refused(
+        d.path(),
+        None,
+        "plain.teml",
+        &format!(
+            "{mm}p = vmul(A, B, [[i, k], [k, j]])\nq = vmul(p, D, [, [j, l]])\nX = eq(q, -> [i, l])\nl = lift(X)\n"
+        ),
+        &["lift: argument 1 (expression)", "the last instance wins, not a sum"],
+    );
+    // Affine indices.
+    refused(
+        d.path(),
+        None,
+        "affine.teml",
+        &format!(
+            "{mm}X = tensor([N, N])\np = vmul(A, B, [[i, k], [k+1, j]])\nq = vmul(p, D, [, [j, l]])\n\
+             Y = @X: add(X, q, [[i, l], ] -> [i, l])\nl = lift(Y)\n"
+        ),
+        &["lift: argument 1 (expression)", "indexed by an affine expression"],
+    );
+    // A nest, and a declared tensor.
+    refused(
+        d.path(),
+        None,
+        "nest.teml",
+        &format!("{mm}C = contract(A, B, [2, 1])\nc = build(C)\nl = lift(c)\n"),
+        &["lift: argument 1 (expression)", "expected a tensor expression, found a loop nest"],
+    );
+    refused(
+        d.path(),
+        None,
+        "leaf.teml",
+        &format!("{mm}l = lift(A)\n"),
+        &["lift: argument 1 (expression)", "the tensor `A`"],
+    );
+    // A lifted nest inside a time loop.
+    refused(
+        d.path(),
+        None,
+        "around.teml",
+        &format!("{INTERP}l = lift(v)\nt = around(s, [0, 3], l)\n"),
+        &["around: argument 3 (nest)", "nests without an algebraic rewrite"],
+    );
+}
+
+#[test]
+fn a_space_chooses_among_contraction_orders_and_the_winner_replays() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let (ok, o) = teml_bits(
+        d.path(),
+        None,
+        &[
+            "tune",
+            &format!("{ROOT}/scripts/tune/mttkrp_lifted.rhai"),
+            "-D",
+            "N=12",
+            "--budget",
+            "4",
+            "--seed",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{o}");
+    let best = std::fs::read_to_string(out.join("best.teml")).unwrap();
+    assert!(best.contains("lift(A, [["), "{best}");
+    let (ok, o) = teml_bits(d.path(), None, &["run", out.join("best.teml").to_str().unwrap()]);
+    assert!(ok && o.contains("verified") && o.contains("lifted: A from"), "{o}");
+    // The orders, cheapest first: the Khatri-Rao product first.
+    let script = "// program: ".to_string()
+        + ROOT
+        + "/examples/mttkrp.teml\nlet o = contraction_orders(A);\nprint(o);\nlet l = lift(A, o[2]);\nprint(tree(l));\n";
+    let f = program(d.path(), "orders.rhai", &script);
+    let (ok, o) = teml_bits(d.path(), None, &["check", &f, "-D", "N=6"]);
+    assert!(ok && o.contains("[[1, 2], [0, 1]]") && o.contains("lifted: A from"), "{o}");
+}
+
+#[test]
+fn the_repl_shows_the_lift_and_survives_bad_input() {
+    let mut r = teml::repl::Repl::new(teml::ir::State::new(), teml::repl::Mode::Teml);
+    for l in INTERP.lines() {
+        r.handle(l).unwrap();
+    }
+    let out = r.handle(":lift v").unwrap();
+    assert!(out.contains("1. v_1[e][a][f][g] += A[a][d] * u[e][d][f][g]"), "{out}");
+    assert!(out.contains("lifted: v from") && out.contains("orders (15 listed, cheapest first):"), "{out}");
+    assert!(r.handle(":lift A").unwrap_err().contains("a product of three or more tensors"));
+    assert!(r.handle(":lift nothing").unwrap_err().contains("unknown identifier"));
+    assert!(r.handle("l = lift(v)").is_ok());
+    assert!(r.handle(":lift l").unwrap_err().contains("a loop nest"));
+}
+
+/// A random einsum over 3 to 5 operands (letters from a small pool, ranks 1 to 3, some
+/// letters kept): `lift` succeeds (its own oracle check passes), its order is never costlier
+/// than the expression as written, and the lifted kernel verifies.
+fn spec() -> impl Strategy<Value = String> {
+    let operand =
+        proptest::collection::btree_set(proptest::sample::select(vec!['a', 'b', 'c', 'd', 'e']), 1..=3)
+            .prop_map(|s| s.into_iter().collect::<String>());
+    (
+        proptest::collection::vec(operand, 3..=5),
+        proptest::collection::btree_set(proptest::sample::select(vec!['a', 'b', 'c', 'd', 'e']), 0..=2),
+    )
+        .prop_map(|(ops, out)| {
+            let used: String = ops.concat();
+            let out: String = out.into_iter().filter(|c| used.contains(*c)).collect();
+            format!("{}->{}", ops.join(","), out)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn random_products_lift_to_no_more_operations(s in spec()) {
+        let (ins, out) = s.split_once("->").unwrap();
+        let ops: Vec<&str> = ins.split(',').collect();
+        let mut src = String::from("Na = 3\nNb = 4\nNc = 2\nNd = 5\nNe = 3\n");
+        let dims = |o: &str| o.chars().map(|c| format!("N{c}")).collect::<Vec<_>>().join(", ");
+        for (k, o) in ops.iter().enumerate() {
+            src.push_str(&format!("T{k} = tensor([{}])\n", dims(o)));
+        }
+        let names: Vec<String> = (0..ops.len()).map(|k| format!("T{k}")).collect();
+        src.push_str(&format!("R = einsum(\"{ins}->{out}\", [{}])\nl = lift(R)\ncodegen(l)\n", names.join(", ")));
+        let state = teml::lang::eval_with(&src, "p.teml", &teml::ir::State::new(), &teml::script::Stdlib::get());
+        let state = match state {
+            Ok(s) => s,
+            // A product of two operands (repeated letters fold into fewer) is refused cleanly.
+            Err(e) => { prop_assert!(e.to_string().contains("nothing to lift") || e.to_string().contains("distinct"), "{src}\n{e}"); return Ok(()); }
+        };
+        let teml::ir::Value::Nest(n) = state.get("l").unwrap().clone() else { panic!("not a nest") };
+        let r = &n.rewrites[0];
+        prop_assert!(r.flops_after <= r.flops_before * (1.0 + 1e-12), "{src}: {} > {}", r.flops_after, r.flops_before);
+        let report = teml::pipeline::run_request(&state, &state.kernels[0], 0, &teml::pipeline::RunOptions::default());
+        let report = report.map_err(|e| TestCaseError::fail(format!("{src}: {e}")))?;
+        prop_assert!(report.verified, "{src}: {report:?}");
+    }
+}
