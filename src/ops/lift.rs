@@ -354,6 +354,17 @@ fn best_tree(s: &Sets) -> Tree {
     if n > EXHAUSTIVE {
         return greedy(s);
     }
+    // Up to ENUMERABLE operands, every tree: among equally cheap ones the first path in
+    // lexicographic order, which contracts the operands in the order written where that costs
+    // nothing (interp: A[a][d] with u, then A[b][f], then A[c][g], as examples/interp.teml).
+    if n <= ENUMERABLE {
+        let mut all: Vec<(f64, Path, Tree)> =
+            all_trees((1u64 << n) - 1).into_iter().map(|t| (t.cost(s), t.path(n), t)).collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        if let Some((_, _, t)) = all.into_iter().next() {
+            return t;
+        }
+    }
     let full = (1usize << n) - 1;
     let mut best: Vec<(f64, usize)> = vec![(f64::INFINITY, 0); full + 1];
     for k in 0..n {

@@ -88,7 +88,7 @@ fn tuning_spaces_run_and_verify_at_their_first_choices() {
 
 #[test]
 fn tuned_paths_replay_verify_and_report_speedups() {
-    assert_eq!(run_all("scripts/tuned", true), 10);
+    assert_eq!(run_all("scripts/tuned", true), 11);
 }
 
 /// The `teml run ...` commands an example's header gives (in backticks, or alone on a comment
