@@ -663,7 +663,7 @@ fn sequence(state: &State, stmts: &[TExpr]) -> Result<Nest> {
 /// The rewrite checked: the original and the sequence, run by the expression oracle on the
 /// same random data at a small size (each named constant replaced by a small value, equal
 /// constants by equal values), must agree on the result. A mismatch is a bug in `lift`.
-fn check(state: &State, original: &TExpr, stmts: &[TExpr], result: &Name) -> Result<()> {
+pub(crate) fn check(state: &State, original: &TExpr, stmts: &[TExpr], result: &Name) -> Result<()> {
     let mut values: Vec<i64> = state.consts.values().copied().collect();
     values.sort_unstable();
     values.dedup();

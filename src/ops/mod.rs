@@ -7,6 +7,7 @@ pub mod fm;
 pub mod infer;
 pub mod lift;
 pub mod registry;
+pub mod rewrite;
 pub mod tensor;
 pub mod transform;
 

@@ -876,6 +876,18 @@ fn b_lift(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(super::lift::lift(s, &x, order.as_deref(), layout)?.nest))
 }
 
+/// `factor(t)`: a common operand out of a sum of two products (`ops::rewrite`).
+fn b_factor(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("factor", s, a, 1, 1, "factor(t)")?;
+    Ok(t(super::rewrite::factor(s, &a.tensor(1, "expression", false)?)?))
+}
+
+/// `expand(t)`: a product distributed over a sum among its factors (`ops::rewrite`).
+fn b_expand(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("expand", s, a, 1, 1, "expand(t)")?;
+    Ok(t(super::rewrite::expand(s, &a.tensor(1, "expression", false)?)?))
+}
+
 fn b_around(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("around", s, a, 3, usize::MAX, "around(t, [lb, ub], l1, l2, ...)")?;
     let it = match a.get(1) {
@@ -1564,6 +1576,26 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: false,
         call: Call::Value(b_lift),
+    },
+    Builtin {
+        name: "factor",
+        signature: "factor(t)",
+        equation: "TeIL Sec. 3.6 (distributivity; extension)",
+        summary: "the assignment t with a common operand taken out of the sum or difference of two products in its value: Σ_K X·R1 ± Σ_K X·R2 = Σ_K X·(R1 ± R2) (the same tensor at the same indices, a vcontract's iterators renamed to match, the same sums); checked on random data; the result defines a tensor of its own (C2 = factor(C)) (docs/algebra.md)",
+        example: "C2 = factor(C)",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_factor),
+    },
+    Builtin {
+        name: "expand",
+        signature: "expand(t)",
+        equation: "TeIL Sec. 3.6 (distributivity; extension)",
+        summary: "the assignment t with its product distributed over the sum or difference among its factors: Σ_K X·(R1 ± R2) = Σ_K X·R1 ± Σ_K X·R2, the converse of factor; checked on random data; the result defines a tensor of its own (docs/algebra.md)",
+        example: "C3 = expand(C2)",
+        returns: Returns::Tensor,
+        checked: false,
+        call: Call::Value(b_expand),
     },
     Builtin {
         name: "focus",

@@ -296,3 +296,51 @@ proptest! {
         prop_assert!(report.verified, "{src}: {report:?}");
     }
 }
+
+const SUMS: &str = "N = 6\nA = tensor([N, N])\nB = tensor([N, N])\nD = tensor([N, N])\nC = tensor([N, N])\n";
+
+#[test]
+fn factor_and_expand_are_checked_rewrites_whose_kernels_verify() {
+    let d = tempfile::tempdir().unwrap();
+    // A[i][k] B[k][j] + A[i][k] D[k][j] summed onto C; and a difference of two vcontracts, which
+    // cannot be assigned until A is factored out (its iterators k1, k12 renamed to match).
+    let src = format!(
+        "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nq = vmul(A, D, [[i, k], [k, j]])\ns = vadd(p, q, [, ])\n\
+         Y = @C: add(C, s, [[i, j], ] -> [i, j])\nF = factor(Y)\nG = expand(F)\n\
+         X = vcontract(A, B, [2, 1])\nZ = vcontract(A, D, [2, 1])\nS = vsub(X, Z, [, ])\nS2 = factor(S)\n\
+         W = eq(S2, -> [i1, i2])\nl1 = build(F)\nl2 = build(G)\nl3 = build(W)\ncodegen(l1)\ncodegen(l2)\ncodegen(l3)\n"
+    );
+    let f = program(d.path(), "fx.teml", &src);
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f]);
+    assert!(ok && o.matches("verified").count() == 3, "{o}");
+    assert!(o.contains("F[i][j] += A[i][k] * (B[k][j] + D[k][j])"), "{o}");
+    assert!(o.contains("A[i1][k12] * (B[k12][i2] - D[k12][i2])"), "{o}");
+    refused(
+        d.path(),
+        None,
+        "f1.teml",
+        &format!(
+            "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nY = @C: add(C, p, [[i, j], ] -> [i, j])\nF = factor(Y)\n"
+        ),
+        &["f1.teml:8:12", "factor: argument 1 (expression)", "a sum or difference of two products"],
+    );
+    refused(
+        d.path(),
+        None,
+        "f2.teml",
+        &format!(
+            "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nq = vmul(D, A, [[i, k], [k, j]])\ns = vadd(p, q, [, ])\n\
+             Y = @C: add(C, s, [[i, j], ] -> [i, j])\nF = factor(Y)\n"
+        ),
+        &["factor: argument 1 (expression)", "expected two products with a common operand"],
+    );
+    refused(
+        d.path(),
+        None,
+        "f3.teml",
+        &format!(
+            "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nY = @C: add(C, p, [[i, j], ] -> [i, j])\nF = expand(Y)\n"
+        ),
+        &["expand: argument 1 (expression)", "a product with a sum or difference among its factors"],
+    );
+}
