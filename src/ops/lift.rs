@@ -100,6 +100,14 @@ pub fn analyze(state: &State, t: &TExpr) -> Result<Product> {
             if terms.len() == 1 { "" } else { "s" }
         )));
     }
+    if terms.len() > 60 {
+        return Err(refuse(
+            1,
+            "expression",
+            "at most 60 operands",
+            format!("a product of {} tensors", terms.len()),
+        ));
+    }
     // A contraction's iterators belong to it: none may appear outside it.
     for (ks, range) in &contracted {
         for k in ks {
