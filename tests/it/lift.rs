@@ -91,6 +91,23 @@ fn the_lifted_result_equals_numpy_and_temporaries_are_the_kernels_own() {
     );
     let out = std::process::Command::new("python3").args(["-c", &py]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Exported, a lifted kernel's interface is the expression's: no temporary among its
+    // arguments, and numpy gets einsum's result.
+    let lib = d.path().join("lib");
+    let f = format!("{ROOT}/examples/interp_lifted.teml");
+    let (ok, o) =
+        teml_bits(d.path(), None, &["export", &f, "-D", "E=6", "-D", "N=5", "-o", lib.to_str().unwrap()]);
+    assert!(ok, "{o}");
+    let h = std::fs::read_to_string(lib.join("l.h")).unwrap();
+    assert!(h.contains("int l(int64_t E, int64_t N, const double *A, const double *u, double *v);"), "{h}");
+    let py = format!(
+        "import sys\nsys.path.insert(0, '{}')\nimport numpy as np, l\nrng = np.random.default_rng(2)\n\
+         A, u = rng.random((5, 5)), rng.random((6, 5, 5, 5))\nv = l.l(A, u, np.zeros((6, 5, 5, 5)))\n\
+         assert np.allclose(v, np.einsum('ad,bf,cg,edfg->eabc', A, A, A, u), rtol=1e-12)\nprint('ok')\n",
+        lib.display()
+    );
+    let out = std::process::Command::new("python3").args(["-c", &py]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
