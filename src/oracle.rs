@@ -4,7 +4,7 @@
 //! The reference interpreter ([`crate::interp`]) runs the untransformed *loop nests*, reading
 //! each statement through [`crate::ir::lower`], exactly as code generation does; a defect
 //! there is shared by both. This module reads the trees themselves and uses none of
-//! `ir::lower`, `flatten`, `ops::infer` or `interp`'s execution (only its [`Buffers`] type):
+//! `ir::lower`, `flatten`, `analysis::infer` (its extent inference aside) or `interp`'s execution (only its [`Buffers`] type):
 //!
 //! - an indexed leaf `A[e1]..[en]` denotes one element of `A` (the index maps of eq. 14-15);
 //! - `+ - * /` are element-wise (eq. 15-16);
@@ -172,7 +172,7 @@ impl<'a> Compiler<'a> {
         if !plain_target && xs.iter().any(|e| e.as_var().is_none()) {
             let arg = crate::error::Arg::new(1, "statement");
             if let Ok(Some(e)) =
-                crate::ops::infer::extent_of(v, &[self.value, self.target], self.state, "oracle", &arg)
+                crate::analysis::infer::extent_of(v, &[self.value, self.target], self.state, "oracle", &arg)
             {
                 return e
                     .eval(&|x| self.state.constant(x))

@@ -1,7 +1,10 @@
 //! Exact legality: the dependences of a nest's untransformed statements, computed with isl,
 //! and the check that a transformed nest (and its parallel and vector marks) keeps them; and
-//! whether the kernel of some nests can be realised as C (its tensors, integer ranges, marks).
+//! whether the kernel of some nests can be realised as C (its tensors, integer ranges, marks);
+//! and the inference of iterator ranges from accesses (eq. 19, TeIL's bounds rule), which
+//! `build`, the script helpers and the expression oracle share.
 
+pub mod infer;
 pub mod isl;
 pub mod kernel;
 pub mod legality;

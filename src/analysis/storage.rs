@@ -252,17 +252,7 @@ fn place(state: &State, nest: &Nest, tensor: &Name) -> Option<(Nest, Name)> {
     }
     let common = common?;
     // The tensor's declaration, else (a temporary of `lift`, bound nowhere) a leaf of the nest.
-    let mut leaf = state.real_tensor(tensor);
-    if leaf.is_none() {
-        for s in nest.stmts() {
-            s.visit(&mut |n| {
-                if leaf.is_none() && n.id() == Some(tensor) {
-                    leaf = Some(crate::ir::real_leaf(&std::sync::Arc::new(n.clone())));
-                }
-            });
-        }
-    }
-    let whole: Option<i64> = leaf.and_then(|t| {
+    let whole: Option<i64> = state.real_tensor(tensor).or_else(|| nest.leaf(tensor)).and_then(|t| {
         t.shape.dims()?.iter().try_fold(1i64, |acc, d| match d {
             crate::ir::Dim::Known(e) => e.eval(&|v| state.constant(v)).ok().map(|n| acc.saturating_mul(n)),
             crate::ir::Dim::Unknown => None,

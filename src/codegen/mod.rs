@@ -219,7 +219,7 @@ fn generate_with(
     // own: allocated per call, never parameters, never converted.
     let internal: BTreeSet<Name> = nests
         .iter()
-        .flat_map(|(_, n)| n.rewrites.iter().flat_map(|r| r.temps.iter().cloned()))
+        .flat_map(|(_, n)| n.temps().cloned())
         .filter(|t| !keep.contains(t) && !local.contains(t) && params.iter().any(|p| &p.name == t))
         .collect();
     for (t, lay) in &layouts {

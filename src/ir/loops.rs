@@ -519,12 +519,30 @@ impl Nest {
         }
     }
 
+    /// The temporaries of the nest's rewrites (`lift`), in order.
+    pub fn temps(&self) -> impl Iterator<Item = &Name> {
+        self.rewrites.iter().flat_map(|r| &r.temps)
+    }
+
     /// The assignment that defines `name`, a temporary of one of the nest's rewrites (`lift`).
     pub fn temporary(&self, name: &str) -> Option<TExpr> {
-        if !self.rewrites.iter().any(|r| r.temps.iter().any(|t| &**t == name)) {
+        if !self.temps().any(|t| &**t == name) {
             return None;
         }
         self.origin.iter().find(|o| o.target().and_then(|x| x.id()).is_some_and(|t| &**t == name)).cloned()
+    }
+
+    /// The real tensor `tensor` as the first access to it in the nest shows it (shape, type).
+    pub fn leaf(&self, tensor: &str) -> Option<TExpr> {
+        let mut leaf = None;
+        for s in self.stmts() {
+            s.visit(&mut |n| {
+                if leaf.is_none() && n.id().is_some_and(|x| &**x == tensor) {
+                    leaf = Some(super::texpr::real_leaf(&Arc::new(n.clone())));
+                }
+            });
+        }
+        leaf
     }
 
     /// The same origin with other items (what every transformation returns).

@@ -16,5 +16,7 @@ pub use loops::{Annotations, LNode, Layout, Loop, LoopAddr, Nest, PackLayout};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
 pub use rewrite::Rewrite;
-pub use state::{Init, KernelRequest, State, Value, real_leaf};
-pub use texpr::{AssignMode, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode};
+pub use state::{Init, KernelRequest, State, Value};
+pub use texpr::{
+    AssignMode, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode, real_leaf,
+};

@@ -3,7 +3,7 @@
 
 use super::expr::Name;
 use super::loops::Nest;
-use super::texpr::{Iters, Op, TExpr, TNode};
+use super::texpr::{Iters, Op, TExpr, TNode, real_leaf};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -201,11 +201,4 @@ impl State {
     pub fn from_json(s: &str) -> Result<State, serde_json::Error> {
         serde_json::from_str(s)
     }
-}
-
-/// The real tensor behind an indexed leaf: the same node with its iterator list reset to ε
-/// (scalars keep •).
-pub fn real_leaf(x: &TExpr) -> TExpr {
-    let iters = if x.shape.rank() == 0 { Iters::Bullet } else { Iters::Unset };
-    if x.iters == iters { x.clone() } else { x.with_iters(iters) }
 }

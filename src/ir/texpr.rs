@@ -738,3 +738,10 @@ impl fmt::Display for TNode {
 fn wrap(f: &mut fmt::Formatter<'_>, t: &TNode, paren: bool) -> fmt::Result {
     if paren { write!(f, "({t})") } else { write!(f, "{t}") }
 }
+
+/// The real tensor behind an indexed leaf: the same node with its iterator list reset to ε
+/// (scalars keep •).
+pub fn real_leaf(x: &TExpr) -> TExpr {
+    let iters = if x.shape.rank() == 0 { Iters::Bullet } else { Iters::Unset };
+    if x.iters == iters { x.clone() } else { x.with_iters(iters) }
+}

@@ -1,6 +1,6 @@
 //! `build(t)`, eq. 19: the perfect loop nest around an assignment.
 
-use super::infer::{check_bounds, constants, eval_note, extent_of, iterators, nonneg};
+use crate::analysis::infer::{check_bounds, constants, eval_note, extent_of, iterators, nonneg};
 use crate::error::{Arg, Error, Result};
 use crate::ir::{Annotations, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr};
 use std::sync::Arc;
@@ -338,13 +338,19 @@ pub fn program(state: &State, nest: &Nest) -> Result<Vec<LNode>> {
     if !nest.program.is_empty() {
         return Ok(nest.program.clone());
     }
-    let mut out = Vec::new();
-    for (k, o) in nest.origin.iter().enumerate() {
+    Ok(sequence(state, &nest.origin)?.items)
+}
+
+/// The assignments `stmts`, each built (eq. 19), as one nest running them in order (a
+/// top-level sequence): a program's untransformed nests, `lift`'s steps.
+pub fn sequence(state: &State, stmts: &[TExpr]) -> Result<Nest> {
+    let mut items = Vec::new();
+    for (k, o) in stmts.iter().enumerate() {
         let built = build(state, o)?;
         // `build` numbers its one origin 0.
-        out.extend(built.items.iter().map(|x| x.map_stmts(&|t| super::transform::shift_origin(t, k))));
+        items.extend(built.items.iter().map(|x| x.map_stmts(&|t| super::transform::shift_origin(t, k))));
     }
-    Ok(out)
+    Ok(Nest::new(items, stmts.to_vec()))
 }
 
 /// The origin or placed statement `s` inside a new loop `it` of a sequence (`around`): its

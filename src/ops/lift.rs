@@ -601,7 +601,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         stmts.push(bound);
         list.push((Term { tensor: leaf, idx }, ops));
     }
-    let mut nest = sequence(&scratch, &stmts)?;
+    let mut nest = super::build::sequence(&scratch, &stmts)?;
     nest.rewrites.push(Rewrite {
         original: p.original.clone(),
         result: p.result.clone(),
@@ -613,7 +613,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         factors: n,
         scale: p.scale,
     });
-    check(state, &p.original, &stmts, &p.result)?;
+    check("lift", state, &p.original, &stmts, &p.result)?;
     Ok(Lifted { nest, stmts })
 }
 
@@ -655,23 +655,16 @@ fn internal(reason: String) -> Error {
     Error::Internal { builtin: "lift".into(), reason }
 }
 
-/// The assignments `stmts`, each built (eq. 19), as one nest running them in order.
-fn sequence(state: &State, stmts: &[TExpr]) -> Result<Nest> {
-    let mut items = Vec::new();
-    let mut origin = Vec::new();
-    for s in stmts {
-        let built = super::build::build(state, s)?;
-        let shift = origin.len();
-        items.extend(built.items.iter().map(|x| x.map_stmts(&|t| super::transform::shift_origin(t, shift))));
-        origin.extend(built.origin.iter().cloned());
-    }
-    Ok(Nest::new(items, origin))
-}
-
 /// The rewrite checked: the original and the sequence, run by the expression oracle on the
 /// same random data at a small size (each named constant replaced by a small value, equal
 /// constants by equal values), must agree on the result. A mismatch is a bug in `lift`.
-pub(crate) fn check(state: &State, original: &TExpr, stmts: &[TExpr], result: &Name) -> Result<()> {
+pub(crate) fn check(
+    builtin: &str,
+    state: &State,
+    original: &TExpr,
+    stmts: &[TExpr],
+    result: &Name,
+) -> Result<()> {
     let mut values: Vec<i64> = state.consts.values().copied().collect();
     values.sort_unstable();
     values.dedup();
@@ -680,15 +673,13 @@ pub(crate) fn check(state: &State, original: &TExpr, stmts: &[TExpr], result: &N
     for (c, v) in state.consts.clone() {
         st = st.with_const(&c, small(v).min(v.max(1)));
     }
-    let nests = [Nest::new(Vec::new(), vec![original.clone()]), Nest::new(Vec::new(), stmts.to_vec())];
-    let all_stmts: Vec<Nest> = nests
-        .iter()
-        .map(|n| Nest::new(n.origin.iter().cloned().map(crate::ir::LNode::Stmt).collect(), n.origin.clone()))
-        .collect();
+    // Every tensor either side touches, as statements of one nest (buffers_for reads leaves).
+    let both: Vec<TExpr> = std::iter::once(original.clone()).chain(stmts.iter().cloned()).collect();
+    let leaves = Nest::new(both.iter().cloned().map(crate::ir::LNode::Stmt).collect(), both);
     let mut fill = |name: &Name, dtype: DType, dims: &[usize]| {
-        crate::pipeline::random_data(7, name, dims.iter().product(), dtype)
+        crate::interp::random_data(7, name, dims.iter().product(), dtype)
     };
-    let Ok(init) = crate::interp::buffers_for(&st, &all_stmts, &mut fill) else { return Ok(()) };
+    let Ok(init) = crate::interp::buffers_for(&st, &[leaves], &mut fill) else { return Ok(()) };
     let (mut want, mut got) = (init.clone(), init);
     let ran = crate::oracle::run(&st, std::slice::from_ref(original), &mut want)
         .and_then(|_| crate::oracle::run(&st, stmts, &mut got));
@@ -701,9 +692,12 @@ pub(crate) fn check(state: &State, original: &TExpr, stmts: &[TExpr], result: &N
     if let Some((k, (a, b))) =
         w.data.iter().zip(&g.data).enumerate().find(|(_, (a, b))| (*a - *b).abs() > 1e-9 * scale)
     {
-        return Err(internal(format!(
-            "the sequence differs from `{original}` at element {k} of `{result}` ({b} against {a}) on small random data"
-        )));
+        return Err(Error::Internal {
+            builtin: builtin.into(),
+            reason: format!(
+                "the rewrite differs from `{original}` at element {k} of `{result}` ({b} against {a}) on small random data"
+            ),
+        });
     }
     Ok(())
 }

@@ -110,9 +110,9 @@ fn finish(state: &State, builtin: &str, t: &TExpr, acc: Option<TExpr>, v: TExpr)
     if !t.is_assign() {
         // Checked as the assignments `x[I] = t` and `x[I] = v`, I its free iterators, built
         // here for the oracle alone (eq. 14 may refuse the original: a sum of contractions).
-        let consts = super::infer::constants(state, &[&**t]);
+        let consts = crate::analysis::infer::constants(state, &[&**t]);
         let bound: Vec<Name> = t.bound_iters();
-        let free: Vec<Expr> = super::infer::iterators(t, &consts)
+        let free: Vec<Expr> = crate::analysis::infer::iterators(t, &consts)
             .into_iter()
             .filter(|i| !bound.contains(i))
             .map(|i| Expr::var_name(&i))
@@ -126,8 +126,7 @@ fn finish(state: &State, builtin: &str, t: &TExpr, acc: Option<TExpr>, v: TExpr)
                 vec![x.clone(), y.clone()],
             )
         };
-        super::lift::check(state, &assign(t), &[assign(&v)], &result)
-            .map_err(|e| Error::Internal { builtin: builtin.into(), reason: e.to_string() })?;
+        super::lift::check(builtin, state, &assign(t), &[assign(&v)], &result)?;
         return Ok(v);
     }
     let x = t.children[0].clone();
@@ -137,8 +136,7 @@ fn finish(state: &State, builtin: &str, t: &TExpr, acc: Option<TExpr>, v: TExpr)
     };
     let new = Arc::new(TNode { children: vec![x.clone(), value], ..(**t).clone() });
     let result = x.id().cloned().unwrap_or_else(|| Name::from("x"));
-    super::lift::check(state, t, std::slice::from_ref(&new), &result)
-        .map_err(|e| Error::Internal { builtin: builtin.into(), reason: e.to_string() })?;
+    super::lift::check(builtin, state, t, std::slice::from_ref(&new), &result)?;
     Ok(unfill(&new, &result))
 }
 

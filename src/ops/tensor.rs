@@ -1,7 +1,7 @@
 //! Tensor-expression builtins (Fig. 8, eq. 12-18) and the fundamental `vcontract`
 //! (Sec. 4.2.3). Each is a pure function: it reads trees and returns a new tree.
 
-use super::infer::{constants, extent_of, iterators, nonneg, same_extent};
+use crate::analysis::infer::{constants, extent_of, iterators, nonneg, same_extent};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
 use crate::ir::{
@@ -660,7 +660,7 @@ pub fn assign(state: &State, id: &str, at: Option<&str>, value: Value) -> Result
                 });
             if let Dim::Known(g) = got
                 && same_extent(g, w, state) != Some(true)
-                && !(offsets_only && crate::ops::infer::nonneg(&w.sub(g), state) == Some(true))
+                && !(offsets_only && crate::analysis::infer::nonneg(&w.sub(g), state) == Some(true))
             {
                 return Err(Error::ShapeMismatch {
                     builtin,

@@ -7,27 +7,7 @@ use crate::interp::{self, Buffers, Tensor};
 use crate::ir::{DType, Init, Name, Nest, State};
 use crate::runtime;
 
-/// splitmix64: a tiny, stable generator, so that a seed means the same data in every version.
-pub(super) fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Uniform values in [0.5, 1.5): well away from zero (divisors) and of one sign (sums do not
-/// cancel), so that reassociated sums compare tightly. Seeded per tensor name.
-pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
-    let mut s = seed
-        ^ name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    (0..n)
-        .map(|_| {
-            let x = 0.5 + (splitmix(&mut s) >> 11) as f64 / (1u64 << 53) as f64;
-            if dtype == DType::Float { x as f32 as f64 } else { x }
-        })
-        .collect()
-}
+pub use crate::interp::{random_data, splitmix};
 
 /// Initial data of a tensor: `-i` file, else its `init` statement, else seeded random values.
 pub fn initial_data(

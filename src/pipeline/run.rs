@@ -42,14 +42,7 @@ pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, Ru
                 None => origin.push(o.clone()),
             }
         }
-        let mut items = Vec::new();
-        for (k, o) in origin.iter().enumerate() {
-            let built = crate::ops::build(state, o)?;
-            items.extend(
-                built.items.iter().map(|x| x.map_stmts(&|t| crate::ops::transform::shift_origin(t, k))),
-            );
-        }
-        out.push(crate::ir::Nest::new(items, origin));
+        out.push(crate::ops::sequence(state, &origin)?);
     }
     Ok(out)
 }
@@ -67,7 +60,7 @@ fn performed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> 
 /// The temporaries of the rewrites in a request: written by the kernel, computed by no
 /// statement of the program as written, never compared.
 fn temporaries(req: &KernelRequest) -> Vec<Name> {
-    req.nests.iter().flat_map(|n| n.rewrites.iter().flat_map(|r| r.temps.iter().cloned())).collect()
+    req.nests.iter().flat_map(|n| n.temps().cloned()).collect()
 }
 
 /// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
@@ -675,17 +668,22 @@ fn run_at(
     // A lifted result may differ from the original by what rounding allows a reassociated sum
     // (docs/algebra.md): its comparison's floor is that bound over the tolerance.
     let unit = if least == DType::Float { f32::EPSILON as f64 / 2.0 } else { f64::EPSILON / 2.0 };
-    // The bound at the sizes compared (a reduced size sums fewer terms).
-    let bound = |r: &crate::ir::Rewrite| {
-        let terms = crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms);
-        (r.rounding_bound(unit, mag, terms), terms)
-    };
+    // Each rewrite's bound at the sizes compared (a reduced size sums fewer terms): (rewrite,
+    // bound, terms).
+    let bounds: Vec<(&crate::ir::Rewrite, f64, f64)> = req
+        .nests
+        .iter()
+        .flat_map(|n| &n.rewrites)
+        .map(|r| {
+            let terms = crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms);
+            (r, r.rounding_bound(unit, mag, terms), terms)
+        })
+        .collect();
     let widened = |name: &Name| {
-        req.nests
+        bounds
             .iter()
-            .flat_map(|n| &n.rewrites)
-            .filter(|r| &r.result == name)
-            .map(|r| bound(r).0 / tolerance(least))
+            .filter(|(r, _, _)| &r.result == name)
+            .map(|(_, b, _)| b / tolerance(least))
             .fold(mag, f64::max)
     };
     for (p, got) in kernel.params.iter().zip(outs) {
@@ -723,8 +721,7 @@ fn run_at(
             "; the program as written ({written_flops:.2e} flops) is not timed: no speedup over it"
         ));
     }
-    for r in req.nests.iter().flat_map(|n| &n.rewrites) {
-        let (bound, terms) = bound(r);
+    for (r, bound, terms) in &bounds {
         note.push_str(&format!(
             "; `{}` lifted: compared with the expression as written, within {bound:.1e} absolute or {:.0e} relative \
              (rounding of {} sums of {} factors on data up to {mag:.3})",

@@ -62,9 +62,9 @@ fn free_iters(state: &State, t: &TExpr) -> Vec<Name> {
             .map(|xs| xs.iter().filter_map(|x| x.as_var().cloned()).collect())
             .unwrap_or_default();
     }
-    let consts = ops::infer::constants(state, &[t]);
+    let consts = crate::analysis::infer::constants(state, &[t]);
     let bound: BTreeSet<Name> = t.bound_iters().into_iter().collect();
-    ops::infer::iterators(t, &consts).into_iter().filter(|v| !bound.contains(v)).collect()
+    crate::analysis::infer::iterators(t, &consts).into_iter().filter(|v| !bound.contains(v)).collect()
 }
 
 fn index_list(d: &Dynamic, helper: &str) -> RhaiResult<Vec<Expr>> {
@@ -89,7 +89,7 @@ fn names_to_avoid(state: &State, avoid: &Dynamic) -> BTreeSet<Name> {
     let items: Array = avoid.clone().try_cast::<Array>().unwrap_or_else(|| vec![avoid.clone()]);
     for x in &items {
         if let Some(Value::Tensor(t)) = to_value(x) {
-            out.extend(ops::infer::constants(state, &[&t]));
+            out.extend(crate::analysis::infer::constants(state, &[&t]));
             out.extend(t.bound_iters());
         } else if let Some(IndexVal(e)) = x.clone().try_cast::<IndexVal>() {
             out.extend(e.vars());
@@ -384,7 +384,7 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
         let items: Array = ts.clone().try_cast::<Array>().unwrap_or_else(|| vec![ts.clone()]);
         for x in &items {
             if let Some(Value::Tensor(t)) = to_value(x) {
-                out.extend(ops::infer::constants(&state, &[&t]));
+                out.extend(crate::analysis::infer::constants(&state, &[&t]));
             }
         }
         out.iter().map(|n| Dynamic::from(n.to_string())).collect()
