@@ -30,7 +30,7 @@
 //! divides), for the values the program binds; it says which.
 
 use super::isl::{Ctx, UMap};
-use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, lower};
+use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Update, lower};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -61,6 +61,8 @@ struct Access {
     /// An accumulator zeroed at its first update (a contraction's), not an update onto the
     /// values the tensor held (a user's `A = add(A, ..)`).
     zeroed: bool,
+    /// The update's operator (`Set` for any access but an accumulating target's).
+    update: Update,
 }
 
 /// An origin statement, with the loops around it in the untransformed nest.
@@ -104,7 +106,8 @@ fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
                 let index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
                 // A result stored over an operand (`in_place`) is that operand's element.
                 let tensor = nest.over.get(t).unwrap_or(t).clone();
-                accesses.push(Access { tensor, index, write, accumulates, zeroed });
+                let update = if accumulates { lw.update } else { Update::Set };
+                accesses.push(Access { tensor, index, write, accumulates, zeroed, update });
             }
         };
         let acc = lw.update.accumulates();
@@ -192,7 +195,9 @@ impl Names {
 
 /// The dependences as a union map `S<a>[o..] -> S<b>[q..]`: with `reductions`, every pair;
 /// else the updates of one accumulated element left out, except (with `first`) those from an
-/// accumulator's first update, which zeroes the element and must stay first.
+/// accumulator's first update, which zeroes the element and must stay first. With `first`
+/// (the order, not the marks), the `max` or `min` updates of one element by different
+/// statements are left out too (see [`relaxed_across`]).
 fn dependences<'c>(
     ctx: &'c Ctx,
     origins: &[Origin],
@@ -233,6 +238,9 @@ fn dependences<'c>(
                     // sequence runs the statement's sum again: those pairs are dependences),
                     // and an accumulator zeroed at its first update (its reduction coordinates
                     // at 0) keeps that update first (a reversal or a skew could move it).
+                    if ka != kb && first && !reductions && relaxed_across(x, y) {
+                        continue;
+                    }
                     if ka == kb && x.accumulates && y.accumulates && !reductions {
                         let split = |red: bool| -> Vec<&Name> {
                             a.iters
@@ -265,6 +273,24 @@ fn dependences<'c>(
     // Keep the pairs in the original order.
     let sched = ctx.map(original)?;
     all.and(sched.clone().lex_lt(sched)?)?.coalesce()
+}
+
+/// The updates of one element by different statements with the same `max` (or `min`), none a
+/// zeroing accumulator's: `x = max(x, a)` then `x = max(x, b)` leaves the same `x` in either
+/// order, exactly (no rounding), so the order check leaves their pairs out, as Pluto and Polly
+/// relax a reduction. Every other access keeps its dependences: a read of the element (a
+/// statement's operand, not its own accumulator) still comes after every update before it and
+/// before every update after it, so the updates between two reads stay between them. The
+/// marks keep these pairs: a parallel or vector loop realizes only a statement's own
+/// reduction with private accumulators (`analysis/reduction.rs`). This lets nussinov's four
+/// `max` updates of `table[i][j]` run in another order (`sink`, then `interchange`).
+fn relaxed_across(x: &Access, y: &Access) -> bool {
+    x.accumulates
+        && y.accumulates
+        && x.update == y.update
+        && matches!(x.update, Update::Max | Update::Min)
+        && !x.zeroed
+        && !y.zeroed
 }
 
 fn dims(iters: &[Name], prefix: &str) -> String {
@@ -1075,6 +1101,12 @@ pub fn never(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
     empty_within(outer, conds, true)
 }
 
+/// [`never`] for every value of the variables the loops do not bind, of any sign (the
+/// iterators of loops around a focused sub-tree are among them, and may be 0 or negative).
+pub fn never_for_any(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
+    empty_within(outer, conds, false)
+}
+
 /// True if no point of the loops `outer` satisfies every `c >= 0` of `conds`, for every value
 /// of the named constants (at least 1 where `positive`); `None` where isl cannot answer.
 fn empty_within(outer: &[&Loop], conds: &[Expr], positive: bool) -> Option<bool> {
@@ -1105,7 +1137,17 @@ fn empty_within(outer: &[&Loop], conds: &[Expr], positive: bool) -> Option<bool>
 /// Loop `l`'s bounds without the arguments of their `max` (lower) and `min` (upper) that
 /// the others imply at every point of the loops `outer` (isl): the same range, fewer tests.
 pub fn tidy_bounds(outer: &[&Loop], l: &Loop) -> Loop {
-    fn tidy(outer: &[&Loop], e: &Expr, lower: bool) -> Expr {
+    tidy_bounds_with(outer, l, true)
+}
+
+/// [`tidy_bounds`] where the variables the loops `outer` do not bind may take any sign (loops
+/// around a focused sub-tree): only what holds for every value goes.
+pub fn tidy_bounds_for_any(outer: &[&Loop], l: &Loop) -> Loop {
+    tidy_bounds_with(outer, l, false)
+}
+
+fn tidy_bounds_with(outer: &[&Loop], l: &Loop, positive: bool) -> Loop {
+    let tidy = |outer: &[&Loop], e: &Expr, lower: bool| -> Expr {
         let args: Vec<Expr> = if lower {
             match e.single_atom() {
                 Some(Atom::Max(xs)) => xs.clone(),
@@ -1128,14 +1170,14 @@ pub fn tidy_bounds(outer: &[&Loop], l: &Loop) -> Loop {
                 .iter()
                 .map(|r| if lower { a.sub(r).add_int(-1) } else { r.sub(a).add_int(-1) })
                 .collect();
-            if never(outer, &conds) == Some(true) {
+            if empty_within(outer, &conds, positive) == Some(true) {
                 kept.retain(|x| x != a);
             }
         }
         let mut it = kept.into_iter();
         let first = it.next().unwrap_or_else(|| e.clone());
         it.fold(first, |acc, x| if lower { Expr::max(&acc, &x) } else { Expr::min(&acc, &x) })
-    }
+    };
     Loop { lb: tidy(outer, &l.lb, true), ub: tidy(outer, &l.ub, false), ..l.clone() }
 }
 

@@ -361,6 +361,9 @@ fn generate_with(
                 "static inline {ty} teml_hsum_{vt}({vt} v) {{ {ty} s = 0; for (int l = 0; l < {w}; l++) s += v[l]; return s; }}"
             );
         }
+        for (dtype, w, max) in &helpers.extremes {
+            src.push_str(&extreme_helper(*dtype, *w, *max));
+        }
         for (dtype, w) in &helpers.streams {
             src.push_str(&stream_helper(*dtype, *w));
         }
@@ -380,6 +383,23 @@ fn generate_with(
     let _ = writeln!(src, "void {ENTRY}(void **args)\n{{\n  {name}({});\n}}", casts.join(", "));
     let const_c_names = consts.iter().map(|c| names.var(c).to_string()).collect();
     Ok(CKernel { source: src, name: name.to_string(), params, consts, const_c_names, casts: cast_types })
+}
+
+/// The name of `fmax` (`max`) or `fmin` of vectors of `w` lanes of `dtype`.
+fn extreme_name(dtype: DType, w: usize, max: bool) -> String {
+    format!("teml_{}_{}", if max { "fmax" } else { "fmin" }, vtype(dtype, w))
+}
+
+/// `fmax` or `fmin` lane by lane, in the vector extensions (a comparison is a mask of the
+/// lanes): C's semantics, a NaN operand yielding the other one, so that the explicit vectors
+/// agree with the scalar remainder and the reference to the bit.
+fn extreme_helper(dtype: DType, w: usize, max: bool) -> String {
+    let vt = vtype(dtype, w);
+    let (name, cmp) = (extreme_name(dtype, w, max), if max { ">=" } else { "<=" });
+    format!(
+        "static inline {vt} {name}({vt} a, {vt} b) {{ __typeof__(a < b) k = (a {cmp} b) | (b != b); \
+         return ({vt})((k & (__typeof__(k))a) | (~k & (__typeof__(k))b)); }}\n"
+    )
 }
 
 /// True if the first of `nests` that accesses `t` only writes it, each statement setting every
@@ -614,6 +634,8 @@ struct Helpers {
     splats: BTreeSet<(DType, usize)>,
     /// Sums of the lanes of a vector used (partial sums stored).
     hsums: BTreeSet<(DType, usize)>,
+    /// `fmax` / `fmin` lane by lane: (element type, lanes, max).
+    extremes: BTreeSet<(DType, usize, bool)>,
     /// Streaming stores of vectors used (`stream`).
     streams: BTreeSet<(DType, usize)>,
     /// A function of `<math.h>` is called (`sqrt`, `fmax`, ...).
@@ -957,8 +979,15 @@ impl Cx<'_> {
             Some(acc) => acc,
             None => self.mem(&lw.target, lane, true)?.0,
         };
-        let rhs = match lw.update {
-            Update::Max | Update::Min => {
+        let rhs = match (lw.update, lane) {
+            // Whole vectors of the target (the lanes run along its index: `vector_lanes` refuses
+            // a `max` reduction across the lanes).
+            (Update::Max | Update::Min, Some(ln)) if ln.width > 1 => {
+                let rhs = if vector { rhs } else { self.splat(ln, &rhs) };
+                vector = true;
+                self.extreme(ln, lw.update == Update::Max, &lhs, &rhs)
+            }
+            (Update::Max | Update::Min, _) => {
                 self.helpers.math = true;
                 let f = if lw.update == Update::Max { Func::Max } else { Func::Min };
                 format!("{}({lhs}, {rhs})", f.c_name(lw.target.dtype))
@@ -966,10 +995,7 @@ impl Cx<'_> {
             _ => rhs,
         };
         let rhs = match lane {
-            Some(ln) if ln.width > 1 && !vector => {
-                self.helpers.splats.insert((ln.dtype, ln.width));
-                format!("teml_splat_{}({rhs})", vtype(ln.dtype, ln.width))
-            }
+            Some(ln) if ln.width > 1 && !vector => self.splat(ln, &rhs),
             _ => rhs,
         };
         // A whole vector of the tensor a streaming loop stores: a streaming store.
@@ -994,6 +1020,19 @@ impl Cx<'_> {
             None => self.line(depth, &text),
         }
         Ok(())
+    }
+
+    /// A scalar expression broadcast to every lane.
+    fn splat(&mut self, ln: &Lane, x: &str) -> String {
+        self.helpers.splats.insert((ln.dtype, ln.width));
+        format!("teml_splat_{}({x})", vtype(ln.dtype, ln.width))
+    }
+
+    /// `fmax(a, b)` (or `fmin`) of two vectors of lanes `ln`.
+    fn extreme(&mut self, ln: &Lane, max: bool, a: &str, b: &str) -> String {
+        self.helpers.vtypes.insert((ln.dtype, ln.width));
+        self.helpers.extremes.insert((ln.dtype, ln.width, max));
+        format!("{}({a}, {b})", extreme_name(ln.dtype, ln.width, max))
     }
 
     /// `C[i][j] = 0.0;`, inside its loops and under its guard (for one block of lanes).
@@ -1675,21 +1714,33 @@ impl Cx<'_> {
                 GNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
             }
         }
-        // A scalar function (`sqrt`, `fmax`, ...) has no vector form in C's vector extensions:
+        // A scalar function (`sqrt`, `exp`, ...) has no vector form in C's vector extensions:
         // the compiler vectorizes it under the pragma (with the vector math library it has).
+        // `fmax` and `fmin` have one (`extreme_helper`), except as a reduction across the lanes
+        // (its partial results would be summed).
         for g in body {
-            if let GNode::Stmt(s) = g
-                && let Some(f) = s.value().and_then(|v| {
-                    let mut found = None;
-                    v.visit(&mut |n| {
-                        if let Op::Call(f) = n.op {
-                            found = found.or(Some(f));
-                        }
-                    });
-                    found
-                })
-            {
+            let GNode::Stmt(s) = g else { continue };
+            if let Some(f) = s.value().and_then(|v| {
+                let mut found = None;
+                v.visit(&mut |n| {
+                    if let Op::Call(f) = n.op
+                        && !matches!(f, Func::Max | Func::Min)
+                    {
+                        found = found.or(Some(f));
+                    }
+                });
+                found
+            }) {
                 return Err(format!("`{}` has no explicit vector form", f.name()));
+            }
+            if let Some(lw) = lower(s)
+                && matches!(lw.update, Update::Max | Update::Min)
+                && !lw.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter))
+            {
+                return Err(format!(
+                    "the `{}` reduction across the lanes has no explicit vector form",
+                    if lw.update == Update::Max { "max" } else { "min" }
+                ));
             }
         }
         let sums: Vec<Name> = self.bands.iter().flat_map(|b| b.tensors.iter().cloned()).collect();
@@ -1995,6 +2046,25 @@ impl Cx<'_> {
                 let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
                 let rs = if rp { format!("({rs})") } else { rs };
                 format!("{ls} {} {rs}", t.op.symbol())
+            }
+            Op::Call(f @ (Func::Max | Func::Min))
+                if let Some(ln) = lane.filter(|ln| ln.width > 1 && t.children.len() == 2) =>
+            {
+                let mut parts = Vec::new();
+                for c in &t.children {
+                    let mut v = false;
+                    let text = self.c_value(c, lane, &mut v)?;
+                    parts.push((text, v));
+                }
+                if parts.iter().all(|(_, v)| !v) {
+                    self.helpers.math = true;
+                    format!("{}({}, {})", f.c_name(t.dtype), parts[0].0, parts[1].0)
+                } else {
+                    let args: Vec<String> =
+                        parts.iter().map(|(x, v)| if *v { x.clone() } else { self.splat(ln, x) }).collect();
+                    *vector = true;
+                    self.extreme(ln, f == Func::Max, &args[0], &args[1])
+                }
             }
             Op::Call(f) => {
                 if lane.is_some_and(|ln| ln.width > 1) {

@@ -13,4 +13,6 @@ pub mod transform;
 pub use build::{build, program, sequence, with_programs};
 pub use registry::{ArgVal, Builtin, Call, Returns, builtins, call, exec, lookup, run_stmt};
 pub use tensor::{Arith, assign, eq, op, operand, scalar, tensor, vcontract, vop};
-pub use transform::{fuse_inner, fuse_outer, interchange, parallelize, stripmine, unroll, vectorize};
+pub use transform::{
+    fuse_inner, fuse_outer, interchange, parallelize, sink, split, stripmine, unroll, vectorize,
+};

@@ -938,6 +938,29 @@ fn b_reverse(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::reverse(&a.nest(1, "nest")?, a.int(2, "level")?)?))
 }
 
+fn b_sink(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("sink", s, a, 2, 3, "sink(l, r) or sink(l, r, \"first\" | \"last\")")?;
+    let at = match a.get(3) {
+        ArgVal::Omitted => transform::SinkAt::Keep,
+        ArgVal::Str(m) if m == "first" => transform::SinkAt::First,
+        ArgVal::Str(m) if m == "last" => transform::SinkAt::Last,
+        _ => {
+            return Err(a.wrong(
+                3,
+                "where",
+                "\"first\" or \"last\" (the inner loop's iteration that runs the statements)",
+            ));
+        }
+    };
+    Ok(n(transform::sink(&a.nest(1, "nest")?, a.int(2, "level")?, at)?))
+}
+
+fn b_split(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("split", s, a, 3, 3, "split(l, r, e)")?;
+    let at = a.index(a.get(3), 3, "at")?;
+    Ok(n(transform::split(&a.nest(1, "nest")?, a.int(2, "level")?, &at)?))
+}
+
 fn b_distribute(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("distribute", s, a, 2, 2, "distribute(l, r)")?;
     Ok(n(transform::distribute(&a.nest(1, "nest")?, a.int(2, "level")?)?))
@@ -1666,6 +1689,26 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: true,
         call: Call::Value(b_distribute),
+    },
+    Builtin {
+        name: "sink",
+        signature: "sink(l, r) | sink(l, r, \"first\" | \"last\")",
+        equation: "code sinking (extension; makes an imperfect nest perfect)",
+        summary: "the statements beside the one inner loop k of the loop at level r move into k, guarded to run at one of its iterations: those before k at its first, those after at its last (the same order); \"first\" or \"last\" puts them all there (legal where their updates commute, e.g. max updates of one element); then interchange, split",
+        example: "s = sink(fj, 1, \"last\")",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_sink),
+    },
+    Builtin {
+        name: "split",
+        signature: "split(l, r, e)",
+        equation: "index-set splitting (extension)",
+        summary: "the loop at level r over [lb, ub] becomes two loops in turn, over [lb, e-1] and [e, ub] (e affine in outer iterators and constants); guards a part's range decides go (peels what sink guarded)",
+        example: "p = split(fj, 1, k+2)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_split),
     },
     Builtin {
         name: "fuse_outer",

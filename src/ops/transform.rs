@@ -1557,3 +1557,201 @@ pub fn distribute(nest: &Nest, level: i64) -> Result<Nest> {
         Ok(l.body.iter().map(|x| LNode::Loop(l.with_body(vec![x.clone()]))).collect())
     })
 }
+
+/// Where `sink` puts the statements it moves into the loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkAt {
+    /// Those before the loop at its first iteration, those after it at its last: the same
+    /// order (code sinking).
+    Keep,
+    /// All at its first iteration, before its body.
+    First,
+    /// All at its last iteration, after its body.
+    Last,
+}
+
+/// `sink(l, r)`, `sink(l, r, "first" | "last")` (code sinking, which makes an imperfect nest
+/// perfect): the loop at level `r` runs statements beside one inner loop `k`; they move into
+/// `k`, guarded to run at one iteration of it: by default those before `k` at its first
+/// iteration (before its body) and those after at its last (after its body), the same order;
+/// `"first"` or `"last"` puts them all there, another order that legality accepts where the
+/// updates commute (the `max` updates of one element: nussinov). `k` must run at least once
+/// wherever its loop does, and its bound at that end must be affine.
+///
+/// ```text
+/// for j in [a, b]                    for j in [a, b]
+///   S1(j)                              for k in [c(j), d(j)]
+///   for k in [c(j), d(j)]      →         S2(j, k)
+///     S2(j, k)                           if k == d(j): S1(j)      ("last")
+/// ```
+pub fn sink(nest: &Nest, level: i64, at: SinkAt) -> Result<Nest> {
+    let b = "sink";
+    let outer = locate(nest, level, b, &level_arg(2))?;
+    let loops: Vec<usize> =
+        outer.body.iter().enumerate().filter(|(_, x)| x.as_loop().is_some()).map(|(k, _)| k).collect();
+    let expected = "a loop whose body is statements beside exactly one loop".to_string();
+    let [pos] = loops[..] else {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: level_arg(2),
+            expected,
+            found: format!("loop {} around {} loops", outer.header(), loops.len()),
+        });
+    };
+    if outer.body.len() < 2 {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: level_arg(2),
+            expected,
+            found: format!("loop {} around one loop and no statement", outer.header()),
+        });
+    }
+    let Some(inner) = outer.body[pos].as_loop().cloned() else { unreachable!("sink: a loop at {pos}") };
+    unit_step(b, 2, &inner)?;
+    // Runs at least once wherever the loop around it runs (else its guarded statements would
+    // not run there).
+    let path = nest.path();
+    let chain: Vec<&Loop> = path[..level as usize].iter().map(|l| &**l).collect();
+    if crate::analysis::legality::never_for_any(&chain, &[inner.lb.sub(&inner.ub).add_int(-1)]) != Some(true)
+    {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: level_arg(2),
+            expected: format!(
+                "an inner loop that runs at least once in every iteration of loop `{}` (the statements \
+                 sunk into it run at one of its iterations)",
+                outer.iter
+            ),
+            found: format!("loop {}, which can be empty there", inner.header()),
+        });
+    }
+    let k = Expr::var_name(&inner.iter);
+    let end = |first: bool| -> Result<Expr> {
+        let bound = if first { &inner.lb } else { &inner.ub };
+        if !bound.is_affine() {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(2),
+                expected: "an inner loop whose bound at that end is affine (sink before strip-mining)".into(),
+                found: format!("loop {}", inner.header()),
+            });
+        }
+        // `k == lb` is `lb - k >= 0` inside the loop; `k == ub` is `k - ub >= 0`.
+        Ok(if first { bound.sub(&k) } else { k.sub(bound) })
+    };
+    let place = |x: &LNode, first: bool| -> Result<LNode> {
+        guarded(x, &[end(first)?]).map_err(|why| Error::Illegal { builtin: b.into(), reason: why })
+    };
+    let (before, after) = (&outer.body[..pos], &outer.body[pos + 1..]);
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
+    for x in before {
+        match at {
+            SinkAt::Last => tail.push(place(x, false)?),
+            _ => head.push(place(x, true)?),
+        }
+    }
+    for x in after {
+        match at {
+            SinkAt::First => head.push(place(x, true)?),
+            _ => tail.push(place(x, false)?),
+        }
+    }
+    let body: Vec<LNode> = head.into_iter().chain(inner.body.iter().cloned()).chain(tail).collect();
+    let sunk = LNode::Loop(outer.with_body(vec![LNode::Loop(inner.with_body(body))]));
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(vec![sunk.clone()]))
+}
+
+/// `split(l, r, e)` (index-set splitting): the loop at level `r` over `[lb, ub]` becomes two
+/// loops in turn, over `[lb, e-1]` and `[e, ub]` (`e` affine in outer iterators and named
+/// constants; each part clipped to the range). A guard that a part's range decides goes: a
+/// statement whose guard always holds there runs untested, one whose guard never holds leaves
+/// that part (and a part left empty goes). The same instances in the same order: what peels
+/// the iteration a `sink` guarded off its loop.
+///
+/// ```text
+/// for j in [k+1, N-1]                         for j in [k+1, k+1]
+///   S1(j)                     split at k+2      S1(j)
+///   if j == k+1: S2(j)             →            S2(j)
+///                                             for j in [k+2, N-1]
+///                                               S1(j)
+/// ```
+pub fn split(nest: &Nest, level: i64, at: &Expr) -> Result<Nest> {
+    let b = "split";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    unit_step(b, 2, &l)?;
+    let mut below = Vec::new();
+    l.body.iter().for_each(|x| x.loop_iters(&mut below));
+    if !at.is_affine() || at.mentions(&l.iter) || below.iter().any(|v| at.mentions(v)) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "at"),
+            expected: format!(
+                "an affine expression in the iterators of loops around `{}` and named constants",
+                l.iter
+            ),
+            found: format!("`{at}`"),
+        });
+    }
+    let path = nest.path();
+    let above: Vec<&Loop> = path[..level as usize - 1].iter().map(|l| &**l).collect();
+    let tidy = crate::analysis::legality::tidy_bounds_for_any;
+    let parts = [
+        Loop { ub: Expr::min(&l.ub, &at.add_int(-1)), ..(*l).clone() },
+        Loop { lb: Expr::max(&l.lb, at), ..(*l).clone() },
+    ];
+    let mut out = Vec::new();
+    for part in parts {
+        let part = tidy(&above, &part);
+        if !part.lb.within(INT_MAX) || !part.ub.within(INT_MAX) {
+            return Err(overflow(b, &part));
+        }
+        let mut chain = above.clone();
+        chain.push(&part);
+        if crate::analysis::legality::never_for_any(&chain, &[]) == Some(true) {
+            continue;
+        }
+        let body: Vec<LNode> = part.body.iter().filter_map(|x| settle(&chain, x)).collect();
+        if !body.is_empty() {
+            out.push(LNode::Loop(Arc::new(Loop { body, ..part.clone() })));
+        }
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |_| Ok(out.clone()))
+}
+
+/// `x` inside the loops `chain` with the guards they decide settled: a guard that always holds
+/// dropped, a statement whose guards never all hold (or a loop left empty) gone (`None`).
+fn settle(chain: &[&Loop], x: &LNode) -> Option<LNode> {
+    use crate::analysis::legality::never_for_any;
+    match x {
+        LNode::Loop(l) => {
+            let mut inner = chain.to_vec();
+            inner.push(l);
+            if never_for_any(&inner, &[]) == Some(true) {
+                return None;
+            }
+            let body: Vec<LNode> = l.body.iter().filter_map(|c| settle(&inner, c)).collect();
+            (!body.is_empty()).then(|| LNode::Loop(l.with_body(body)))
+        }
+        LNode::Stmt(s) => {
+            let Some(inst) = s.inst.as_ref().filter(|i| !i.guard.is_empty()) else {
+                return Some(x.clone());
+            };
+            if never_for_any(chain, &inst.guard) == Some(true) {
+                return None;
+            }
+            let mut kept = inst.guard.clone();
+            for g in &inst.guard {
+                let others: Vec<Expr> = kept.iter().filter(|h| *h != g).cloned().collect();
+                // `g` holds wherever the others do: no point has `g < 0`, i.e. `-g - 1 >= 0`.
+                let broken = [others.clone(), vec![Expr::int(0).sub(g).add_int(-1)]].concat();
+                if never_for_any(chain, &broken) == Some(true) {
+                    kept = others;
+                }
+            }
+            let mut inst = (**inst).clone();
+            inst.guard = kept;
+            Some(LNode::Stmt(s.with_instance(inst)))
+        }
+    }
+}

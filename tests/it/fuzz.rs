@@ -695,7 +695,22 @@ impl Gen<'_> {
             .and_then(|n| n.index_list().map(|xs| xs.len()))
             .unwrap_or(1)
             .max(1);
-        let call = match self.c.pick(26) {
+        let call = match self.c.pick(28) {
+            26 => format!(
+                "sink({cur}, {}{})",
+                lv(&mut self.c),
+                ["", ", \"first\"", ", \"last\""][self.c.pick(3)]
+            ),
+            27 => {
+                // at a constant, or at an outer loop's iterator plus a constant
+                let path = self.nest(cur)?.view().path();
+                let c = self.c.pick(5) as i64 - 1;
+                let at = match path.get(self.c.pick(path.len() + 1)) {
+                    Some(l) => format!("{}{}", l.iter, if c == 0 { String::new() } else { format!("{c:+}") }),
+                    None => c.to_string(),
+                };
+                format!("split({cur}, {}, {at})", lv(&mut self.c))
+            }
             25 => {
                 // levels from a loop of the nest, maybe below a branch (`focus`), by its address
                 let n = self.nest(cur)?;

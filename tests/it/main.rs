@@ -36,6 +36,7 @@ mod runtime_cache;
 mod runtime_exec;
 mod runtime_npy;
 mod script_frontend;
+mod sink;
 mod state_json;
 mod stdlib_loops;
 mod stdlib_tensors;

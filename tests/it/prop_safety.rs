@@ -51,6 +51,9 @@ enum Step {
     FuseInner(i64),
     Parallelize(i64),
     Vectorize(i64),
+    /// `split(l, r, at)`: at a constant, or (where `outer`) at the iterator of the loop
+    /// around level r plus the constant.
+    Split(i64, i64, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -61,6 +64,7 @@ fn step() -> impl Strategy<Value = Step> {
         (1..6i64).prop_map(Step::FuseInner),
         (1..6i64).prop_map(Step::Parallelize),
         (1..6i64).prop_map(Step::Vectorize),
+        (1..6i64, -2..8i64, any::<bool>()).prop_map(|(r, c, o)| Step::Split(r, c, o)),
     ]
 }
 
@@ -73,6 +77,14 @@ fn apply(s: &State, n: &Nest, st: &Step) -> teml::Result<Nest> {
         Step::FuseInner(r) => fuse_inner(n, r),
         Step::Parallelize(r) => parallelize(n, r),
         Step::Vectorize(r) => vectorize(n, r, 0),
+        Step::Split(r, c, outer) => {
+            let path = n.path();
+            let at = match path.get((r - 2).max(0) as usize) {
+                Some(l) if outer && r >= 2 => Expr::var_name(&l.iter).add_int(c),
+                _ => Expr::int(c),
+            };
+            split(n, r, &at)
+        }
     }
 }
 
