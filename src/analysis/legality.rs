@@ -15,6 +15,8 @@
 //!   dependences of a statement on itself through its target are left out, as a reduction.
 //!   (An accumulator's zeroing happens at its first update, which every order the
 //!   transformations produce keeps first.)
+//!   For the order (not the marks), the `max` updates of one element by different statements
+//!   are left out too, and likewise `min`: they commute exactly ([`relaxed_across`]).
 //! - **Schedules.** Each statement of the transformed nest carries its [`Instance`]: the
 //!   original instance it runs, as expressions in the loops around it. With the loops'
 //!   bounds and the statement's position at each level, that gives the new time of every

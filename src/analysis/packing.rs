@@ -153,9 +153,13 @@ fn range(e: &Expr, loops: &[Loop]) -> Option<(Expr, Expr)> {
             continue;
         }
         let lb = l.lb.is_affine().then(|| l.lb.clone())?;
-        let ub = super::vector::full_ub(l)?;
-        lo = lo.subst(&l.iter, if c_lo >= 0 { &lb } else { &ub });
-        hi = hi.subst(&l.iter, if c_hi >= 0 { &ub } else { &lb });
+        // A block loop's `floor((N-1)/v)` bound stays: `affine_bound` reads it below.
+        let ub = super::vector::full_ub(l).unwrap_or_else(|| l.ub.clone());
+        // A strip-mined loop of blocks (`io in [0, floor((N-1)/v)]`, the band reaching its last,
+        // partial block): the box's affine hull, past the tensor's edge by less than a block
+        // (the copy stops at the edge).
+        lo = lo.subst(&l.iter, if c_lo >= 0 { &lb } else { &ub }).affine_bound(false)?;
+        hi = hi.subst(&l.iter, if c_hi >= 0 { &ub } else { &lb }).affine_bound(true)?;
     }
-    (lo.is_affine() && hi.is_affine()).then_some((lo, hi))
+    Some((lo, hi))
 }

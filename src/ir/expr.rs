@@ -307,6 +307,29 @@ impl Expr {
         Some((found?, Expr { terms: rest, constant: self.constant }))
     }
 
+    /// An affine bound of the expression where its only non-affine terms are `c * floor(x / d)`
+    /// with `x` affine and `d` dividing `c`: `floor(x / d)` lies in `[(x - d + 1) / d, x / d]`,
+    /// so each term is replaced by the end that keeps the result at least the value (`upper`)
+    /// or at most it. (A strip-mined loop's last block reaches `d*floor((N-1)/d) + d - 1`: its
+    /// upper bound `N + d - 2`, past the tensor by less than a block.) `None` for other forms.
+    pub fn affine_bound(&self, upper: bool) -> Option<Expr> {
+        let mut out = Expr::int(self.constant);
+        for (a, c) in &self.terms {
+            let term = match a {
+                Atom::Var(_) => Expr::atom(a.clone()).checked_scale(*c).ok()?,
+                Atom::FloorDiv(x, d) if x.is_affine() && c % d == 0 => {
+                    // c * floor(x/d) <= (c/d) * x where c > 0, and >= where c < 0.
+                    let high_end = (*c > 0) == upper;
+                    let x = if high_end { (**x).clone() } else { x.checked_add_int(1 - d).ok()? };
+                    x.checked_scale(c / d).ok()?
+                }
+                _ => return None,
+            };
+            out = out.checked_add(&term).ok()?;
+        }
+        Some(out)
+    }
+
     /// The one atom the expression is, with coefficient 1 and no constant.
     pub fn single_atom(&self) -> Option<&Atom> {
         match (self.terms.as_slice(), self.constant) {
@@ -528,6 +551,27 @@ mod tests {
         assert_eq!(v("i").sub(&v("i")).as_const(), Some(0));
         assert_eq!(Expr::int(-3).to_string(), "-3");
         assert_eq!(v("i").scale(-1).add_int(4).to_string(), "-i+4");
+    }
+
+    #[test]
+    fn affine_bounds_of_floors_enclose_every_value() {
+        // 8*floor((N-1)/8) + 7, the last column a block of 8 reaches.
+        let e = v("N").add_int(-1).floordiv(8).scale(8).add_int(7);
+        let (hi, lo) = (e.affine_bound(true).unwrap(), e.affine_bound(false).unwrap());
+        assert_eq!(hi.to_string(), "N+6");
+        assert_eq!(lo.to_string(), "N-1");
+        for n in 1..40 {
+            let at = |x: &Expr| x.eval(&|_| Some(n)).unwrap();
+            assert!(at(&lo) <= at(&e) && at(&e) <= at(&hi), "N={n}");
+        }
+        // A negative coefficient swaps the ends; a coefficient the divisor does not divide, or
+        // a min, has no such bound.
+        let neg = v("N").floordiv(4).scale(-4);
+        assert_eq!(neg.affine_bound(true).unwrap().to_string(), "-N+3");
+        assert_eq!(neg.affine_bound(false).unwrap().to_string(), "-N");
+        assert_eq!(v("N").floordiv(4).scale(3).affine_bound(true), None);
+        assert_eq!(Expr::min(&v("N"), &v("M")).affine_bound(true), None);
+        assert_eq!(v("i").scale(2).affine_bound(false), Some(v("i").scale(2)));
     }
 
     #[test]

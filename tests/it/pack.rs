@@ -174,3 +174,23 @@ fn a_packed_loop_inside_a_collapsed_band_is_refused() {
         ],
     );
 }
+
+/// A band that holds a strip-mined loop of blocks (`jo in [0, floor((N-1)/8)]`): the box of B it
+/// reads is its affine hull, reaching past B's last column by less than a block, and the copy
+/// stops at the edge (issue 23: the loop of blocks' `floor` bound was refused as not affine).
+#[test]
+fn a_band_over_blocks_packs_their_hull() {
+    let d = tempfile::tempdir().unwrap();
+    let f = program(
+        d.path(),
+        "p.teml",
+        &format!("N = 13\n{MM}s = stripmine(l, 2, 8)\np = pack(s, 2, B)\ncodegen(p)\n"),
+    );
+    for n in ["13", "16", "1"] {
+        let (ok, out) = teml(d.path(), &["run", &f, "-D", &format!("N={n}"), "-q"]);
+        assert!(ok && out.contains("verified"), "N={n}: {out}");
+    }
+    let (ok, c) = teml(d.path(), &["run", &f, "--no-run"]);
+    assert!(ok, "{c}");
+    assert!(c.contains("/* `B` packed for loop `i2o`: the N x N+7 block from B[0][0] */"), "{c}");
+}
