@@ -235,14 +235,16 @@ fn dependences<'c>(
                             cons.iter().chain(&extra).cloned().collect::<Vec<_>>().join(" and ")
                         ))
                     };
+                    // The `max` (or `min`) updates of one element by two statements, for the
+                    // order: either way round.
+                    if ka != kb && first && !reductions && relaxed_across(x, y) {
+                        continue;
+                    }
                     // The updates of one reduction into one element: any order. One reduction
                     // is one value of the iterators it does not sum over (a loop around a
                     // sequence runs the statement's sum again: those pairs are dependences),
                     // and an accumulator zeroed at its first update (its reduction coordinates
                     // at 0) keeps that update first (a reversal or a skew could move it).
-                    if ka != kb && first && !reductions && relaxed_across(x, y) {
-                        continue;
-                    }
                     if ka == kb && x.accumulates && y.accumulates && !reductions {
                         let split = |red: bool| -> Vec<&Name> {
                             a.iters

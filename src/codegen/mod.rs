@@ -983,9 +983,9 @@ impl Cx<'_> {
             // Whole vectors of the target (the lanes run along its index: `vector_lanes` refuses
             // a `max` reduction across the lanes).
             (Update::Max | Update::Min, Some(ln)) if ln.width > 1 => {
-                let rhs = if vector { rhs } else { self.splat(ln, &rhs) };
+                let r = self.extreme(ln, lw.update == Update::Max, (&lhs, true), (&rhs, vector));
                 vector = true;
-                self.extreme(ln, lw.update == Update::Max, &lhs, &rhs)
+                r
             }
             (Update::Max | Update::Min, _) => {
                 self.helpers.math = true;
@@ -1028,8 +1028,10 @@ impl Cx<'_> {
         format!("teml_splat_{}({x})", vtype(ln.dtype, ln.width))
     }
 
-    /// `fmax(a, b)` (or `fmin`) of two vectors of lanes `ln`.
-    fn extreme(&mut self, ln: &Lane, max: bool, a: &str, b: &str) -> String {
+    /// `fmax(a, b)` (or `fmin`) over lanes `ln` of two operands, each `(text, is a vector)`:
+    /// a scalar one broadcast to every lane.
+    fn extreme(&mut self, ln: &Lane, max: bool, a: (&str, bool), b: (&str, bool)) -> String {
+        let [a, b] = [a, b].map(|(x, v)| if v { x.to_string() } else { self.splat(ln, x) });
         self.helpers.vtypes.insert((ln.dtype, ln.width));
         self.helpers.extremes.insert((ln.dtype, ln.width, max));
         format!("{}({a}, {b})", extreme_name(ln.dtype, ln.width, max))
@@ -2056,14 +2058,13 @@ impl Cx<'_> {
                     let text = self.c_value(c, lane, &mut v)?;
                     parts.push((text, v));
                 }
-                if parts.iter().all(|(_, v)| !v) {
+                let [(a, va), (b, vb)] = [&parts[0], &parts[1]];
+                if !va && !vb {
                     self.helpers.math = true;
-                    format!("{}({}, {})", f.c_name(t.dtype), parts[0].0, parts[1].0)
+                    format!("{}({a}, {b})", f.c_name(t.dtype))
                 } else {
-                    let args: Vec<String> =
-                        parts.iter().map(|(x, v)| if *v { x.clone() } else { self.splat(ln, x) }).collect();
                     *vector = true;
-                    self.extreme(ln, f == Func::Max, &args[0], &args[1])
+                    self.extreme(ln, f == Func::Max, (a, *va), (b, *vb))
                 }
             }
             Op::Call(f) => {

@@ -1587,10 +1587,10 @@ pub enum SinkAt {
 pub fn sink(nest: &Nest, level: i64, at: SinkAt) -> Result<Nest> {
     let b = "sink";
     let outer = locate(nest, level, b, &level_arg(2))?;
-    let loops: Vec<usize> =
-        outer.body.iter().enumerate().filter(|(_, x)| x.as_loop().is_some()).map(|(k, _)| k).collect();
+    let loops: Vec<(usize, &Arc<Loop>)> =
+        outer.body.iter().enumerate().filter_map(|(k, x)| Some((k, x.as_loop()?))).collect();
     let expected = "a loop whose body is statements beside exactly one loop".to_string();
-    let [pos] = loops[..] else {
+    let [(pos, inner)] = loops[..] else {
         return Err(Error::BadArgument {
             builtin: b.into(),
             arg: level_arg(2),
@@ -1606,8 +1606,7 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt) -> Result<Nest> {
             found: format!("loop {} around one loop and no statement", outer.header()),
         });
     }
-    let Some(inner) = outer.body[pos].as_loop().cloned() else { unreachable!("sink: a loop at {pos}") };
-    unit_step(b, 2, &inner)?;
+    unit_step(b, 2, inner)?;
     // Runs at least once wherever the loop around it runs (else its guarded statements would
     // not run there).
     let path = nest.path();
