@@ -305,6 +305,21 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
         // afterwards the result has those values and the operand its own again, as in a kernel.
         let kept: Vec<(Name, Name, Option<Tensor>)> =
             n.over.iter().map(|(y, x)| (y.clone(), x.clone(), bufs.get(x).cloned())).collect();
+        // A tensor with a copy per iteration of a loop (`privatize`): the nest has copies of its
+        // own, as a kernel holds them; the tensor keeps its values.
+        let mut own: Vec<(Name, Option<Tensor>)> = Vec::new();
+        for t in n.expanded.keys() {
+            let Some(leaf) = n.leaf(t) else { continue };
+            let mut dims = Vec::new();
+            for d in leaf.shape.dims().unwrap_or(&[]) {
+                let Dim::Known(e) = d else { return Err(format!("the shape of `{t}` is not known")) };
+                let x = e
+                    .eval(&|v| state.constant(v))
+                    .map_err(|v| format!("named constant `{v}` is not bound"))?;
+                dims.push(x.max(0) as usize);
+            }
+            own.push((t.clone(), bufs.insert(t.clone(), Tensor::zeros(leaf.dtype, dims))));
+        }
         let mut cx = Compiler { state, names: Vec::new(), dims: Vec::new(), slots: Vec::new() };
         let code = n.items().iter().map(|x| cx.node(x, bufs)).collect::<Result<Vec<_>, _>>()?;
         let names = cx.names;
@@ -327,6 +342,12 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
             {
                 bufs.insert(y, result);
             }
+        }
+        for (t, before) in own {
+            match before {
+                Some(b) => bufs.insert(t, b),
+                None => bufs.remove(&t),
+            };
         }
         total += result?;
     }

@@ -38,6 +38,26 @@ pub struct Tensor {
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
 pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
+    // A tensor with a copy per iteration of a loop (`privatize`) exists nowhere else (checked
+    // before the shapes: its copies have a dimension more).
+    for (k, (name, n)) in nests.iter().enumerate() {
+        for t in n.expanded.keys() {
+            let elsewhere = nests.iter().enumerate().find(|(j, (_, m))| {
+                *j != k
+                    && m.stmts().iter().any(|s| {
+                        let mut hit = false;
+                        s.visit(&mut |x| hit |= x.id() == Some(t));
+                        hit
+                    })
+            });
+            if let Some((_, (other, _))) = elsewhere {
+                return Err(unrealizable(format!(
+                    "`{t}` has a copy per iteration of a loop (privatize) in `{name}`, but `{other}` of the \
+                     same kernel accesses it too; expected its every access in that nest"
+                )));
+            }
+        }
+    }
     layout(state, nests)?;
     fn walk<'a>(
         state: &State,

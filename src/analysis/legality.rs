@@ -105,7 +105,11 @@ fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
         let zeroed = lw.first.is_some();
         let mut push = |leaf: &crate::ir::TNode, write: bool, accumulates: bool| {
             if let Some(t) = leaf.id() {
-                let index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
+                let mut index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
+                // A tensor with a copy per iteration (`privatize`): the copy's element.
+                if let Some(by) = nest.expanded.get(t) {
+                    index = by.iter().map(Expr::var_name).chain(index).collect();
+                }
                 // A result stored over an operand (`in_place`) is that operand's element.
                 let tensor = nest.over.get(t).unwrap_or(t).clone();
                 let update = if accumulates { lw.update } else { Update::Set };

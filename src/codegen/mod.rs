@@ -147,6 +147,14 @@ fn generate_with(
             local.extend(l.annot.store_at.iter().cloned());
         }
     }
+    // Tensors with a copy per iteration of a loop (`privatize`): the kernel holds them.
+    let expanded: BTreeSet<Name> = nests.iter().flat_map(|(_, n)| n.expanded.keys().cloned()).collect();
+    if let Some(t) = expanded.iter().find(|t| keep.contains(*t)) {
+        return Err(unrealizable(format!(
+            "`{t}` has a copy per iteration of a loop (privatize), so its values are not kept after the \
+             kernel; expected no -o for it, or no privatize"
+        )));
+    }
     if let Some(t) = local.iter().find(|t| keep.contains(*t)) {
         return Err(unrealizable(format!(
             "`{t}` is stored per iteration of a loop (store_at), so its values are not kept after the \
@@ -220,6 +228,7 @@ fn generate_with(
     let internal: BTreeSet<Name> = nests
         .iter()
         .flat_map(|(_, n)| n.temps().cloned())
+        .chain(expanded.iter().cloned())
         .filter(|t| !keep.contains(t) && !local.contains(t) && params.iter().any(|p| &p.name == t))
         .collect();
     for (t, lay) in &layouts {
@@ -232,7 +241,12 @@ fn generate_with(
     }
     for p in params.iter().filter(|p| internal.contains(&p.name) && !layouts.contains_key(&p.name)) {
         helpers.packs = true;
-        let (prologue, back) = own_buffer(p, &mut helpers);
+        let what = if expanded.contains(&p.name) {
+            "a copy per iteration of a loop (privatize)"
+        } else {
+            "a temporary of `lift`"
+        };
+        let (prologue, back) = own_buffer(p, what, &mut helpers);
         body.push_str(&prologue);
         epilogue.push_str(&back);
     }
@@ -493,12 +507,12 @@ fn convert(p: &Param, lay: &crate::ir::Layout, h: &mut Helpers, copy: bool) -> (
 
 /// A temporary of `lift` the kernel holds itself: its buffer allocated at entry (as a
 /// layout's) under the name its accesses use, and released at exit.
-fn own_buffer(p: &Param, h: &mut Helpers) -> (String, String) {
+fn own_buffer(p: &Param, what: &str, h: &mut Helpers) -> (String, String) {
     let ty = p.dtype.c_name();
     let all: String = p.dims.iter().map(|d| format!("[{}]", c_expr(d, h, false))).collect();
     let decl = param_decl(p, &h.names);
     h.layouts = true;
-    let mut pro = format!("  /* `{}`: a temporary of `lift`, held by the kernel */\n", p.c_name);
+    let mut pro = format!("  /* `{}`: {what}, held by the kernel */\n", p.c_name);
     let _ = writeln!(pro, "  {decl} = teml_buffer(sizeof({ty}{all}));");
     let _ = writeln!(
         pro,

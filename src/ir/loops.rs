@@ -502,6 +502,13 @@ pub struct Nest {
     /// own. Verification runs their originals instead (docs/algebra.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rewrites: Vec<super::rewrite::Rewrite>,
+    /// Tensors stored with one copy per iteration of some loops (`privatize`: scalar and array
+    /// expansion): `T ↦ [j, ..]`, the original iterators (the names in the origins'
+    /// instances) that index the copies, outermost dimension first. The nest's statements
+    /// access `T[j - lb][..][x]` where the program accesses `T[x]`; legality reads the origins'
+    /// accesses that way; the kernel holds `T` (it is no parameter, and not compared).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expanded: BTreeMap<Name, Vec<Name>>,
 }
 
 impl Nest {
@@ -516,6 +523,7 @@ impl Nest {
             over: BTreeMap::new(),
             focus: Vec::new(),
             rewrites: Vec::new(),
+            expanded: BTreeMap::new(),
         }
     }
 
@@ -556,6 +564,7 @@ impl Nest {
             program: self.program.clone(),
             focus: Vec::new(),
             rewrites: self.rewrites.clone(),
+            expanded: self.expanded.clone(),
         }
     }
 

@@ -555,6 +555,11 @@ impl TNode {
         Arc::new(TNode { op, children, ..(**self).clone() })
     }
 
+    /// True if some leaf is the tensor `t`.
+    pub fn mentions_tensor(&self, t: &str) -> bool {
+        self.id().is_some_and(|x| &**x == t) || self.children.iter().any(|c| c.mentions_tensor(t))
+    }
+
     /// True if some node is a virtual contraction.
     pub fn has_contract(&self) -> bool {
         matches!(self.op, Op::Contract(_)) || self.children.iter().any(|c| c.has_contract())

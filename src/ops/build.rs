@@ -464,6 +464,14 @@ pub fn around_dir(
             layouts.insert(t.clone(), lay.clone());
         }
         over.extend(n.over.iter().map(|(y, x)| (y.clone(), x.clone())));
+        if let Some(t) = n.expanded.keys().next() {
+            return Err(bad(
+                pos,
+                "nest",
+                "nests whose tensors are stored as declared (privatize after `around`)".into(),
+                format!("a nest where `{t}` has a copy per iteration of a loop (privatize)"),
+            ));
+        }
         if let Some(r) = n.rewrites.first() {
             return Err(bad(
                 pos,

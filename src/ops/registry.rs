@@ -147,7 +147,7 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
 /// Builtins that take a nest first and rewrite it where it is focused (`focus`); the others
 /// that take nests (`build`, `around`, `fuse_outer`, `focus` itself) see whole nests.
 fn works_on_view(name: &str) -> bool {
-    !matches!(name, "build" | "around" | "fuse_outer" | "focus")
+    !matches!(name, "build" | "around" | "fuse_outer" | "focus" | "privatize")
         && lookup(name).is_some_and(|b| b.returns == Returns::Nest)
 }
 
@@ -1057,6 +1057,11 @@ fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(n(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
+fn b_privatize(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("privatize", s, a, 3, 3, "privatize(l, r, T)")?;
+    Ok(n(transform::privatize(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+}
+
 fn b_in_place(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("in_place", s, a, 3, 3, "in_place(l, y, x)")?;
     Ok(n(transform::in_place(s, &a.nest(1, "nest")?, &a.real_tensor_name(2)?, &a.real_tensor_name(3)?)?))
@@ -1829,6 +1834,16 @@ static BUILTINS: &[Builtin] = &[
         returns: Returns::Nest,
         checked: true,
         call: Call::Value(b_in_place),
+    },
+    Builtin {
+        name: "privatize",
+        signature: "privatize(l, r, T)",
+        equation: "scalar and array expansion (Feautrier 1988; the converse of store_at)",
+        summary: "gives tensor T one copy per iteration of the loop j at level r: every access T[x] becomes T[j - lb][x], which removes the dependences only T's reuse made (a scalar such as symm's temp2 then no longer pins j); every access to T must be inside the loop, each read must follow a write of that element in the same iteration (isl decides; a witness otherwise), T must not be a result, and the loop's bounds must be named constants",
+        example: "l2 = privatize(l1, 2, temp2)",
+        returns: Returns::Nest,
+        checked: true,
+        call: Call::Value(b_privatize),
     },
     Builtin {
         name: "store_at",

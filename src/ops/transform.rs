@@ -392,6 +392,18 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
             }
         }
     }
+    // A tensor with a copy per iteration (`privatize`): the other nest does not access it.
+    for (a, b2) in [(n1, n2), (n2, n1)] {
+        if let Some(t) = a.expanded.keys().find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t))) {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "`{t}` has a copy per iteration of a loop (privatize) in one nest and the other accesses \
+                     it: expected privatize after the fusion"
+                ),
+            });
+        }
+    }
     // A result stored over an operand: the other nest accesses neither.
     for (a, b2) in [(n1, n2), (n2, n1)] {
         for (y, x) in &a.over {
@@ -418,6 +430,7 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     out.layouts = layouts;
     out.over = n1.over.iter().chain(&n2.over).map(|(y, x)| (y.clone(), x.clone())).collect();
     out.rewrites = n1.rewrites.iter().chain(&n2.rewrites).cloned().collect();
+    out.expanded = n1.expanded.iter().chain(&n2.expanded).map(|(t, by)| (t.clone(), by.clone())).collect();
     Ok(out)
 }
 
@@ -1120,6 +1133,175 @@ pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result
         TensorMark { get: |a| &a.store_at, get_mut: |a| &mut a.store_at, what: "stored per iteration of" },
         &|outer, l| crate::analysis::storage::check(state, nest, outer, l, tensor).map(|_| ()),
     )
+}
+
+/// `privatize(l, r, T)` (scalar and array expansion; Feautrier, "Array expansion", 1988): tensor
+/// `T` gets one copy per iteration of the loop `j` at level `r`: every access `T[x]` in the nest
+/// becomes `T[j - lb][x]`, so the iterations no longer share it, and the dependences through `T`
+/// that only its reuse made (anti and output) are gone: a loop `j` that was pinned by a scalar
+/// such as PolyBench's `temp2` may then be interchanged, distributed and vectorized. The
+/// converse of `store_at`. Same values exactly when every read of `T` is preceded, in the same
+/// iteration of `j` (and of the loops around it), by a write of that element (decided by isl
+/// before the rewrite, with a witness when not), every access to `T` is inside the loop, and
+/// `T` is no result of the nest (something reads it; its values are dropped after the kernel,
+/// which holds its copies). On a focused nest, levels count from the focus. Later transformations are checked against the expanded accesses.
+/// `privatize(l, 2, temp2)` for symm:
+///
+/// ```text
+/// for i in [0, M-1]                       for i in [0, M-1]
+///   for j in [0, N-1]                        for j in [0, N-1]
+///     temp2 = 0                       →        temp2[j] = 0
+///     for k in [0, i-1]                        for k in [0, i-1]
+///       temp2 += B[k][j]*A[i][k]                 temp2[j] += B[k][j]*A[i][k]
+///     C[i][j] = ... + alpha*temp2                C[i][j] = ... + alpha*temp2[j]
+/// ```
+pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
+    let b = "privatize";
+    // Levels count from the focus; the checks see the whole nest.
+    let view = nest.view();
+    let l = locate(&view, level, b, &level_arg(2))?;
+    let bad = |k: usize, name: &str, expected: &str, found: String| Error::BadArgument {
+        builtin: b.into(),
+        arg: Arg::new(k, name),
+        expected: expected.into(),
+        found,
+    };
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    let accesses = |s: &crate::ir::TExpr| {
+        let mut hit = false;
+        s.visit(&mut |n| hit |= n.id() == Some(tensor));
+        hit
+    };
+    let all = nest.stmts();
+    if !all.iter().any(accesses) {
+        return Err(bad(3, "tensor", "a tensor the nest accesses", format!("`{tensor}`, which it does not")));
+    }
+    let own = "a tensor stored as declared (privatize before giving it storage of its own)";
+    if let Some(lay) = nest.layouts.get(tensor) {
+        let rank = nest.rank_of(tensor).unwrap_or(0);
+        return Err(bad(
+            3,
+            "tensor",
+            own,
+            format!("`{tensor}`, which has the layout {}", lay.describe(rank)),
+        ));
+    }
+    if nest.in_place(tensor) {
+        return Err(bad(3, "tensor", own, format!("`{tensor}`, stored in place (in_place)")));
+    }
+    let mut marked = None;
+    for x in nest.items() {
+        x.visit_loops(&mut |o| {
+            let a = &o.annot;
+            if marked.is_none()
+                && [&a.store_at, &a.pack, &a.registers, &a.stream].iter().any(|ts| ts.contains(tensor))
+            {
+                marked = Some(o.header());
+            }
+        });
+    }
+    if let Some(h) = marked {
+        return Err(bad(3, "tensor", own, format!("`{tensor}`, marked on loop {h}")));
+    }
+    unit_step(b, 2, &l)?;
+    if let Some(v) = l.lb.vars().into_iter().chain(l.ub.vars()).find(|v| state.constant(v).is_none()) {
+        return Err(bad(
+            2,
+            "level",
+            "a loop whose bounds are named constants (each copy of the tensor is at `j - lb`)",
+            format!("loop {}, whose bounds use `{v}`", l.header()),
+        ));
+    }
+    let inside: Vec<crate::ir::TExpr> = l.body.iter().flat_map(|x| x.stmts()).collect();
+    if let Some(s) = all.iter().find(|s| accesses(s) && !inside.iter().any(|x| Arc::ptr_eq(x, s))) {
+        return Err(illegal(format!(
+            "`{s}` accesses `{tensor}` outside loop `{}`: expected every access to it inside the loop",
+            l.iter
+        )));
+    }
+    // The original iterator that the loop runs, in every statement that accesses the tensor.
+    let here = Expr::var_name(&l.iter);
+    let mut original: Option<Name> = None;
+    for s in inside.iter().filter(|s| accesses(s)) {
+        let inst = s
+            .inst
+            .as_ref()
+            .ok_or_else(|| illegal(format!("`{s}` records no instances: expected a nest made by `build`")))?;
+        let Some(k) = inst.at.iter().position(|e| *e == here) else {
+            return Err(illegal(format!(
+                "loop `{}` runs no iterator of `{s}` as it is (it was strip-mined, skewed or shifted):                  expected a loop of the program's own iterator (privatize first)",
+                l.iter
+            )));
+        };
+        match &original {
+            Some(o) if *o != inst.iters[k] => {
+                return Err(illegal(format!(
+                    "loop `{}` runs the iterator `{o}` of one statement and `{}` of `{s}`: expected one                      iterator of the program in every statement that accesses `{tensor}`",
+                    l.iter, inst.iters[k]
+                )));
+            }
+            _ => original = Some(inst.iters[k].clone()),
+        }
+    }
+    let original = original.expect("the loop holds a statement that accesses the tensor");
+    if nest.expanded.get(tensor).is_some_and(|by| by.contains(&original)) {
+        return Err(illegal(format!("`{tensor}` already has a copy per iteration of `{original}`")));
+    }
+    if !inside.iter().any(|s| crate::ir::lower(s).is_some_and(|lw| lw.target.id() == Some(tensor))) {
+        return Err(illegal(format!(
+            "no statement in loop `{}` writes `{tensor}`: expected a tensor the loop computes (an \
+             operand it only reads needs no copies)",
+            l.iter
+        )));
+    }
+    let reads = |s: &crate::ir::TExpr| {
+        crate::ir::lower(s).is_some_and(|lw| {
+            let mut hit = false;
+            lw.rhs.visit(&mut |n| hit |= n.id() == Some(tensor));
+            // An update onto the values it held (`x = add(x, ..)`, not a zeroed sum) reads x.
+            hit || (lw.update.accumulates() && lw.first.is_none() && lw.target.id() == Some(tensor))
+        })
+    };
+    if !inside.iter().any(reads) {
+        return Err(illegal(format!(
+            "no statement reads `{tensor}`: it is a result of the nest, whose values must be kept"
+        )));
+    }
+    if !state.unchecked
+        && let Err(why) = crate::analysis::legality::stays_local(state, nest, &l, tensor)
+            .map_err(|e| Error::Internal { builtin: b.into(), reason: e })?
+    {
+        return Err(illegal(format!(
+            "cannot give `{tensor}` a copy per iteration of loop `{}`: {}",
+            l.iter, why.message
+        )));
+    }
+    let index = here.sub(&l.lb);
+    let extent = l.ub.sub(&l.lb).add_int(1);
+    let expand = |s: &crate::ir::TExpr| expanded_leaves(s, tensor, &index, &extent);
+    let sub = rewrite_loop(&view, level, b, &level_arg(2), &mut |l| {
+        Ok(vec![LNode::Loop(l.with_body(l.body.iter().map(|x| x.map_stmts(&expand)).collect()))])
+    })?;
+    let mut out = nest.splice(sub);
+    out.expanded.entry(tensor.clone()).or_default().insert(0, original);
+    Ok(out)
+}
+
+/// `s` with every leaf of `tensor` given a new first dimension: index `index`, extent `extent`.
+fn expanded_leaves(s: &crate::ir::TExpr, tensor: &Name, index: &Expr, extent: &Expr) -> crate::ir::TExpr {
+    use crate::ir::{Dim, Iters, Shape, TNode};
+    let children = s.children.iter().map(|c| expanded_leaves(c, tensor, index, extent)).collect();
+    let mut node = TNode { children, ..(**s).clone() };
+    if s.is_tensor_leaf() && s.id() == Some(tensor) {
+        let xs =
+            std::iter::once(index.clone()).chain(s.index_list().unwrap_or(&[]).iter().cloned()).collect();
+        let dims = std::iter::once(Dim::Known(extent.clone()))
+            .chain(s.shape.dims().unwrap_or(&[]).iter().cloned())
+            .collect();
+        node.iters = Iters::List(xs);
+        node.shape = Shape::Dims(dims);
+    }
+    Arc::new(node)
 }
 
 /// `in_place(l, y, x)` (seed 000, "other variable vs. in-place"): the result `y` is stored

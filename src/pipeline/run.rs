@@ -582,7 +582,9 @@ fn run_at(
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     let kernel = codegen::generate_keeping(state, &name, &named, &opts.keep)?;
     let reference_nests = untransformed(state, req)?;
-    let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
+    // The program's shapes first: a tensor with a copy per iteration of a loop (`privatize`)
+    // has a dimension more in the transformed nest, which only the kernel holds.
+    let all: Vec<Nest> = reference_nests.iter().chain(&req.nests).cloned().collect();
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
     // The temporaries of `lift` that the kernel holds itself need no data here.
     let temps = temporaries(req);

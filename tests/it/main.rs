@@ -28,6 +28,7 @@ mod oracle;
 mod pack;
 mod paper_figures;
 mod polybench;
+mod privatize;
 mod prop_safety;
 mod registers;
 mod repl;
