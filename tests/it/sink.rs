@@ -188,3 +188,25 @@ proptest! {
         prop_assert_eq!(&want["table"].data, &got["table"].data, "{} {}", src, steps);
     }
 }
+
+#[test]
+fn floyd_warshall_split_at_k_runs_in_lanes_and_threads_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    // As written, row k and column k change during step k: j is not vectorizable.
+    let fw = std::fs::read_to_string(format!("{root}/examples/polybench/floyd-warshall.teml")).unwrap();
+    let plain = fw.replace("codegen(l)", "v = vectorize(l, 3)\ncodegen(v)");
+    refused(d.path(), None, "fw.teml", &plain, &["vectorize", "path", "loop `j`"]);
+    // Split at k and k+1, the parts off the diagonal run in lanes and on threads (N = 13: the
+    // lanes end in remainders).
+    let space = format!("{root}/scripts/polybench/tune/floyd-warshall.rhai");
+    let (ok, o) = teml_bits(
+        d.path(),
+        Some("256"),
+        &["run", &space, "-D", "N=13", "--param", "order=split", "--threads", "2"],
+    );
+    assert!(ok && o.contains("verified (max rel error 0.00e0"), "{o}");
+    assert!(o.contains("  for i in [0, k-1]  parallel\n    for j in [0, k-1]  vectorize\n"), "{o}");
+    assert!(o.contains("  for i in [k+1, N-1]  parallel\n"), "{o}");
+    assert_eq!(o.matches("vectorize").count(), 4, "{o}");
+}
