@@ -305,10 +305,10 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
         // afterwards the result has those values and the operand its own again, as in a kernel.
         let kept: Vec<(Name, Name, Option<Tensor>)> =
             n.over.iter().map(|(y, x)| (y.clone(), x.clone(), bufs.get(x).cloned())).collect();
-        // A tensor with a copy per iteration of a loop (`privatize`): the nest has copies of its
-        // own, as a kernel holds them; the tensor keeps its values.
+        // A tensor with a copy per iteration of a loop (`privatize`): the nest's buffer of
+        // copies, its own as a kernel's (the tensor keeps its values).
         let mut own: Vec<(Name, Option<Tensor>)> = Vec::new();
-        for t in n.expanded.keys() {
+        for t in n.expanded.values().map(|x| &x.buffer) {
             let Some(leaf) = n.leaf(t) else { continue };
             let mut dims = Vec::new();
             for d in leaf.shape.dims().unwrap_or(&[]) {

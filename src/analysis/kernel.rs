@@ -38,22 +38,19 @@ pub struct Tensor {
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
 pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
-    // A tensor with a copy per iteration of a loop (`privatize`) exists nowhere else (checked
-    // before the shapes: its copies have a dimension more).
-    for (k, (name, n)) in nests.iter().enumerate() {
-        for t in n.expanded.keys() {
-            let elsewhere = nests.iter().enumerate().find(|(j, (_, m))| {
-                *j != k
-                    && m.stmts().iter().any(|s| {
-                        let mut hit = false;
-                        s.visit(&mut |x| hit |= x.id() == Some(t));
-                        hit
-                    })
-            });
-            if let Some((_, (other, _))) = elsewhere {
+    // A tensor with a copy per iteration of a loop (`privatize`) in one nest is not kept: no
+    // other nest of the kernel may access it as it is (each nest that accesses it gives it
+    // copies of its own, and no value passes from one nest to another).
+    for (name, n) in nests {
+        for (t, x) in &n.expanded {
+            if let Some((other, _)) =
+                nests.iter().find(|(_, m)| m.stmts().iter().any(|s| s.mentions_tensor(t)))
+            {
                 return Err(unrealizable(format!(
-                    "`{t}` has a copy per iteration of a loop (privatize) in `{name}`, but `{other}` of the \
-                     same kernel accesses it too; expected its every access in that nest"
+                    "`{t}` has a copy per iteration of loop `{}` in `{name}` (privatize), but `{other}` of \
+                     the same kernel accesses `{t}` itself; expected privatize in every nest of the kernel \
+                     that accesses it",
+                    x.by
                 )));
             }
         }

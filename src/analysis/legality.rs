@@ -107,8 +107,8 @@ fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> {
             if let Some(t) = leaf.id() {
                 let mut index = leaf.index_list().map(|x| x.to_vec()).unwrap_or_default();
                 // A tensor with a copy per iteration (`privatize`): the copy's element.
-                if let Some(by) = nest.expanded.get(t) {
-                    index = by.iter().map(Expr::var_name).chain(index).collect();
+                if let Some(x) = nest.expanded.get(t) {
+                    index.insert(0, Expr::var_name(&x.by));
                 }
                 // A result stored over an operand (`in_place`) is that operand's element.
                 let tensor = nest.over.get(t).unwrap_or(t).clone();

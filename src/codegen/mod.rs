@@ -148,8 +148,9 @@ fn generate_with(
         }
     }
     // Tensors with a copy per iteration of a loop (`privatize`): the kernel holds them.
-    let expanded: BTreeSet<Name> = nests.iter().flat_map(|(_, n)| n.expanded.keys().cloned()).collect();
-    if let Some(t) = expanded.iter().find(|t| keep.contains(*t)) {
+    let expanded: BTreeSet<Name> =
+        nests.iter().flat_map(|(_, n)| n.expanded.values().map(|x| x.buffer.clone())).collect();
+    if let Some(t) = nests.iter().flat_map(|(_, n)| n.expanded.keys()).find(|t| keep.contains(*t)) {
         return Err(unrealizable(format!(
             "`{t}` has a copy per iteration of a loop (privatize), so its values are not kept after the \
              kernel; expected no -o for it, or no privatize"

@@ -502,13 +502,22 @@ pub struct Nest {
     /// own. Verification runs their originals instead (docs/algebra.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rewrites: Vec<super::rewrite::Rewrite>,
-    /// Tensors stored with one copy per iteration of some loops (`privatize`: scalar and array
-    /// expansion): `T ↦ [j, ..]`, the original iterators (the names in the origins'
-    /// instances) that index the copies, outermost dimension first. The nest's statements
-    /// access `T[j - lb][..][x]` where the program accesses `T[x]`; legality reads the origins'
-    /// accesses that way; the kernel holds `T` (it is no parameter, and not compared).
+    /// Tensors stored with one copy per iteration of a loop (`privatize`: scalar and array
+    /// expansion), by the program's name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub expanded: BTreeMap<Name, Vec<Name>>,
+    pub expanded: BTreeMap<Name, Expansion>,
+}
+
+/// A tensor `T` with one copy per iteration of a loop (`privatize`). The nest's statements
+/// access `buffer[j - lb][x]` where the program accesses `T[x]`; legality reads the origins'
+/// accesses as `T[j][x]`; the kernel holds `buffer` (no parameter, never compared), and `T`
+/// itself is left as it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expansion {
+    /// The original iterator (its name in the origins' instances) that indexes the copies.
+    pub by: Name,
+    /// The copies' buffer, as the nest's statements name it (`temp2_j`).
+    pub buffer: Name,
 }
 
 impl Nest {

@@ -12,7 +12,7 @@ pub mod texpr;
 
 pub use expr::{Atom, EvalError, Expr, Name, Overflow, is_c_ident, name, parse_define};
 pub use history::{History, StepArg, Writer};
-pub use loops::{Annotations, LNode, Layout, Loop, LoopAddr, Nest, PackLayout};
+pub use loops::{Annotations, Expansion, LNode, Layout, Loop, LoopAddr, Nest, PackLayout};
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
 pub use rewrite::Rewrite;

@@ -394,7 +394,14 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     }
     // A tensor with a copy per iteration (`privatize`): the other nest does not access it.
     for (a, b2) in [(n1, n2), (n2, n1)] {
-        if let Some(t) = a.expanded.keys().find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t))) {
+        if let Some(t) =
+            a.expanded.keys().find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t))).or_else(|| {
+                a.expanded
+                    .values()
+                    .map(|x| &x.buffer)
+                    .find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t)))
+            })
+        {
             return Err(Error::Illegal {
                 builtin: b.into(),
                 reason: format!(
@@ -430,7 +437,7 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     out.layouts = layouts;
     out.over = n1.over.iter().chain(&n2.over).map(|(y, x)| (y.clone(), x.clone())).collect();
     out.rewrites = n1.rewrites.iter().chain(&n2.rewrites).cloned().collect();
-    out.expanded = n1.expanded.iter().chain(&n2.expanded).map(|(t, by)| (t.clone(), by.clone())).collect();
+    out.expanded = n1.expanded.iter().chain(&n2.expanded).map(|(t, x)| (t.clone(), x.clone())).collect();
     Ok(out)
 }
 
@@ -1172,6 +1179,12 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
         s.visit(&mut |n| hit |= n.id() == Some(tensor));
         hit
     };
+    if let Some(x) = nest.expanded.get(tensor) {
+        return Err(illegal(format!(
+            "`{tensor}` already has a copy per iteration of `{}` (`{}`): expected one privatize per tensor",
+            x.by, x.buffer
+        )));
+    }
     let all = nest.stmts();
     if !all.iter().any(accesses) {
         return Err(bad(3, "tensor", "a tensor the nest accesses", format!("`{tensor}`, which it does not")));
@@ -1244,9 +1257,6 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
         }
     }
     let original = original.expect("the loop holds a statement that accesses the tensor");
-    if nest.expanded.get(tensor).is_some_and(|by| by.contains(&original)) {
-        return Err(illegal(format!("`{tensor}` already has a copy per iteration of `{original}`")));
-    }
     if !inside.iter().any(|s| crate::ir::lower(s).is_some_and(|lw| lw.target.id() == Some(tensor))) {
         return Err(illegal(format!(
             "no statement in loop `{}` writes `{tensor}`: expected a tensor the loop computes (an \
@@ -1278,21 +1288,41 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
     }
     let index = here.sub(&l.lb);
     let extent = l.ub.sub(&l.lb).add_int(1);
-    let expand = |s: &crate::ir::TExpr| expanded_leaves(s, tensor, &index, &extent);
+    // The copies' buffer: a name of its own (`temp2_j`), so that another nest of a kernel may
+    // give the tensor copies along another loop.
+    let mut taken = names_in(nest, state);
+    taken.extend(state.vars.keys().cloned());
+    for s in &all {
+        s.visit(&mut |n| {
+            if let Some(t) = n.id() {
+                taken.insert(t.clone());
+            }
+        });
+    }
+    let buffer = fresh(&format!("{tensor}_{original}"), &taken);
+    let expand = |s: &crate::ir::TExpr| expanded_leaves(s, tensor, &buffer, &index, &extent);
     let sub = rewrite_loop(&view, level, b, &level_arg(2), &mut |l| {
         Ok(vec![LNode::Loop(l.with_body(l.body.iter().map(|x| x.map_stmts(&expand)).collect()))])
     })?;
     let mut out = nest.splice(sub);
-    out.expanded.entry(tensor.clone()).or_default().insert(0, original);
+    out.expanded.insert(tensor.clone(), crate::ir::Expansion { by: original, buffer });
     Ok(out)
 }
 
-/// `s` with every leaf of `tensor` given a new first dimension: index `index`, extent `extent`.
-fn expanded_leaves(s: &crate::ir::TExpr, tensor: &Name, index: &Expr, extent: &Expr) -> crate::ir::TExpr {
-    use crate::ir::{Dim, Iters, Shape, TNode};
-    let children = s.children.iter().map(|c| expanded_leaves(c, tensor, index, extent)).collect();
+/// `s` with every leaf of `tensor` renamed `buffer` and given a new first dimension: index
+/// `index`, extent `extent`.
+fn expanded_leaves(
+    s: &crate::ir::TExpr,
+    tensor: &Name,
+    buffer: &Name,
+    index: &Expr,
+    extent: &Expr,
+) -> crate::ir::TExpr {
+    use crate::ir::{Dim, Iters, Op, Shape, TNode};
+    let children = s.children.iter().map(|c| expanded_leaves(c, tensor, buffer, index, extent)).collect();
     let mut node = TNode { children, ..(**s).clone() };
     if s.is_tensor_leaf() && s.id() == Some(tensor) {
+        node.op = Op::Id(buffer.clone());
         let xs =
             std::iter::once(index.clone()).chain(s.index_list().unwrap_or(&[]).iter().cloned()).collect();
         let dims = std::iter::once(Dim::Known(extent.clone()))

@@ -42,13 +42,13 @@ fn symm_runs_its_column_updates_in_vector_lanes_after_privatize_verified_in_both
     let c = d.path().join("s.c");
     let (ok, o) = teml_bits(d.path(), Some("256"), &["run", &f, "--emit-c", c.to_str().unwrap()]);
     assert!(ok && o.contains("verified"), "{o}");
-    assert!(o.contains("temp2[j] = temp2[j] + B[k][j] * A[i][k]"), "{o}");
+    assert!(o.contains("temp2_j[j] = temp2_j[j] + B[k][j] * A[i][k]"), "{o}");
     assert!(o.contains("for jo in [0, floor((N-1)/8)]  parallel\n    for k in [0, i-1]\n"), "{o}");
     let c = std::fs::read_to_string(&c).unwrap();
     assert!(c.contains("a copy per iteration of a loop (privatize), held by the kernel"), "{c}");
-    assert!(c.contains("double *restrict temp2 = teml_buffer(sizeof(double[N]));"), "{c}");
-    assert!(c.contains("*(teml_d4 *)&temp2[j] += *(teml_d4 *)&B[k][j] * A[i][k];"), "{c}");
-    // temp2 is the kernel's own: no parameter, and -o cannot keep it.
+    assert!(c.contains("double *restrict temp2_j = teml_buffer(sizeof(double[N]));"), "{c}");
+    assert!(c.contains("*(teml_d4 *)&temp2_j[j] += *(teml_d4 *)&B[k][j] * A[i][k];"), "{c}");
+    // temp2's copies are the kernel's own; temp2 is no parameter, and -o cannot keep it.
     assert!(!c.contains("double *restrict temp2,") && !c.contains("double *restrict temp2)"), "{c}");
     let out = d.path().join("t.npy");
     let keep = format!("temp2={}", out.display());
@@ -115,7 +115,10 @@ fn privatize_refuses_what_would_change_the_values_at_the_line() {
         ("p = privatize(l, 2, A)\n", &["s.teml:28", "no statement in loop `j` writes `A`"]),
         ("p = privatize(l, 2, X)\n", &["s.teml:28", "X"]),
         ("p = privatize(l, 4, temp2)\n", &["s.teml:28", "level"]),
-        ("p = privatize(l, 2, temp2)\nq = privatize(p, 2, temp2)\n", &["s.teml:29", "already has a copy"]),
+        (
+            "p = privatize(l, 2, temp2)\nq = privatize(p, 1, temp2)\n",
+            &["s.teml:29", "already has a copy", "temp2_j"],
+        ),
     ];
     for (steps, want) in cases {
         refused(d.path(), None, "s.teml", &format!("{base}{steps}codegen(p)\n"), want);
@@ -199,4 +202,34 @@ proptest! {
         let t = teml::lang::eval(PATH, "p.teml", &s);
         prop_assert!(t.is_ok(), "{:?}", t.err().map(|e| e.to_string()));
     }
+}
+
+#[test]
+fn deriche_privatizes_its_running_scalars_in_every_pass_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    // ym1 runs through the rows (l1) and the columns (l4): each pass gets copies of its own
+    // (ym1_i per row, ym1_j per column). W = 9, H = 7: a partial block of rows; the columns
+    // in one block of lanes with a remainder.
+    let space = format!("{root}/scripts/polybench/tune/deriche.rhai");
+    let (ok, o) = teml_bits(
+        d.path(),
+        Some("256"),
+        &["run", &space, "-D", "W=9", "-D", "H=7", "--param", "passes=privatized"],
+    );
+    assert!(ok && o.contains("verified"), "{o}");
+    for copies in ["ym1_i[4*io]", "ym1_j[j]", "yp1_i[4*io+3]", "yp1_j[j]"] {
+        assert!(o.contains(copies), "{copies}: {o}");
+    }
+    // Privatized in one pass but read as it is in another of the same kernel: refused.
+    let de = std::fs::read_to_string(format!("{root}/examples/polybench/deriche.teml")).unwrap();
+    let one = de.replace("codegen(lk, la5, la1, la6, la2, la7, la3, la8, la4, lb1, lb2, lc2, lc1, l1, l2, l3, l4,",
+        "p4 = privatize(l4, 1, ym1)\ncodegen(lk, la5, la1, la6, la2, la7, la3, la8, la4, lb1, lb2, lc2, lc1, l1, l2, l3, p4,");
+    assert_ne!(one, de);
+    let f = program(d.path(), "de.teml", &one);
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f]);
+    assert!(
+        !ok && o.contains("`ym1` has a copy per iteration of loop `j` in `p4`") && o.contains("`l1`"),
+        "{o}"
+    );
 }
