@@ -64,22 +64,72 @@ fn temporaries(req: &KernelRequest) -> Vec<Name> {
 }
 
 /// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
-/// named constants; saturating (a count too large to represent is too large to interpret).
+/// named constants; saturating (a count too large to represent is too large to interpret). A
+/// loop whose iterator bounds a loop inside it (a triangle, `k in [0, i-1]`) is counted value
+/// by value, up to [`ENUMERATED`] values in all; past that, its body is counted at its middle
+/// iteration, which is exact where the inner trip counts are affine in it.
 fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
-    fn go(x: &LNode, trips: u64, state: &State, weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
+    struct Weigh<'a> {
+        state: &'a State,
+        weight: &'a dyn Fn(&crate::ir::TExpr) -> u64,
+        /// Loop values still to enumerate.
+        budget: u64,
+        /// The values of the loops around, innermost last.
+        env: Vec<(Name, i64)>,
+        /// Each statement's weight, by its node.
+        seen: std::collections::HashMap<*const crate::ir::TNode, u64>,
+    }
+    fn bounds_use(x: &LNode, it: &str) -> bool {
         match x {
-            LNode::Stmt(s) => trips.saturating_mul(weight(s)),
-            LNode::Loop(l) => {
-                let span = l.ub.sub(&l.lb).eval(&|v| state.constant(v));
-                let n = span.map_or(0, |d| (d / l.step.max(1)).saturating_add(1).max(0) as u64);
-                l.body
-                    .iter()
-                    .fold(0u64, |acc, c| acc.saturating_add(go(c, trips.saturating_mul(n), state, weight)))
-            }
+            LNode::Stmt(_) => false,
+            LNode::Loop(l) => l.bounds_mention(it) || l.body.iter().any(|c| bounds_use(c, it)),
         }
     }
-    nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(x, 1, state, weight)))
+    fn body(w: &mut Weigh<'_>, l: &crate::ir::Loop) -> u64 {
+        l.body.iter().fold(0u64, |acc, c| acc.saturating_add(go(w, c)))
+    }
+    fn go(w: &mut Weigh<'_>, x: &LNode) -> u64 {
+        let l = match x {
+            LNode::Stmt(s) => {
+                let weight = w.weight;
+                return *w.seen.entry(std::sync::Arc::as_ptr(s)).or_insert_with(|| weight(s));
+            }
+            LNode::Loop(l) => l,
+        };
+        let val = |e: &crate::ir::Expr, w: &Weigh<'_>| {
+            e.eval(&|v| {
+                w.env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| *x).or_else(|| w.state.constant(v))
+            })
+        };
+        let (Ok(lb), Ok(ub)) = (val(&l.lb, w), val(&l.ub, w)) else { return 0 };
+        if ub < lb {
+            return 0;
+        }
+        let step = l.step.max(1);
+        let n = ((ub - lb) / step).saturating_add(1) as u64;
+        if l.body.iter().any(|c| bounds_use(c, &l.iter)) && w.budget >= n {
+            w.budget -= n;
+            let mut sum = 0u64;
+            let mut v = lb;
+            while v <= ub {
+                w.env.push((l.iter.clone(), v));
+                sum = sum.saturating_add(body(w, l));
+                w.env.pop();
+                v = v.saturating_add(step);
+            }
+            return sum;
+        }
+        w.env.push((l.iter.clone(), lb + (ub - lb) / step / 2 * step));
+        let one = body(w, l);
+        w.env.pop();
+        n.saturating_mul(one)
+    }
+    let mut w = Weigh { state, weight, budget: ENUMERATED, env: Vec::new(), seen: Default::default() };
+    nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(&mut w, x)))
 }
+
+/// How many loop values [`weigh`] enumerates at most (microseconds of work each).
+const ENUMERATED: u64 = 1 << 21;
 
 /// Floating-point operations of one run of the untransformed program.
 pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
