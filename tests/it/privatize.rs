@@ -5,10 +5,10 @@
 //! a witness, and a random path over the expanded nest either is refused or computes what the
 //! program computes.
 
-use crate::common::{program, refused, teml_bits};
+use crate::common::{nest, program, refused, small_integers, teml_bits};
 use proptest::prelude::*;
-use teml::interp::{Buffers, buffers_for, run as interp};
-use teml::ir::{State, Value};
+use teml::interp::run as interp;
+use teml::ir::State;
 
 /// symm (examples/polybench/symm.teml), without its codegen.
 fn symm(m: i64, n: i64) -> String {
@@ -125,28 +125,6 @@ fn privatize_refuses_what_would_change_the_values_at_the_line() {
     }
 }
 
-fn data(s: &State, l: &teml::ir::Nest) -> Buffers {
-    let mut k = 0u64;
-    buffers_for(s, std::slice::from_ref(l), &mut |_, _, dims| {
-        let n: usize = dims.iter().product();
-        (0..n)
-            .map(|_| {
-                k += 1;
-                // Small integers, so that sums are exact and any reordering shows.
-                ((k * 7919) % 13) as f64 - 6.0
-            })
-            .collect()
-    })
-    .unwrap()
-}
-
-fn nest_of(s: &State, name: &str) -> teml::ir::Nest {
-    match s.get(name) {
-        Some(Value::Nest(n)) => n.clone(),
-        _ => panic!("`{name}` is not a nest"),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
     /// temp2 privatized along i or j (or not), then a random sequence of steps: each is refused
@@ -182,8 +160,8 @@ proptest! {
         path.push_str(&format!("r = {cur}\n"));
         let accepted = teml::lang::eval(&path, "p.teml", &s);
         let Ok(t) = accepted else { return Ok(()) };
-        let (l, r) = (nest_of(&s, "l"), nest_of(&t, "r"));
-        let mut want = data(&s, &l);
+        let (l, r) = (nest(&s, "l"), nest(&t, "r"));
+        let mut want = small_integers(&s, &l);
         let mut got = want.clone();
         interp(&s, &[l], &mut want).unwrap();
         interp(&t, std::slice::from_ref(&r), &mut got).unwrap();

@@ -6,10 +6,10 @@
 //! is refused with a witness, and a random mix of updates either is refused or computes what
 //! the program computes.
 
-use crate::common::{program, refused, teml_bits};
+use crate::common::{nest, program, refused, small_integers, teml_bits};
 use proptest::prelude::*;
-use teml::interp::{Buffers, buffers_for, run as interp};
-use teml::ir::{State, Value};
+use teml::interp::run as interp;
+use teml::ir::State;
 
 /// nussinov (examples/polybench/nussinov.teml) with the update of the three neighbours and of
 /// the splits given (`max`, `min` or `add`), without its codegen.
@@ -135,28 +135,6 @@ fn split_anywhere_keeps_every_instance_in_order() {
     }
 }
 
-fn data(s: &State, l: &teml::ir::Nest) -> Buffers {
-    let mut k = 0u64;
-    buffers_for(s, std::slice::from_ref(l), &mut |_, _, dims| {
-        let n: usize = dims.iter().product();
-        (0..n)
-            .map(|_| {
-                k += 1;
-                // Small integers, so that `+` is exact and any reordering of sums shows.
-                ((k * 7919) % 13) as f64 - 6.0
-            })
-            .collect()
-    })
-    .unwrap()
-}
-
-fn nest_of(s: &State, name: &str) -> teml::ir::Nest {
-    match s.get(name) {
-        Some(Value::Nest(n)) => n.clone(),
-        _ => panic!("`{name}` is not a nest"),
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
     /// Any mix of updates, sunk anywhere: each step is refused with an error or the nest
@@ -180,8 +158,8 @@ proptest! {
             prop_assert!(accepted.is_ok(), "{:?}", accepted.err().map(|e| e.to_string()));
         }
         let Ok(t) = accepted else { return Ok(()) };
-        let (l, r) = (nest_of(&s, "l"), nest_of(&t, "r"));
-        let mut want = data(&s, &l);
+        let (l, r) = (nest(&s, "l"), nest(&t, "r"));
+        let mut want = small_integers(&s, &l);
         let mut got = want.clone();
         interp(&s, &[l], &mut want).unwrap();
         interp(&t, &[r], &mut got).unwrap();

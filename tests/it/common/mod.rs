@@ -251,3 +251,19 @@ pub fn golden(name: &str, actual: &str) {
         unified_diff(&expected, actual, "golden", "generated")
     );
 }
+
+/// Data for `nest`'s tensors: small integers (from -6 to 6), so that sums are exact and any
+/// reordering of them shows when two runs are compared.
+pub fn small_integers(s: &State, nest: &Nest) -> teml::interp::Buffers {
+    let mut k = 0u64;
+    teml::interp::buffers_for(s, std::slice::from_ref(nest), &mut |_, _, dims| {
+        let n: usize = dims.iter().product();
+        (0..n)
+            .map(|_| {
+                k += 1;
+                ((k * 7919) % 13) as f64 - 6.0
+            })
+            .collect()
+    })
+    .unwrap()
+}
