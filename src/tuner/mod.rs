@@ -788,6 +788,14 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
     let c_path = o.out.join("best.c");
     std::fs::write(&c_path, &c.source).map_err(|e| format!("cannot write {}: {e}", c_path.display()))?;
     b.c = Some(c_path);
+    // The sizes, and the choices the search did not range over (every candidate took them).
+    let setting: Vec<String> = o
+        .defines
+        .iter()
+        .map(|(n, v)| format!("-D {n}={v}"))
+        .chain(o.fixed.iter().map(|(n, v)| format!("--param {n}={v}")))
+        .collect();
+    let setting = if setting.is_empty() { String::new() } else { format!(", {}", setting.join(" ")) };
     let header = format!(
         "# Tuned by `teml tune {}` ({} search, seed {}, {} candidates, {} threads{}): {}.\n\
          # Median {:.3} ms over {} interleaved rounds (spread {:.0}%){}{}.\n",
@@ -796,14 +804,7 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
         o.seed,
         report.candidates,
         o.run.threads.map_or("default".into(), |t| t.to_string()),
-        if o.defines.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", {}",
-                o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect::<Vec<_>>().join(" ")
-            )
-        },
+        setting,
         b.key,
         b.median_s * 1e3,
         o.rounds.max(1),

@@ -372,6 +372,9 @@ fn a_fixed_param_holds_for_every_candidate() {
     let records = log(&dir.path().join("out/log.jsonl"));
     assert_eq!(records.len(), 4);
     assert!(keys(&records).iter().all(|k| k.starts_with("order=[1, 3, 2];")), "{records:?}");
+    // The winner's header says which choice the search did not range over.
+    let best = std::fs::read_to_string(dir.path().join("out/best.teml")).unwrap();
+    assert!(best.lines().next().is_some_and(|l| l.contains(", --param order=[1, 3, 2])")), "{best}");
 }
 
 #[test]
