@@ -310,14 +310,7 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
         let mut own: Vec<(Name, Option<Tensor>)> = Vec::new();
         for t in n.expanded.values().map(|x| &x.buffer) {
             let Some(leaf) = n.leaf(t) else { continue };
-            let mut dims = Vec::new();
-            for d in leaf.shape.dims().unwrap_or(&[]) {
-                let Dim::Known(e) = d else { return Err(format!("the shape of `{t}` is not known")) };
-                let x = e
-                    .eval(&|v| state.constant(v))
-                    .map_err(|v| format!("named constant `{v}` is not bound"))?;
-                dims.push(x.max(0) as usize);
-            }
+            let dims = extents(state, t, &leaf)?;
             own.push((t.clone(), bufs.insert(t.clone(), Tensor::zeros(leaf.dtype, dims))));
         }
         let mut cx = Compiler { state, names: Vec::new(), dims: Vec::new(), slots: Vec::new() };
@@ -352,6 +345,22 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
         total += result?;
     }
     Ok(total)
+}
+
+/// The extents of tensor `name` as its leaf `leaf` declares them, at the named constants' values.
+fn extents(state: &State, name: &Name, leaf: &TNode) -> Result<Vec<usize>, String> {
+    leaf.shape
+        .dims()
+        .unwrap_or(&[])
+        .iter()
+        .map(|d| match d {
+            Dim::Known(e) => e
+                .eval(&|v| state.constant(v))
+                .map(|x| x.max(0) as usize)
+                .map_err(|v| format!("named constant `{v}` is not bound: give -D {v}=INT")),
+            Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
+        })
+        .collect()
 }
 
 /// splitmix64: a tiny, stable generator, so that a seed means the same data in every version.
@@ -390,20 +399,7 @@ pub fn buffers_for(state: &State, nests: &[Nest], fill: &mut FillFn<'_>) -> Resu
                 if out.contains_key(name) || res.is_err() {
                     return;
                 }
-                let dims: Result<Vec<usize>, String> = leaf
-                    .shape
-                    .dims()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|d| match d {
-                        Dim::Known(e) => e
-                            .eval(&|v| state.constant(v))
-                            .map(|x| x.max(0) as usize)
-                            .map_err(|v| format!("named constant `{v}` is not bound: give -D {v}=INT")),
-                        Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
-                    })
-                    .collect();
-                match dims {
+                match extents(state, name, leaf) {
                     Ok(d) => {
                         let data = fill(name, leaf.dtype, &d);
                         out.insert(name.clone(), Tensor { dtype: leaf.dtype, dims: d, data });

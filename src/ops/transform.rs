@@ -394,14 +394,8 @@ pub fn fuse_outer(n1: &Nest, n2: &Nest, level: i64) -> Result<Nest> {
     }
     // A tensor with a copy per iteration (`privatize`): the other nest does not access it.
     for (a, b2) in [(n1, n2), (n2, n1)] {
-        if let Some(t) =
-            a.expanded.keys().find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t))).or_else(|| {
-                a.expanded
-                    .values()
-                    .map(|x| &x.buffer)
-                    .find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t)))
-            })
-        {
+        let names = a.expanded.iter().flat_map(|(t, x)| [t, &x.buffer]);
+        if let Some(t) = names.into_iter().find(|t| b2.stmts().iter().any(|s| s.mentions_tensor(t))) {
             return Err(Error::Illegal {
                 builtin: b.into(),
                 reason: format!(
@@ -1151,7 +1145,8 @@ pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result
 /// iteration of `j` (and of the loops around it), by a write of that element (decided by isl
 /// before the rewrite, with a witness when not), every access to `T` is inside the loop, and
 /// `T` is no result of the nest (something reads it; its values are dropped after the kernel,
-/// which holds its copies). On a focused nest, levels count from the focus. Later transformations are checked against the expanded accesses.
+/// which holds its copies). On a focused nest, levels count from the focus. Later
+/// transformations are checked against the expanded accesses.
 /// `privatize(l, 2, temp2)` for symm:
 ///
 /// ```text
@@ -1174,11 +1169,7 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
         found,
     };
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
-    let accesses = |s: &crate::ir::TExpr| {
-        let mut hit = false;
-        s.visit(&mut |n| hit |= n.id() == Some(tensor));
-        hit
-    };
+    let accesses = |s: &crate::ir::TExpr| s.mentions_tensor(tensor);
     if let Some(x) = nest.expanded.get(tensor) {
         return Err(illegal(format!(
             "`{tensor}` already has a copy per iteration of `{}` (`{}`): expected one privatize per tensor",
@@ -1242,14 +1233,16 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
             .ok_or_else(|| illegal(format!("`{s}` records no instances: expected a nest made by `build`")))?;
         let Some(k) = inst.at.iter().position(|e| *e == here) else {
             return Err(illegal(format!(
-                "loop `{}` runs no iterator of `{s}` as it is (it was strip-mined, skewed or shifted):                  expected a loop of the program's own iterator (privatize first)",
+                "loop `{}` runs no iterator of `{s}` as it is (it was strip-mined, skewed or shifted): \
+                 expected a loop of the program's own iterator (privatize first)",
                 l.iter
             )));
         };
         match &original {
             Some(o) if *o != inst.iters[k] => {
                 return Err(illegal(format!(
-                    "loop `{}` runs the iterator `{o}` of one statement and `{}` of `{s}`: expected one                      iterator of the program in every statement that accesses `{tensor}`",
+                    "loop `{}` runs the iterator `{o}` of one statement and `{}` of `{s}`: expected one \
+                     iterator of the program in every statement that accesses `{tensor}`",
                     l.iter, inst.iters[k]
                 )));
             }

@@ -57,10 +57,14 @@ fn performed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> 
     Ok(out)
 }
 
-/// The temporaries of the rewrites in a request: written by the kernel, computed by no
-/// statement of the program as written, never compared.
+/// The temporaries of the rewrites in a request, and the buffers of copies per iteration
+/// (`privatize`): written by the kernel, computed by no statement of the program as written,
+/// never compared.
 fn temporaries(req: &KernelRequest) -> Vec<Name> {
-    req.nests.iter().flat_map(|n| n.temps().cloned()).collect()
+    req.nests
+        .iter()
+        .flat_map(|n| n.temps().cloned().chain(n.expanded.values().map(|x| x.buffer.clone())))
+        .collect()
 }
 
 /// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
@@ -78,6 +82,8 @@ fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u6
         env: Vec<(Name, i64)>,
         /// Each statement's weight, by its node.
         seen: std::collections::HashMap<*const crate::ir::TNode, u64>,
+        /// Whether a loop's iterator bounds a loop inside it, by the loop.
+        bounds: std::collections::HashMap<*const crate::ir::Loop, bool>,
     }
     fn bounds_use(x: &LNode, it: &str) -> bool {
         match x {
@@ -107,7 +113,11 @@ fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u6
         }
         let step = l.step.max(1);
         let n = ((ub - lb) / step).saturating_add(1) as u64;
-        if l.body.iter().any(|c| bounds_use(c, &l.iter)) && w.budget >= n {
+        let bounds_inner = *w
+            .bounds
+            .entry(std::sync::Arc::as_ptr(l))
+            .or_insert_with(|| l.body.iter().any(|c| bounds_use(c, &l.iter)));
+        if bounds_inner && w.budget >= n {
             w.budget -= n;
             let mut sum = 0u64;
             let mut v = lb;
@@ -124,7 +134,14 @@ fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u6
         w.env.pop();
         n.saturating_mul(one)
     }
-    let mut w = Weigh { state, weight, budget: ENUMERATED, env: Vec::new(), seen: Default::default() };
+    let mut w = Weigh {
+        state,
+        weight,
+        budget: ENUMERATED,
+        env: Vec::new(),
+        seen: Default::default(),
+        bounds: Default::default(),
+    };
     nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(&mut w, x)))
 }
 
@@ -632,11 +649,9 @@ fn run_at(
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
     let kernel = codegen::generate_keeping(state, &name, &named, &opts.keep)?;
     let reference_nests = untransformed(state, req)?;
-    // The program's shapes first: a tensor with a copy per iteration of a loop (`privatize`)
-    // has a dimension more in the transformed nest, which only the kernel holds.
-    let all: Vec<Nest> = reference_nests.iter().chain(&req.nests).cloned().collect();
+    let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced))?;
-    // The temporaries of `lift` that the kernel holds itself need no data here.
+    // The temporaries the kernel holds itself (`lift`, `privatize`) need no data here.
     let temps = temporaries(req);
     store.retain(|t, _| !temps.contains(t) || kernel.params.iter().any(|p| &p.name == t));
     let mag = magnitude(&store);
