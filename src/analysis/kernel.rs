@@ -66,7 +66,7 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             realise(state, nest, l, body)?;
             // `registers` marks moved by interchange or fusion are checked where they are now.
             for t in &l.annot.registers {
-                super::registers::units(outer, l, t)?;
+                super::registers::units(outer, l, t, &nest.layouts)?;
             }
             let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
             for t in &l.annot.pack {

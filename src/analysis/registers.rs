@@ -48,8 +48,22 @@ pub struct Unit {
 
 /// Checks the loop `l` (marked `registers` for `tensor`, inside the loops `outer`) and returns
 /// the distinct units it keeps, or why that would change the nest's meaning.
-pub fn units(outer: &[&Loop], l: &Loop, tensor: &Name) -> Result<Vec<Unit>, String> {
+pub fn units(
+    outer: &[&Loop],
+    l: &Loop,
+    tensor: &Name,
+    layouts: &vector::Layouts,
+) -> Result<Vec<Unit>, String> {
     let cannot = |why: String| format!("cannot keep `{tensor}` in registers across loop `{}`: {why}", l.iter);
+    if let Some(lay) = layouts.get(tensor).filter(|lay| lay.regroup.is_none() && !lay.order.is_empty())
+        && lay.order.iter().enumerate().any(|(k, d)| k != *d)
+    {
+        return Err(cannot(format!(
+            "it is stored with its dimensions in another order ({}): expected the declared order for \
+             a tensor kept in registers",
+            lay.describe(lay.order.len())
+        )));
+    }
     if l.annot.parallel || l.annot.vectorize {
         return Err(cannot(format!(
             "the loop is marked {}; expected an unmarked loop (keep the registers on a loop outside \
@@ -65,7 +79,7 @@ pub fn units(outer: &[&Loop], l: &Loop, tensor: &Name) -> Result<Vec<Unit>, Stri
         x.loop_iters(&mut band);
     }
     let mut found: Vec<Unit> = Vec::new();
-    walk(&l.body, &band, tensor, None, &mut found).map_err(cannot)?;
+    walk(&l.body, &band, tensor, None, layouts, &mut found).map_err(cannot)?;
     if found.is_empty() {
         return Err(cannot(format!("the loop's body does not access `{tensor}`")));
     }
@@ -93,6 +107,7 @@ fn walk(
     band: &[Name],
     tensor: &Name,
     lanes: LaneLoop<'_>,
+    layouts: &vector::Layouts,
     out: &mut Vec<Unit>,
 ) -> Result<(), String> {
     for x in body {
@@ -102,9 +117,9 @@ fn walk(
                     return Err(format!("loop `{}` inside it runs on threads", inner.iter));
                 }
                 let lane = if inner.annot.vectorize && touches(inner, tensor) {
-                    vector::contiguous_summing(inner, std::slice::from_ref(tensor)).map_err(|why| {
-                        format!("the vectorized loop `{}` cannot be lanes: {why}", inner.iter)
-                    })?;
+                    vector::contiguous_summing(inner, std::slice::from_ref(tensor), layouts).map_err(
+                        |why| format!("the vectorized loop `{}` cannot be lanes: {why}", inner.iter),
+                    )?;
                     let trip = vector::block(inner).map(|b| b.trip).ok_or_else(|| {
                         format!(
                             "the vectorized loop `{}` has no constant trip count ({}): expected a block \
@@ -126,7 +141,7 @@ fn walk(
                 } else {
                     None
                 };
-                walk(&inner.body, band, tensor, lane, out)?;
+                walk(&inner.body, band, tensor, lane, layouts, out)?;
             }
             LNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { continue };
@@ -183,7 +198,7 @@ fn unit(leaf: &TNode, write: bool, band: &[Name], lanes: LaneLoop<'_>) -> Result
     let mut summed = false;
     if let Some((iter, lb, trip)) = lanes {
         if index.iter().any(|x| x.mentions(iter)) {
-            vector::lane_access(leaf, iter, false)?;
+            vector::lane_access(leaf, iter, false, &vector::Layouts::new())?;
             if let Some(last) = index.last_mut() {
                 *last = last.subst(iter, lb);
             }

@@ -93,14 +93,18 @@ pub enum Lanes {
 
 /// The element type of a vectorized loop whose body can be printed with explicit vectors, or
 /// why it cannot: the structural conditions, independent of the target.
-pub fn contiguous(l: &Loop) -> Result<DType, String> {
-    contiguous_summing(l, &[])
+pub fn contiguous(l: &Loop, layouts: &Layouts) -> Result<DType, String> {
+    contiguous_summing(l, &[], layouts)
 }
+
+/// The tensors of a nest stored in another layout ([`crate::ir::Nest::layouts`]): lanes are
+/// contiguous where they are in the buffer.
+pub type Layouts = std::collections::BTreeMap<Name, crate::ir::Layout>;
 
 /// [`contiguous`], where a `+=` into an element of one of `sums` that every lane adds to (a
 /// reduction across the lanes) is allowed: a band keeps that element as a vector of partial
 /// sums, one per lane, added up when it is stored (`registers`, rfactor).
-pub fn contiguous_summing(l: &Loop, sums: &[Name]) -> Result<DType, String> {
+pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<DType, String> {
     if l.step != 1 {
         return Err(format!("loop `{}` has step {}", l.iter, l.step));
     }
@@ -131,7 +135,7 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name]) -> Result<DType, String> {
                 && leaf.id().is_some_and(|t| sums.contains(t))
                 && !leaf.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter));
             if !summed {
-                lane_access(leaf, &l.iter, write)?;
+                lane_access(leaf, &l.iter, write, layouts)?;
             }
         }
     }
@@ -139,9 +143,20 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name]) -> Result<DType, String> {
 }
 
 /// Whether `leaf` is a lane access of the loop over `iter` (`Some(true)`: contiguous,
-/// `Some(false)`: a broadcast read), or why not.
-pub fn lane_access(leaf: &TNode, iter: &str, write: bool) -> Result<bool, String> {
-    let index: &[Expr] = leaf.index_list().unwrap_or(&[]);
+/// `Some(false)`: a broadcast read), or why not. A tensor whose buffer holds its dimensions in
+/// another order (`permute_layout`) is asked where its buffer is contiguous: `Q[i][k]` stored
+/// as `[k][i]` is a lane access of `i`. (A regrouped one is asked of its declared rows, which
+/// code generation accepts where the layout keeps them.)
+pub fn lane_access(leaf: &TNode, iter: &str, write: bool, layouts: &Layouts) -> Result<bool, String> {
+    let declared: &[Expr] = leaf.index_list().unwrap_or(&[]);
+    let buffer;
+    let index: &[Expr] = match leaf.id().and_then(|t| layouts.get(t)) {
+        Some(lay) if lay.regroup.is_none() && !lay.keeps_rows(declared.len()) => {
+            buffer = lay.map(declared);
+            &buffer
+        }
+        _ => declared,
+    };
     let strided = || format!("{} is not contiguous in `{iter}`", leaf.access());
     let (last, rest) = match index.split_last() {
         Some((last, rest)) => (Some(last), rest),
@@ -230,8 +245,14 @@ pub fn bounds_free_of(l: &Loop, iters: &[Name]) -> bool {
 /// [`super::registers`] keeps in registers): the blocks are then scalar copies where the target
 /// has no vectors.
 /// `sums` are the tensors whose elements a band keeps as partial sums across the lanes.
-pub fn lanes(l: &Loop, target: &Target, unrolled: bool, sums: &[Name]) -> Result<Lanes, String> {
-    let dtype = contiguous_summing(l, sums)?;
+pub fn lanes(
+    l: &Loop,
+    target: &Target,
+    unrolled: bool,
+    sums: &[Name],
+    layouts: &Layouts,
+) -> Result<Lanes, String> {
+    let dtype = contiguous_summing(l, sums, layouts)?;
     let width = target.lanes(dtype);
     if width < 2 && !unrolled {
         return Err("no explicit vectors for this target".into());
@@ -321,10 +342,10 @@ mod tests {
             )
         };
         let (c, d) = (Expr::var("c"), Expr::var("d"));
-        assert_eq!(lane_access(&leaf(vec![d.clone(), c.clone()]), "c", false), Ok(true));
-        assert_eq!(lane_access(&leaf(vec![d.clone(), d.clone()]), "c", false), Ok(false));
-        assert!(lane_access(&leaf(vec![c.clone(), d.clone()]), "c", false).is_err());
-        assert!(lane_access(&leaf(vec![d.clone(), c.scale(2)]), "c", false).is_err());
-        assert!(lane_access(&leaf(vec![d.clone(), d]), "c", true).is_err());
+        assert_eq!(lane_access(&leaf(vec![d.clone(), c.clone()]), "c", false, &Layouts::new()), Ok(true));
+        assert_eq!(lane_access(&leaf(vec![d.clone(), d.clone()]), "c", false, &Layouts::new()), Ok(false));
+        assert!(lane_access(&leaf(vec![c.clone(), d.clone()]), "c", false, &Layouts::new()).is_err());
+        assert!(lane_access(&leaf(vec![d.clone(), c.scale(2)]), "c", false, &Layouts::new()).is_err());
+        assert!(lane_access(&leaf(vec![d.clone(), d]), "c", true, &Layouts::new()).is_err());
     }
 }

@@ -1377,7 +1377,7 @@ impl Cx<'_> {
     fn band(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
-            crate::analysis::registers::units(&outer, l, t)?;
+            crate::analysis::registers::units(&outer, l, t, &self.nest.layouts)?;
         }
         // Copies of a partial block's end, tested at each statement: their elements may not
         // exist, so none is loaded before the loop.
@@ -1707,8 +1707,10 @@ impl Cx<'_> {
                 ));
             }
         }
-        // A tensor in another layout: its lanes are adjacent only where its rows stay rows.
-        for (t, (_, lay)) in self.laid.iter() {
+        // A regrouped tensor: its lanes are adjacent only where its rows stay rows (a tensor
+        // whose dimensions are only reordered is asked where its buffer is contiguous:
+        // `vector::lane_access`).
+        for (t, (_, lay)) in self.laid.iter().filter(|(_, (_, lay))| lay.regroup.is_some()) {
             let mut acc = Vec::new();
             body.iter().for_each(|g| g.accesses(t, &mut acc));
             if let Some((text, index)) =
@@ -1765,7 +1767,7 @@ impl Cx<'_> {
             0 => self.target,
             bits => Target { vector_bits: bits.min(self.target.vector_bits) },
         };
-        vector::lanes(l, &target, !self.bands.is_empty(), &sums)
+        vector::lanes(l, &target, !self.bands.is_empty(), &sums, &self.nest.layouts)
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors

@@ -263,6 +263,14 @@ impl Expr {
                 constant: self.constant.div_euclid(d),
             };
         }
+        // floor((floor(x/b) + c)/d) = floor((x + c*b)/(b*d)): a block of blocks is one block
+        // (strip-mining a block loop again), which keeps bounds one floor deep for interchange.
+        if let ([(Atom::FloorDiv(x, b), 1)], c) = (self.terms.as_slice(), self.constant)
+            && let Some(bd) = b.checked_mul(d)
+            && let Some(cb) = c.checked_mul(*b)
+        {
+            return x.add_int(cb).floordiv(bd);
+        }
         Expr::atom(Atom::FloorDiv(Box::new(self.clone()), d))
     }
 
@@ -595,6 +603,13 @@ mod tests {
         let f = v("N").add_int(-1).floordiv(4);
         assert_eq!(f.to_string(), "floor((N-1)/4)");
         assert_eq!(f.eval(&|_| Some(10)), Ok(2));
+        // a block of blocks is one block
+        assert_eq!(f.floordiv(2).to_string(), "floor((N-1)/8)");
+        assert_eq!(f.add_int(1).floordiv(2).to_string(), "floor((N+3)/8)");
+        for n in -20..20 {
+            let nested = v("N").add_int(-1).floordiv(4).add_int(1).floordiv(2);
+            assert_eq!(nested.eval(&|_| Some(n)), Ok(((n - 1).div_euclid(4) + 1).div_euclid(2)));
+        }
     }
 
     #[test]

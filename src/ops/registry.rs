@@ -939,7 +939,14 @@ fn b_reverse(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 fn b_sink(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("sink", s, a, 2, 3, "sink(l, r) or sink(l, r, \"first\" | \"last\")")?;
+    let a = Args::new(
+        "sink",
+        s,
+        a,
+        2,
+        4,
+        "sink(l, r), sink(l, r, \"first\" | \"last\") or sink(l, r, where, \"k\")",
+    )?;
     let at = match a.get(3) {
         ArgVal::Omitted => transform::SinkAt::Keep,
         ArgVal::Str(m) if m == "first" => transform::SinkAt::First,
@@ -952,7 +959,18 @@ fn b_sink(s: &State, a: &[ArgVal]) -> Result<Value> {
             ));
         }
     };
-    Ok(n(transform::sink(&a.nest(1, "nest")?, a.int(2, "level")?, at)?))
+    let into = match a.get(4) {
+        ArgVal::Omitted => None,
+        ArgVal::Str(k) => Some(k.clone()),
+        _ => {
+            return Err(a.wrong(
+                4,
+                "into",
+                "the iterator of the inner loop that takes the statements, a string (\"j\")",
+            ));
+        }
+    };
+    Ok(n(transform::sink(&a.nest(1, "nest")?, a.int(2, "level")?, at, into.as_deref())?))
 }
 
 fn b_split(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -1697,9 +1715,9 @@ static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "sink",
-        signature: "sink(l, r) | sink(l, r, \"first\" | \"last\")",
+        signature: "sink(l, r) | sink(l, r, \"first\" | \"last\") | sink(l, r, where, \"k\")",
         equation: "code sinking (extension; makes an imperfect nest perfect)",
-        summary: "the statements beside the one inner loop k of the loop at level r move into k, guarded to run at one of its iterations: those before k at its first, those after at its last (the same order); \"first\" or \"last\" puts them all there (legal where their updates commute, e.g. max updates of one element); then interchange, split",
+        summary: "the statements beside the one inner loop k of the loop at level r move into k, guarded to run at one of its iterations: those before k at its first, those after at its last (the same order); \"first\" or \"last\" puts them all there (legal where their updates commute, e.g. max updates of one element); a loop beside k moves in whole, and where the body holds several loops the last argument names k (sink(l, 1, \"first\", \"j\")); then interchange, split",
         example: "s = sink(fj, 1, \"last\")",
         returns: Returns::Nest,
         checked: true,

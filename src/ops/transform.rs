@@ -847,7 +847,7 @@ pub fn registers(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
         "registers",
         tensor,
         TensorMark { get: |a| &a.registers, get_mut: |a| &mut a.registers, what: "kept in registers across" },
-        &|outer, l| crate::analysis::registers::units(outer, l, tensor).map(|_| ()),
+        &|outer, l| crate::analysis::registers::units(outer, l, tensor, &nest.layouts).map(|_| ()),
     )
 }
 
@@ -1780,8 +1780,10 @@ pub enum SinkAt {
 /// `k`, guarded to run at one iteration of it: by default those before `k` at its first
 /// iteration (before its body) and those after at its last (after its body), the same order;
 /// `"first"` or `"last"` puts them all there, another order that legality accepts where the
-/// updates commute (the `max` updates of one element: nussinov). `k` must run at least once
-/// wherever its loop does, and its bound at that end must be affine.
+/// updates commute (the `max` updates of one element: nussinov). A loop beside `k` moves in
+/// whole, its statements guarded; where the body holds several loops, `into` names `k`
+/// (`sink(l, 1, "first", "j")`: gramschmidt's column steps into its loop over later columns). `k`
+/// must run at least once wherever its loop does, and its bound at that end must be affine.
 ///
 /// ```text
 /// for j in [a, b]                    for j in [a, b]
@@ -1789,19 +1791,42 @@ pub enum SinkAt {
 ///   for k in [c(j), d(j)]      →         S2(j, k)
 ///     S2(j, k)                           if k == d(j): S1(j)      ("last")
 /// ```
-pub fn sink(nest: &Nest, level: i64, at: SinkAt) -> Result<Nest> {
+pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<Nest> {
     let b = "sink";
     let outer = locate(nest, level, b, &level_arg(2))?;
     let loops: Vec<(usize, &Arc<Loop>)> =
         outer.body.iter().enumerate().filter_map(|(k, x)| Some((k, x.as_loop()?))).collect();
     let expected = "a loop whose body is statements beside exactly one loop".to_string();
-    let [(pos, inner)] = loops[..] else {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: level_arg(2),
-            expected,
-            found: format!("loop {} around {} loops", outer.header(), loops.len()),
-        });
+    let (pos, inner) = match (into, &loops[..]) {
+        (None, [one]) => *one,
+        (None, _) => {
+            return Err(Error::BadArgument {
+                builtin: b.into(),
+                arg: level_arg(2),
+                expected: format!(
+                    "{expected}, or the inner loop named (sink(l, {level}, \"first\", \"{}\"))",
+                    loops.last().map_or("k", |l| &*l.1.iter)
+                ),
+                found: format!("loop {} around {} loops", outer.header(), loops.len()),
+            });
+        }
+        (Some(k), _) => {
+            let named: Vec<&(usize, &Arc<Loop>)> = loops.iter().filter(|l| &*l.1.iter == k).collect();
+            let [one] = named[..] else {
+                let have: Vec<String> = loops.iter().map(|l| format!("`{}`", l.1.iter)).collect();
+                return Err(Error::BadArgument {
+                    builtin: b.into(),
+                    arg: Arg::new(4, "into"),
+                    expected: format!(
+                        "the iterator of exactly one loop directly inside loop {} (it holds loops {})",
+                        outer.header(),
+                        have.join(", ")
+                    ),
+                    found: format!("\"{k}\" ({} such loops)", named.len()),
+                });
+            };
+            *one
+        }
     };
     if outer.body.len() < 2 {
         return Err(Error::BadArgument {

@@ -86,3 +86,39 @@ fn layouts_that_do_not_fit_are_refused_at_their_line() {
         &["`A` has two layouts in the kernel: expected one layout per tensor"],
     );
 }
+
+/// A tensor whose dimensions are only reordered (`permute_layout`) has explicit vector lanes
+/// where its buffer is contiguous, not where its declared rows are: `A[i][j]` stored as `[j][i]`
+/// is a vector load along i. `y[j] = sum_i A[i][j] * x[i]` with i innermost runs in lanes of
+/// partial sums (`rfactor`), verified with and without vectors; along j (a stride in the
+/// buffer) the loop keeps its pragma, with the reason.
+#[test]
+fn lanes_follow_the_buffer_of_a_tensor_in_another_order() {
+    let d = tempfile::tempdir().unwrap();
+    let base = "N = 13\nA = tensor([N, N])\nx = tensor([N])\ny = einsum(\"ij,i->j\", [A, x])\n\
+                l = build(y)\nl1 = permute_layout(l, A, [2, 1])\n";
+    let f = program(d.path(), "mv.teml", &format!("{base}l2 = rfactor(l1, 2, 8, y)\ncodegen(l2)\n"));
+    let c = d.path().join("mv.c");
+    for bits in ["256", "0"] {
+        let (ok, out) = teml_bits(d.path(), Some(bits), &["run", &f, "-q", "--emit-c", c.to_str().unwrap()]);
+        assert!(ok && out.contains("verified"), "{bits}: {out}");
+    }
+    let (ok, out) = teml_bits(d.path(), Some("256"), &["run", &f, "-q", "--emit-c", c.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let src = std::fs::read_to_string(&c).unwrap();
+    assert!(src.contains("*(teml_d4 *)&teml_A_layout[j][8*io]"), "{src}");
+    // in the declared order, the same rfactor is refused: A[i][j] is not contiguous in i
+    let plain = base.replace("l1 = permute_layout(l, A, [2, 1])\n", "l1 = focus(l)\n");
+    let src = format!("{plain}l2 = rfactor(l1, 2, 8, y)\ncodegen(l2)\n");
+    refused(d.path(), Some("256"), "mv2.teml", &src, &["mv2.teml:7", "A[i][j] is not contiguous in `i`"]);
+    // lanes along j stride through the buffer: the pragma stays, with the reason
+    let h = program(
+        d.path(),
+        "mv3.teml",
+        &format!("{}l2 = interchange(l1, 1, 2)\nl3 = vectorize(l2, 2)\ncodegen(l3)\n", base),
+    );
+    let (ok, out) = teml_bits(d.path(), Some("256"), &["run", &h, "-q", "--emit-c", c.to_str().unwrap()]);
+    assert!(ok && out.contains("verified"), "{out}");
+    let src = std::fs::read_to_string(&c).unwrap();
+    assert!(src.contains("compiler-vectorized:"), "{src}");
+}

@@ -113,7 +113,24 @@ fn sink_and_split_refuse_bad_arguments_at_the_line() {
     let two = "N = 5\nA = tensor([N, N])\nB = tensor([N, N])\na = @A: eq(1.0, -> [i, j])\n\
                b = @B: eq(2.0, -> [i, j])\nla = build(a, [[i], [j, 0, N-1]])\nlb = build(b, [[i], [j, 0, N-1]])\n\
                x = around(i, [0, N-1], la, lb)\ns = sink(x, 1)\ncodegen(s)\n";
-    refused(d.path(), None, "two.teml", two, &["two.teml:9", "exactly one loop", "2 loops"]);
+    refused(
+        d.path(),
+        None,
+        "two.teml",
+        two,
+        &["two.teml:9", "exactly one loop", "2 loops", "sink(l, 1, \"first\", \"j\")"],
+    );
+    // ... unless the inner loop is named, and then it must be one loop directly inside.
+    let named = two.replace("s = sink(x, 1)", "s = sink(x, 1, \"first\", \"k\")");
+    refused(
+        d.path(),
+        None,
+        "two.teml",
+        &named,
+        &["two.teml:9", "argument 4 (into)", "exactly one loop", "`j`, `j`", "\"k\" (0 such loops)"],
+    );
+    let both = two.replace("s = sink(x, 1)", "s = sink(x, 1, \"first\", \"j\")");
+    refused(d.path(), None, "two.teml", &both, &["two.teml:9", "argument 4 (into)", "\"j\" (2 such loops)"]);
     // The splits' loop is empty at j = i+1: sinking the neighbours there is refused.
     let empty = base.replace("lj = around(j, [i+2, N-1]", "lj = around(j, [i+1, N-1]");
     let src = format!("{empty}fj = focus(l, \"j\")\ns = sink(fj, 1)\ncodegen(s)\n");
@@ -187,4 +204,54 @@ fn floyd_warshall_split_at_k_runs_in_lanes_and_threads_verified() {
     assert!(o.contains("  for i in [0, k-1]  parallel\n    for j in [0, k-1]  vectorize\n"), "{o}");
     assert!(o.contains("  for i in [k+1, N-1]  parallel\n"), "{o}");
     assert_eq!(o.matches("vectorize").count(), 4, "{o}");
+}
+
+/// gramschmidt's left-looking order (scripts/polybench/tune/gramschmidt.rhai, `order=left`):
+/// the column steps of k (a sum over i, a square root, a column of Q: two loops and two
+/// statements) sunk into the loop over later columns j at its first iteration, j cut into
+/// blocks moved outside k, A and Q stored by columns so that the sum over i runs in lanes of
+/// partial sums and the update in lanes of i. Verified at sizes whose blocks end in remainders
+/// (N <= M: columns past M would be rounding noise, examples/polybench/gramschmidt.teml), on
+/// threads, with the C's vector loads read from the column-major buffers.
+#[test]
+fn gramschmidt_left_looking_sinks_its_column_steps_into_blocks_of_columns_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let space = format!("{root}/scripts/polybench/tune/gramschmidt.rhai");
+    let c = d.path().join("gs.c");
+    for (m, n, block) in [("70", "45", "32"), ("13", "7", "64")] {
+        let (ok, o) = teml_bits(
+            d.path(),
+            Some("256"),
+            &[
+                "run",
+                &space,
+                "-D",
+                &format!("M={m}"),
+                "-D",
+                &format!("N={n}"),
+                "--param",
+                "order=left",
+                "--param",
+                &format!("block={block}"),
+                "--threads",
+                "2",
+                "--emit-c",
+                c.to_str().unwrap(),
+            ],
+        );
+        assert!(ok && o.contains("verified"), "{o}");
+        assert!(
+            o.contains("  for jo in [0, floor((N-1)/") && o.contains("    for k in [0, min(N-2, "),
+            "{o}"
+        );
+        assert!(o.contains("  parallel\n        R[k][j] = 0.0 + 0.0\n        for io in [0, floor((M-1)/8)]  registers(R)\n"), "{o}");
+        let src = std::fs::read_to_string(&c).unwrap();
+        // the sum's lanes and the update's, along the columns of the column-major buffers
+        assert!(
+            src.contains("*(teml_d4 *)&teml_Q_layout[k][") && src.contains("*(teml_d4 *)&teml_A_layout[j]["),
+            "{src}"
+        );
+        assert!(src.contains("#pragma omp parallel for"), "{src}");
+    }
 }
