@@ -1727,7 +1727,7 @@ static BUILTINS: &[Builtin] = &[
         name: "split",
         signature: "split(l, r, e)",
         equation: "index-set splitting (extension)",
-        summary: "the loop at level r over [lb, ub] becomes two loops in turn, over [lb, e-1] and [e, ub] (e affine in outer iterators and constants); guards a part's range decides go (peels what sink guarded)",
+        summary: "the loop at level r over [lb, ub] becomes two loops in turn, over [lb, e-1] and [e, ub] (e affine in outer iterators and constants); guards and inner bounds a part's range decides go (peels what sink guarded; a tile past the diagonal loses its triangle's bound)",
         example: "p = split(fj, 1, k+2)",
         returns: Returns::Nest,
         checked: true,

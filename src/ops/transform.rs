@@ -1895,7 +1895,8 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<N
 /// loops in turn, over `[lb, e-1]` and `[e, ub]` (`e` affine in outer iterators and named
 /// constants; each part clipped to the range). A guard that a part's range decides goes: a
 /// statement whose guard always holds there runs untested, one whose guard never holds leaves
-/// that part (and a part left empty goes). The same instances in the same order: what peels
+/// that part (and a part left empty goes), and the bounds of the loops inside drop what the part
+/// implies. The same instances in the same order: what peels
 /// the iteration a `sink` guarded off its loop.
 ///
 /// ```text
@@ -1954,6 +1955,10 @@ fn settle(chain: &[&Loop], x: &LNode) -> Option<LNode> {
     use crate::analysis::legality::never_for_any;
     match x {
         LNode::Loop(l) => {
+            // Its bounds without what the part implies (`max(32*jo, i)` is `32*jo` in the
+            // tiles past the diagonal, `jo >= io+1`).
+            let tidied = crate::analysis::legality::tidy_bounds_for_any(chain, l);
+            let l = &tidied;
             let mut inner = chain.to_vec();
             inner.push(l);
             if never_for_any(&inner, &[]) == Some(true) {

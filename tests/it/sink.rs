@@ -255,3 +255,25 @@ fn gramschmidt_left_looking_sinks_its_column_steps_into_blocks_of_columns_verifi
         assert!(src.contains("#pragma omp parallel for"), "{src}");
     }
 }
+
+/// covariance's register block (scripts/polybench/tune/covariance.rhai, `order =
+/// register_block`): its square tiles split at the diagonal; in the tiles past it `split`
+/// drops the bounds the part implies (`j in [max(48*jo, i), ..]` is `[48*jo, ..]`, `i`'s `min`
+/// goes), so the loops no longer depend on each other, move to jo, ko, io and take a 4 x 12
+/// register block of cov. Verified on threads at sizes whose tiles and blocks end in
+/// remainders.
+#[test]
+fn covariance_tiles_past_the_diagonal_take_a_register_block_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let space = format!("{root}/scripts/polybench/tune/covariance.rhai");
+    let (ok, o) =
+        teml_bits(d.path(), Some("256"), &["run", &space, "-D", "M=101", "-D", "N=60", "--threads", "2"]);
+    assert!(ok && o.contains("verified"), "{o}");
+    assert!(o.contains("          for j in [i, min(48*jo+47, M-1)]\n"), "{o}");
+    assert!(
+        o.contains("  for jo in [1, floor((M-1)/48)]\n    for ko in [0, floor((N-1)/128)]\n      for io in [0, jo-1]  parallel\n"),
+        "{o}"
+    );
+    assert!(o.contains("  registers(cov)\n") && o.contains("cov[48*io+4*io2+3][j] += "), "{o}");
+}
