@@ -56,9 +56,14 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
         }
     }
     layout(state, nests)?;
+    // The kernel's buffers: a layout one nest sets holds in every nest (codegen converts the
+    // tensor once), so lanes and registers are asked of it everywhere.
+    let laid: super::vector::Layouts =
+        nests.iter().flat_map(|(_, n)| n.layouts.iter().map(|(t, l)| (t.clone(), l.clone()))).collect();
     fn walk<'a>(
         state: &State,
         nest: &Nest,
+        laid: &super::vector::Layouts,
         g: &'a GNode,
         outer: &mut Vec<&'a Loop>,
     ) -> std::result::Result<(), String> {
@@ -66,14 +71,14 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             realise(state, nest, l, body)?;
             // `registers` marks moved by interchange or fusion are checked where they are now.
             for t in &l.annot.registers {
-                super::registers::units(outer, l, t, &nest.layouts)?;
+                super::registers::units(outer, l, t, laid)?;
             }
             let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
             for t in &l.annot.pack {
                 super::packing::footprint(&iters, l, t)?;
             }
             outer.push(l);
-            let r = body.iter().try_for_each(|c| walk(state, nest, c, outer));
+            let r = body.iter().try_for_each(|c| walk(state, nest, laid, c, outer));
             outer.pop();
             r?;
         }
@@ -82,7 +87,7 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     for (_, n) in nests {
         zeroing::place(n.items())
             .iter()
-            .try_for_each(|g| walk(state, n, g, &mut Vec::new()))
+            .try_for_each(|g| walk(state, n, &laid, g, &mut Vec::new()))
             .map_err(unrealizable)?;
     }
     // One layout per tensor across the kernel's nests.

@@ -56,11 +56,11 @@ pub fn units(
 ) -> Result<Vec<Unit>, String> {
     let cannot = |why: String| format!("cannot keep `{tensor}` in registers across loop `{}`: {why}", l.iter);
     if let Some(lay) = layouts.get(tensor).filter(|lay| lay.regroup.is_none() && !lay.order.is_empty())
-        && lay.order.iter().enumerate().any(|(k, d)| k != *d)
+        && !lay.keeps_rows(lay.order.len())
     {
         return Err(cannot(format!(
-            "it is stored with its dimensions in another order ({}): expected the declared order for \
-             a tensor kept in registers",
+            "it is stored with its last dimension moved ({}): expected a layout that keeps its rows \
+             for a tensor kept in registers",
             lay.describe(lay.order.len())
         )));
     }

@@ -1371,13 +1371,19 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// The kernel's buffers in another layout (whichever nest set it): what lanes and
+    /// registers are asked of, as every access prints through them.
+    fn layouts(&self) -> vector::Layouts {
+        self.laid.iter().map(|(t, (_, lay))| (t.clone(), lay.clone())).collect()
+    }
+
     /// A loop marked `registers`: its variables declared and loaded before it, stored after.
     /// Where its lanes are strip-mined blocks that are full but for the last (a tail), the
     /// registers are kept for the full blocks, and the last runs without them.
     fn band(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
-            crate::analysis::registers::units(&outer, l, t, &self.nest.layouts)?;
+            crate::analysis::registers::units(&outer, l, t, &self.layouts())?;
         }
         // Copies of a partial block's end, tested at each statement: their elements may not
         // exist, so none is loaded before the loop.
@@ -1767,7 +1773,7 @@ impl Cx<'_> {
             0 => self.target,
             bits => Target { vector_bits: bits.min(self.target.vector_bits) },
         };
-        vector::lanes(l, &target, !self.bands.is_empty(), &sums, &self.nest.layouts)
+        vector::lanes(l, &target, !self.bands.is_empty(), &sums, &self.layouts())
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors

@@ -268,8 +268,9 @@ impl Expr {
         if let ([(Atom::FloorDiv(x, b), 1)], c) = (self.terms.as_slice(), self.constant)
             && let Some(bd) = b.checked_mul(d)
             && let Some(cb) = c.checked_mul(*b)
+            && let Ok(y) = x.checked_add_int(cb)
         {
-            return x.add_int(cb).floordiv(bd);
+            return y.floordiv(bd);
         }
         Expr::atom(Atom::FloorDiv(Box::new(self.clone()), d))
     }

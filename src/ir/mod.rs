@@ -18,5 +18,5 @@ pub use params::{Params, Seen};
 pub use rewrite::Rewrite;
 pub use state::{Init, KernelRequest, State, Value};
 pub use texpr::{
-    AssignMode, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode, real_leaf,
+    AssignMode, Before, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode, real_leaf,
 };

@@ -1,15 +1,20 @@
-//! The record of an algebraic rewrite a nest computes (`lift`, TeIL Sec. 5): which assignment
-//! it replaced by which sequence, and the figures that show what it saved. Verification reads
-//! it: a rewritten nest is compared with the original assignment, not with its own statements,
-//! at a tolerance derived from the operation count (docs/algebra.md).
+//! The record of an algebraic rewrite a nest computes (`lift`, TeIL Sec. 5; `factor`,
+//! `expand`, Sec. 3.6): which assignment it replaced by which sequence (or which single
+//! assignment), and the figures that show what it saved. Verification reads it: a rewritten
+//! nest is compared with the original assignment, not with its own statements, at a tolerance
+//! derived from the operation count (docs/algebra.md).
 
 use super::expr::Name;
 use super::texpr::TExpr;
 use serde::{Deserialize, Serialize};
 
-/// One assignment replaced by a sequence of single contractions through temporaries.
+/// One assignment replaced by a sequence of single contractions through temporaries (`lift`),
+/// or by one assignment of the same tensor (`factor`, `expand`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rewrite {
+    /// The builtin that rewrote it: `lift`, `factor` or `expand`.
+    #[serde(default = "lift")]
+    pub by: String,
     /// The assignment as the program wrote it (its meaning: what verification runs).
     pub original: TExpr,
     /// The tensor it defines; the last statement of the sequence writes it.
@@ -32,9 +37,33 @@ pub struct Rewrite {
     pub scale: f64,
 }
 
+fn lift() -> String {
+    "lift".into()
+}
+
 impl Rewrite {
+    /// What the reports call it: `lifted`, `factored`, `expanded`.
+    pub fn done(&self) -> &'static str {
+        match self.by.as_str() {
+            "factor" => "factored",
+            "expand" => "expanded",
+            _ => "lifted",
+        }
+    }
+
     /// One line for trees and reports: `v: 8.2e9 -> 3.3e8 flops (25x fewer), order [[2, 3], ...]`.
     pub fn describe(&self) -> String {
+        if self.by != "lift" {
+            let ratio = self.flops_before / self.flops_after.max(1.0);
+            return format!(
+                "{}: {} from {} -> {} flops ({}), verified against the expression as written",
+                self.done(),
+                self.result,
+                flops(self.flops_before),
+                flops(self.flops_after),
+                if ratio >= 1.0 { format!("{ratio:.1}x fewer") } else { format!("{:.1}x more", 1.0 / ratio) }
+            );
+        }
         let temps: Vec<String> = self.temps.iter().map(|t| t.to_string()).collect();
         format!(
             "lifted: {} from {} -> {} flops ({:.1}x fewer), order {}, temporaries {}",

@@ -368,6 +368,21 @@ pub struct TNode {
     /// where it is not eq. 19's inference alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dom: Option<Arc<Domain>>,
+    /// For an assignment an algebraic rewrite made (`factor`, `expand`): which, and the
+    /// assignment as the program wrote it (its target a hole too), which verification runs
+    /// instead (docs/algebra.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Arc<Before>>,
+}
+
+/// The assignment an algebraic rewrite replaced ([`TNode::before`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Before {
+    /// The builtin that rewrote it last (`factor`, `expand`).
+    pub by: String,
+    /// The assignment as written, before the first rewrite of a chain (`expand(factor(Y))`
+    /// keeps `Y`).
+    pub t: TExpr,
 }
 
 /// An assignment's iteration domain where it differs from eq. 19's (every range `0..extent-1`,
@@ -427,7 +442,7 @@ impl Domain {
 impl TNode {
     /// A leaf.
     pub fn leaf(op: Op, shape: Shape, iters: Iters, dtype: DType) -> TExpr {
-        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new(), inst: None, dom: None })
+        Arc::new(TNode { op, shape, iters, dtype, children: Vec::new(), inst: None, dom: None, before: None })
     }
 
     /// An inner node; its iterator list is `•` and its type the promotion of its children:
@@ -436,7 +451,16 @@ impl TNode {
         let all_float = children.iter().any(|c| !c.is_lit())
             && children.iter().all(|c| c.is_lit() || c.dtype == DType::Float);
         let dtype = if all_float { DType::Float } else { DType::Double };
-        Arc::new(TNode { op, shape, iters: Iters::Bullet, dtype, children, inst: None, dom: None })
+        Arc::new(TNode {
+            op,
+            shape,
+            iters: Iters::Bullet,
+            dtype,
+            children,
+            inst: None,
+            dom: None,
+            before: None,
+        })
     }
 
     /// True for a numeric literal.
@@ -649,6 +673,7 @@ impl TNode {
             dtype: self.dtype,
             inst,
             dom: self.dom.clone(),
+            before: self.before.clone(),
         })
     }
 

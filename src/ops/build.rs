@@ -207,6 +207,11 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             });
         }
     }
+    // An assignment `factor` or `expand` made: verification runs the one as written.
+    let mut nest = nest;
+    if let Some(before) = &t.before {
+        nest.rewrites.extend(super::rewrite::record(state, t, before));
+    }
     Ok(nest)
 }
 
@@ -478,7 +483,7 @@ pub fn around_dir(
                 "nest",
                 "nests without an algebraic rewrite (verification would run the original outside the loop)"
                     .into(),
-                format!("the nest that `lift` made of `{}`", r.result),
+                format!("the nest whose `{}` is {} (`{}`)", r.result, r.done(), r.by),
             ));
         }
         let ub2 = ub.clone();

@@ -603,6 +603,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
     }
     let mut nest = super::build::sequence(&scratch, &stmts)?;
     nest.rewrites.push(Rewrite {
+        by: "lift".into(),
         original: p.original.clone(),
         result: p.result.clone(),
         temps,

@@ -312,6 +312,40 @@ fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<
     for c in &l.body {
         collect_names(c, &mut used);
     }
+    // A loop inside that binds `to` is renamed first (its iterator is bound there: a fresh name
+    // means the same), so that two nests whose loops run the same ranges under swapped names
+    // fuse (mvt: `x2`'s nest interchanged runs `j, i` where `x1`'s runs `i, j`).
+    let mut inner = Vec::new();
+    l.body.iter().for_each(|c| c.loop_iters(&mut inner));
+    if inner.contains(to) {
+        let fresh = (2..)
+            .map(|n| Name::from(format!("{to}{n}").as_str()))
+            .find(|f| !used.contains(f) && f != &l.iter)
+            .unwrap_or_else(|| to.clone());
+        fn alpha(x: &LNode, from: &Name, fresh: &Name) -> LNode {
+            match x {
+                LNode::Loop(m) if m.iter == *from => {
+                    let sub = |v: &str| (v == &**from).then(|| Expr::var_name(fresh));
+                    LNode::Loop(Arc::new(Loop {
+                        iter: fresh.clone(),
+                        body: m.body.iter().map(|c| c.subst(&sub)).collect(),
+                        ..(**m).clone()
+                    }))
+                }
+                LNode::Loop(m) => {
+                    LNode::Loop(m.with_body(m.body.iter().map(|c| alpha(c, from, fresh)).collect()))
+                }
+                LNode::Stmt(_) => x.clone(),
+            }
+        }
+        let renamed =
+            Arc::new(Loop { body: l.body.iter().map(|c| alpha(c, to, &fresh)).collect(), ..(**l).clone() });
+        used.clear();
+        renamed.body.iter().for_each(|c| collect_names(c, &mut used));
+        if !used.contains(to) {
+            return rename_loop(&renamed, to, builtin, level);
+        }
+    }
     if used.contains(to) {
         return Err(Error::FuseMismatch {
             builtin: builtin.into(),
@@ -1872,6 +1906,22 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<N
         guarded(x, &[end(first)?]).map_err(|why| Error::Illegal { builtin: b.into(), reason: why })
     };
     let (before, after) = (&outer.body[..pos], &outer.body[pos + 1..]);
+    // A moved loop that binds `k` (or a variable of its bounds) would take the guard for its own.
+    let mut bound = Vec::new();
+    before.iter().chain(after).for_each(|x| x.loop_iters(&mut bound));
+    let mut used: Vec<Name> = vec![inner.iter.clone()];
+    used.extend(inner.lb.vars().into_iter().chain(inner.ub.vars()));
+    if let Some(v) = bound.iter().find(|v| used.contains(v)) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: level_arg(2),
+            expected: format!(
+                "statements and loops beside loop `{}` that do not bind `{v}` (the guard that places them reads it)",
+                inner.iter
+            ),
+            found: format!("a loop over `{v}` beside {}", inner.header()),
+        });
+    }
     let mut head = Vec::new();
     let mut tail = Vec::new();
     for x in before {

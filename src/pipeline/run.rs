@@ -742,7 +742,11 @@ fn run_at(
         .iter()
         .flat_map(|n| &n.rewrites)
         .map(|r| {
-            let terms = crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms);
+            let terms = if r.by == "lift" {
+                crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms)
+            } else {
+                crate::ops::rewrite::terms(state, &r.original)
+            };
             (r, r.rounding_bound(unit, mag, terms), terms)
         })
         .collect();
@@ -790,9 +794,10 @@ fn run_at(
     }
     for (r, bound, terms) in &bounds {
         note.push_str(&format!(
-            "; `{}` lifted: compared with the expression as written, within {bound:.1e} absolute or {:.0e} relative \
+            "; `{}` {}: compared with the expression as written, within {bound:.1e} absolute or {:.0e} relative \
              (rounding of {} sums of {} factors on data up to {mag:.3})",
             r.result,
+            r.done(),
             tolerance(least),
             terms,
             r.factors

@@ -329,8 +329,19 @@ fn factor_and_expand_are_checked_rewrites_whose_kernels_verify() {
     );
     let f = program(d.path(), "fx.teml", &src);
     let (ok, o) = teml_bits(d.path(), None, &["run", &f]);
-    assert!(ok && o.matches("verified").count() == 3, "{o}");
+    assert!(ok && o.matches(": verified (").count() == 3, "{o}");
     assert!(o.contains("F[i][j] += A[i][k] * (B[k][j] + D[k][j])"), "{o}");
+    // F and G are verified against Y as written (`F = F + (A B + A D)`), at the rounding bound
+    // of the two forms, and their trees say what the rewrite saved.
+    assert!(
+        o.contains(
+            "factored: F from 864 -> 648 flops (1.3x fewer), verified against the expression as written"
+        ),
+        "{o}"
+    );
+    assert!(o.contains("expanded: G from 864 -> 864 flops (1.0x fewer)"), "{o}");
+    assert!(o.contains("; `F` factored: compared with the expression as written, within "), "{o}");
+    assert!(o.contains("; `G` expanded: compared with the expression as written, within "), "{o}");
     assert!(o.contains("A[i1][k12] * (B[k12][i2] - D[k12][i2])"), "{o}");
     refused(
         d.path(),
@@ -339,7 +350,7 @@ fn factor_and_expand_are_checked_rewrites_whose_kernels_verify() {
         &format!(
             "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nY = @C: add(C, p, [[i, j], ] -> [i, j])\nF = factor(Y)\n"
         ),
-        &["f1.teml:8:12", "factor: argument 1 (expression)", "a sum or difference of two products"],
+        &["f1.teml:8:12", "factor: argument 1 (expression)", "a sum or difference of products"],
     );
     refused(
         d.path(),
@@ -349,7 +360,7 @@ fn factor_and_expand_are_checked_rewrites_whose_kernels_verify() {
             "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nq = vmul(D, A, [[i, k], [k, j]])\ns = vadd(p, q, [, ])\n\
              Y = @C: add(C, s, [[i, j], ] -> [i, j])\nF = factor(Y)\n"
         ),
-        &["factor: argument 1 (expression)", "expected two products with a common operand"],
+        &["factor: argument 1 (expression)", "expected products with a common operand"],
     );
     refused(
         d.path(),
@@ -359,5 +370,38 @@ fn factor_and_expand_are_checked_rewrites_whose_kernels_verify() {
             "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nY = @C: add(C, p, [[i, j], ] -> [i, j])\nF = expand(Y)\n"
         ),
         &["expand: argument 1 (expression)", "a product with a sum or difference among its factors"],
+    );
+}
+
+/// `factor` and `expand` over three products (`A B + A D - A C` and back), both verified
+/// against the assignment as written (`Y`), not against their own statements: the report
+/// names the comparison and its rounding bound. A third product without the common operand
+/// is refused with all three.
+#[test]
+fn factor_and_expand_take_any_number_of_products_and_verify_against_the_original() {
+    let d = tempfile::tempdir().unwrap();
+    let three = format!(
+        "{SUMS}p = vmul(A, B, [[i, k], [k, j]])\nq = vmul(A, D, [[i, k], [k, j]])\nr = vmul(A, C, [[i, k], [k, j]])\n\
+         s = vadd(p, q, [, ])\nu = vsub(s, r, [, ])\nE = tensor([N, N])\nY = @E: add(E, u, [[i, j], ] -> [i, j])\n"
+    );
+    let src = format!(
+        "{three}F = factor(Y)\nG = expand(F)\nl1 = build(F)\nl2 = build(G)\ncodegen(l1)\ncodegen(l2)\n"
+    );
+    let f = program(d.path(), "f3.teml", &src);
+    let (ok, o) = teml_bits(d.path(), None, &["run", &f]);
+    assert!(ok && o.matches(": verified (").count() == 2, "{o}");
+    assert!(o.contains("F[i][j] += A[i][k] * (B[k][j] + D[k][j] - C[k][j])"), "{o}");
+    assert!(o.contains("G[i][j] += A[i][k] * B[k][j] + A[i][k] * D[k][j] - A[i][k] * C[k][j]"), "{o}");
+    assert!(o.contains("; `F` factored: compared with the expression as written"), "{o}");
+    assert!(o.contains("; `G` expanded: compared with the expression as written"), "{o}");
+    assert!(o.contains("(rounding of 24 sums of 2 factors"), "{o}");
+    // the third product shares no operand with the others
+    let bad = three.replace("r = vmul(A, C,", "r = vmul(C, D,");
+    refused(
+        d.path(),
+        None,
+        "f4.teml",
+        &format!("{bad}F = factor(Y)\n"),
+        &["f4.teml:13", "expected products with a common operand", "C[i][k] * D[k][j]"],
     );
 }

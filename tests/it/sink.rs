@@ -131,6 +131,18 @@ fn sink_and_split_refuse_bad_arguments_at_the_line() {
     );
     let both = two.replace("s = sink(x, 1)", "s = sink(x, 1, \"first\", \"j\")");
     refused(d.path(), None, "two.teml", &both, &["two.teml:9", "argument 4 (into)", "\"j\" (2 such loops)"]);
+    // A loop moved beside `j` that binds `j` itself would take the guard that places it.
+    let capture = "N = 5\nA = tensor([N, N])\nC = tensor([N, N, N])\na = @A: eq(1.0, -> [i, j])\n\
+                   c = @C: eq(3.0, -> [i, k, j])\nla = build(a, [[i], [j, 0, N-1]])\n\
+                   lc = build(c, [[i], [k, 0, N-1], [j, 0, N-1]])\nx = around(i, [0, N-1], lc, la)\n\
+                   s = sink(x, 1, \"first\", \"j\")\ncodegen(s)\n";
+    refused(
+        d.path(),
+        None,
+        "cap.teml",
+        capture,
+        &["cap.teml:9", "do not bind `j`", "a loop over `j` beside"],
+    );
     // The splits' loop is empty at j = i+1: sinking the neighbours there is refused.
     let empty = base.replace("lj = around(j, [i+2, N-1]", "lj = around(j, [i+1, N-1]");
     let src = format!("{empty}fj = focus(l, \"j\")\ns = sink(fj, 1)\ncodegen(s)\n");
@@ -276,4 +288,19 @@ fn covariance_tiles_past_the_diagonal_take_a_register_block_verified() {
         "{o}"
     );
     assert!(o.contains("  registers(cov)\n") && o.contains("cov[48*io+4*io2+3][j] += "), "{o}");
+}
+
+/// mvt's fused point (scripts/polybench/tune/mvt.rhai, `fused=true`): x2's product,
+/// interchanged, runs `j, i` where x1's runs `i, j`; `fuse_outer` renames its outer `j` to `i`,
+/// and first its inner `i` (bound there) to a fresh `i2`, so one pass over A gives each row's
+/// t1[i] and its share of t2. Verified in lanes.
+#[test]
+fn fuse_outer_renames_a_swapped_inner_iterator_and_mvt_runs_in_one_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let space = format!("{root}/scripts/polybench/tune/mvt.rhai");
+    let (ok, o) = teml_bits(d.path(), Some("256"), &["run", &space, "-D", "N=13", "--param", "fused=true"]);
+    assert!(ok && o.contains("verified"), "{o}");
+    assert!(o.contains("  for i2 in [0, N-1]  vectorize\n    t2[i2] += A[i][i2] * y2[i]\n"), "{o}");
+    assert!(o.contains("  for jo in [0, floor((N-1)/8)]  registers(t1)\n"), "{o}");
 }
