@@ -365,7 +365,9 @@ fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<
 
 /// `fuse_outer(l1, l2, r)`, eq. 22: the loops at levels 1..r of both nests are the same;
 /// the result runs both bodies at level r, `l1`'s first. Iterator names of `l2` that differ
-/// are renamed to `l1`'s. (Eq. 22 asks for the same iterators; here the same ranges suffice.)
+/// are renamed to `l1`'s; a loop inside `l2` that binds such a name is renamed first, to a
+/// fresh one (`j, i` fused with `i, j`: the inner `i` becomes `i2`). (Eq. 22 asks for the same
+/// iterators; here the same ranges suffice.)
 /// The loops at levels 1..r are `l1`'s, with the marks of both; the loops below level r stay
 /// apart (`fuse_inner` merges them). `fuse_outer(l1, l2, 1)`:
 ///
