@@ -5,7 +5,7 @@
 //! compiled once into a small postfix form over flat buffers, so that the interpreter is fast
 //! enough for the test sizes and for moderate real sizes.
 
-use crate::ir::{DType, Dim, Expr, LNode, Name, Nest, Op, State, TNode, Update, lower};
+use crate::ir::{DType, Expr, LNode, Name, Nest, Op, State, TNode, Update, lower};
 use std::collections::BTreeMap;
 
 /// A tensor's data, row-major, held in `f64` whatever its element type.
@@ -349,18 +349,10 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
 
 /// The extents of tensor `name` as its leaf `leaf` declares them, at the named constants' values.
 fn extents(state: &State, name: &Name, leaf: &TNode) -> Result<Vec<usize>, String> {
-    leaf.shape
-        .dims()
-        .unwrap_or(&[])
-        .iter()
-        .map(|d| match d {
-            Dim::Known(e) => e
-                .eval(&|v| state.constant(v))
-                .map(|x| x.max(0) as usize)
-                .map_err(|v| format!("named constant `{v}` is not bound: give -D {v}=INT")),
-            Dim::Unknown => Err(format!("the shape of `{name}` is not known")),
-        })
-        .collect()
+    leaf.extents_at(&|v| state.constant(v)).map_err(|e| match e {
+        Some(v) => format!("named constant `{v}` is not bound: give -D {v}=INT"),
+        None => format!("the shape of `{name}` is not known"),
+    })
 }
 
 /// splitmix64: a tiny, stable generator, so that a seed means the same data in every version.

@@ -133,18 +133,10 @@ struct Stmt {
 
 fn dims_of(state: &State, leaf: &TNode) -> Res<Vec<usize>> {
     let name = leaf.id().map(|n| n.to_string()).unwrap_or_else(|| "□".into());
-    leaf.shape
-        .dims()
-        .unwrap_or(&[])
-        .iter()
-        .map(|d| match d {
-            Dim::Known(e) => e
-                .eval(&|v| state.constant(v))
-                .map(|x| x.max(0) as usize)
-                .or_else(|v| data(format!("named constant `{v}` in the shape of `{name}` is not bound"))),
-            Dim::Unknown => data(format!("the shape of `{name}` is not known")),
-        })
-        .collect()
+    leaf.extents_at(&|v| state.constant(v)).or_else(|e| match e {
+        Some(v) => data(format!("named constant `{v}` in the shape of `{name}` is not bound")),
+        None => data(format!("the shape of `{name}` is not known")),
+    })
 }
 
 /// Compiles one statement: slots for iterators, extents, the form of eq. 14/16/33.

@@ -251,6 +251,8 @@ fn generate_with(
         body.push_str(&prologue);
         epilogue.push_str(&back);
     }
+    // What lanes and registers are asked of: the buffers every access prints through.
+    let buffers: vector::Layouts = laid.iter().map(|(t, (_, lay))| (t.clone(), lay.clone())).collect();
     for (k, (nname, n)) in nests.iter().enumerate() {
         if k > 0 {
             body.push('\n');
@@ -275,6 +277,7 @@ fn generate_with(
             guarded: n.stmts().iter().any(|s| !s.guard().is_empty()),
             auto: auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect(),
             laid: &laid,
+            buffers: &buffers,
             stream: None,
         };
         for g in &zeroing::place(n.items()) {
@@ -957,6 +960,9 @@ struct Cx<'a> {
     auto: Vec<Name>,
     /// Tensors stored in another layout: their buffer and layout.
     laid: &'a BTreeMap<Name, (String, crate::ir::Layout)>,
+    /// `laid`'s layouts, whichever nest set them: what lanes and registers are asked of, as
+    /// every access prints through them.
+    buffers: &'a vector::Layouts,
     /// In the whole vectors of a streaming loop (`stream`): the tensor and the index whose
     /// stores are streamed (the access the loop was peeled to align).
     stream: Option<(Name, Vec<Expr>)>,
@@ -1371,19 +1377,13 @@ impl Cx<'_> {
         Ok(())
     }
 
-    /// The kernel's buffers in another layout (whichever nest set it): what lanes and
-    /// registers are asked of, as every access prints through them.
-    fn layouts(&self) -> vector::Layouts {
-        self.laid.iter().map(|(t, (_, lay))| (t.clone(), lay.clone())).collect()
-    }
-
     /// A loop marked `registers`: its variables declared and loaded before it, stored after.
     /// Where its lanes are strip-mined blocks that are full but for the last (a tail), the
     /// registers are kept for the full blocks, and the last runs without them.
     fn band(&mut self, l: &Arc<Loop>, body: &[GNode], depth: usize) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
-            crate::analysis::registers::units(&outer, l, t, &self.layouts())?;
+            crate::analysis::registers::units(&outer, l, t, self.buffers)?;
         }
         // Copies of a partial block's end, tested at each statement: their elements may not
         // exist, so none is loaded before the loop.
@@ -1773,7 +1773,7 @@ impl Cx<'_> {
             0 => self.target,
             bits => Target { vector_bits: bits.min(self.target.vector_bits) },
         };
-        vector::lanes(l, &target, !self.bands.is_empty(), &sums, &self.layouts())
+        vector::lanes(l, &target, !self.bands.is_empty(), &sums, self.buffers)
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors

@@ -463,6 +463,20 @@ impl TNode {
         })
     }
 
+    /// The extents of this leaf's shape at the named constants' values (`constant`), or the
+    /// named constant that is unbound (`Some`), or `None` where the shape is not known.
+    pub fn extents_at(&self, constant: &dyn Fn(&str) -> Option<i64>) -> Result<Vec<usize>, Option<Name>> {
+        self.shape
+            .dims()
+            .unwrap_or(&[])
+            .iter()
+            .map(|d| match d {
+                Dim::Known(e) => e.eval(constant).map(|x| x.max(0) as usize).map_err(Some),
+                Dim::Unknown => Err(None),
+            })
+            .collect()
+    }
+
     /// True for a numeric literal.
     pub fn is_lit(&self) -> bool {
         matches!(self.op, Op::Lit(_))

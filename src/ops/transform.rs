@@ -322,24 +322,18 @@ fn rename_loop(l: &Arc<Loop>, to: &Name, builtin: &str, level: usize) -> Result<
             .map(|n| Name::from(format!("{to}{n}").as_str()))
             .find(|f| !used.contains(f) && f != &l.iter)
             .unwrap_or_else(|| to.clone());
-        fn alpha(x: &LNode, from: &Name, fresh: &Name) -> LNode {
-            match x {
-                LNode::Loop(m) if m.iter == *from => {
-                    let sub = |v: &str| (v == &**from).then(|| Expr::var_name(fresh));
-                    LNode::Loop(Arc::new(Loop {
-                        iter: fresh.clone(),
-                        body: m.body.iter().map(|c| c.subst(&sub)).collect(),
-                        ..(**m).clone()
-                    }))
-                }
-                LNode::Loop(m) => {
-                    LNode::Loop(m.with_body(m.body.iter().map(|c| alpha(c, from, fresh)).collect()))
-                }
+        // Each loop that binds `to` takes the fresh name (unused, so never refused).
+        fn alpha(x: &LNode, from: &Name, fresh: &Name, builtin: &str, level: usize) -> Result<LNode> {
+            Ok(match x {
+                LNode::Loop(m) if m.iter == *from => LNode::Loop(rename_loop(m, fresh, builtin, level)?),
+                LNode::Loop(m) => LNode::Loop(m.with_body(
+                    m.body.iter().map(|c| alpha(c, from, fresh, builtin, level)).collect::<Result<_>>()?,
+                )),
                 LNode::Stmt(_) => x.clone(),
-            }
+            })
         }
-        let renamed =
-            Arc::new(Loop { body: l.body.iter().map(|c| alpha(c, to, &fresh)).collect(), ..(**l).clone() });
+        let body = l.body.iter().map(|c| alpha(c, to, &fresh, builtin, level)).collect::<Result<_>>()?;
+        let renamed = Arc::new(Loop { body, ..(**l).clone() });
         used.clear();
         renamed.body.iter().for_each(|c| collect_names(c, &mut used));
         if !used.contains(to) {
