@@ -253,6 +253,50 @@ fn a_space_chooses_among_contraction_orders_and_the_winner_replays() {
     assert!(ok && o.contains("[[1, 2], [0, 1]]") && o.contains("lifted: A from"), "{o}");
 }
 
+/// mttkrp's other cheapest order, B D first (A_1[k][i][j] = sum over l of B[i][k][l] D[l][j], then
+/// A = sum over k of C (.) A_1), with the two nests fused at (io, k, jo): each block of A_1 is
+/// summed in registers, kept per jo on the stack (store_at) and added into A at once, so the N^3
+/// temporary is gone. Sizes that leave remainders of the register block in both directions.
+#[test]
+fn lifted_nests_fuse_and_their_temporary_contracts_to_a_register_block() {
+    let d = tempfile::tempdir().unwrap();
+    let c = d.path().join("k.c");
+    let (ok, o) = teml_bits(
+        d.path(),
+        None,
+        &[
+            "run",
+            &format!("{ROOT}/scripts/tune/mttkrp_lifted.rhai"),
+            "-D",
+            "N=13",
+            "--param",
+            "order=[[0, 1], [0, 1]]",
+            "--param",
+            "mr=5",
+            "--param",
+            "nr=8",
+            "--threads",
+            "2",
+            "--emit-c",
+            c.to_str().unwrap(),
+        ],
+    );
+    assert!(ok && o.contains("verified") && o.contains("order [[0, 1], [0, 1]], temporaries A_1"), "{o}");
+    assert!(o.contains("`A` lifted: compared with the expression as written"), "{o}");
+    // One nest: rows on threads, then k, then blocks of columns holding both statements.
+    let tree: Vec<&str> = o.lines().take_while(|l| !l.starts_with("lifted:")).collect();
+    let tree = tree.join("\n");
+    assert!(!tree.contains("seq"), "{tree}");
+    for want in
+        ["for io in [0, floor((N-1)/5)]  parallel", "store_at(A_1)", "registers(A_1)", "when N-5*io-5 >= 0"]
+    {
+        assert!(tree.contains(want), "{want}: {tree}");
+    }
+    let csrc = std::fs::read_to_string(&c).unwrap();
+    assert!(csrc.contains("double teml_A_1_local[5][8];"), "{csrc}");
+    assert!(!csrc.contains("teml_buffer(sizeof(double[N][N][N]))"), "{csrc}");
+}
+
 #[test]
 fn the_repl_shows_the_lift_and_survives_bad_input() {
     let mut r = teml::repl::Repl::new(teml::ir::State::new(), teml::repl::Mode::Teml);
