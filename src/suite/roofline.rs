@@ -7,15 +7,35 @@
 use crate::pipeline::{self, RunOptions, Timing};
 use serde::Serialize;
 
-/// Sixteen independent FMA chains in explicit vector registers on every thread (GCC/Clang
-/// vector extensions, 8 doubles each: one AVX-512 register, or two or four narrower ones where
-/// the target has no 512-bit vectors), enough to cover the FMA latency of two pipes. Written
+/// Independent FMA chains in explicit vector registers on every thread (GCC/Clang vector
+/// extensions of the target's widest vectors), as many as its register file holds beside the
+/// multiplier and the addend: 16 chains of 8 lanes in 32 AVX-512 registers, 12 of 4 lanes in 16
+/// AVX registers (16 chains of 8 there would be 32 registers' worth, and the spills measured a
+/// sixth of the peak), 12 of 2 otherwise. Enough to cover the FMA latency of two pipes. Written
 /// out, not left to the loop vectorizer; the multiplier and addend come from memory (with
-/// constants, the compiler collapses the chains).
+/// constants, the compiler collapses the chains). The probe writes its FMAs per iteration and
+/// thread to `io[4]`.
 const FMA: &str = r#"
 /* teml bench: peak double-precision FMA rate. */
-typedef double v8d __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#define LANES 8
+#define CHAINS 16
+#elif defined(__AVX__)
+#define LANES 4
+#define CHAINS 12
+#else
+#define LANES 2
+#define CHAINS 12
+#endif
+typedef double vd __attribute__((vector_size(8 * LANES)));
 #define STEP(a) a = a * x + y
+#if CHAINS == 16
+#define STEPS STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5); STEP(a6); STEP(a7); \
+  STEP(a8); STEP(a9); STEP(a10); STEP(a11); STEP(a12); STEP(a13); STEP(a14); STEP(a15)
+#else
+#define STEPS STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5); STEP(a6); STEP(a7); \
+  STEP(a8); STEP(a9); STEP(a10); STEP(a11)
+#endif
 void teml_entry(void **args)
 {
   double *io = (double *)args[0];
@@ -23,27 +43,26 @@ void teml_entry(void **args)
   double total = 0.0;
   #pragma omp parallel reduction(+: total)
   {
-    const v8d zero = {0, 0, 0, 0, 0, 0, 0, 0};
-    const v8d x = zero + io[2], y = zero + io[3];
-    const v8d lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    v8d a0 = 1.0 + 1e-9 * lane, a1 = a0 + 1e-8, a2 = a0 + 2e-8, a3 = a0 + 3e-8;
-    v8d a4 = a0 + 4e-8, a5 = a0 + 5e-8, a6 = a0 + 6e-8, a7 = a0 + 7e-8;
-    v8d a8 = a0 + 8e-8, a9 = a0 + 9e-8, a10 = a0 + 1e-7, a11 = a0 + 1.1e-7;
-    v8d a12 = a0 + 1.2e-7, a13 = a0 + 1.3e-7, a14 = a0 + 1.4e-7, a15 = a0 + 1.5e-7;
+    const vd zero = {0};
+    const vd x = zero + io[2], y = zero + io[3];
+    vd a0 = zero;
+    for (int l = 0; l < LANES; l++)
+      a0[l] = 1.0 + 1e-9 * l;
+    vd a1 = a0 + 1e-8, a2 = a0 + 2e-8, a3 = a0 + 3e-8;
+    vd a4 = a0 + 4e-8, a5 = a0 + 5e-8, a6 = a0 + 6e-8, a7 = a0 + 7e-8;
+    vd a8 = a0 + 8e-8, a9 = a0 + 9e-8, a10 = a0 + 1e-7, a11 = a0 + 1.1e-7;
+    vd a12 = a0 + 1.2e-7, a13 = a0 + 1.3e-7, a14 = a0 + 1.4e-7, a15 = a0 + 1.5e-7;
     for (long i = 0; i < n; i++) {
-      STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5); STEP(a6); STEP(a7);
-      STEP(a8); STEP(a9); STEP(a10); STEP(a11); STEP(a12); STEP(a13); STEP(a14); STEP(a15);
+      STEPS;
     }
-    v8d s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
-    for (int l = 0; l < 8; l++)
+    vd s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+    for (int l = 0; l < LANES; l++)
       total += s[l];
   }
   io[1] = total;
+  io[4] = CHAINS * LANES;
 }
 "#;
-
-/// FMAs per iteration of the probe's loop, per thread: 16 chains of 8 lanes.
-const FMA_PER_ITER: f64 = 128.0;
 
 /// The STREAM triad `a = b + s*c`.
 const TRIAD: &str = r#"
@@ -81,10 +100,16 @@ pub fn probe(opts: &RunOptions, threads: usize, quick: bool) -> Result<Machine, 
     let opts = RunOptions { threads: Some(threads), timing: Some(timing), ..opts.clone() };
     let iters: u64 = if quick { 200_000 } else { 4_000_000 };
     let io: Vec<u8> =
-        [iters as f64, 0.0, 1.000_000_000_1, -1e-10].iter().flat_map(|x| x.to_ne_bytes()).collect();
-    let (_, t) = pipeline::run_source(FMA, &[io], &opts).map_err(|e| e.to_string())?;
+        [iters as f64, 0.0, 1.000_000_000_1, -1e-10, 0.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let (out, t) = pipeline::run_source(FMA, &[io], &opts).map_err(|e| e.to_string())?;
     let t = t.ok_or("the FMA probe was not timed")?;
-    let flops = threads as f64 * iters as f64 * FMA_PER_ITER * 2.0;
+    let per_iter = out
+        .first()
+        .and_then(|b| b.get(32..40))
+        .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .filter(|&v| v > 0.0)
+        .ok_or("the FMA probe did not report its FMAs per iteration")?;
+    let flops = threads as f64 * iters as f64 * per_iter * 2.0;
     let n: usize = if quick { 1 << 20 } else { 1 << 23 };
     let arr = |v: f64| -> Vec<u8> { std::iter::repeat_n(v.to_ne_bytes(), n).flatten().collect() };
     let len: Vec<u8> = (n as f64).to_ne_bytes().to_vec();
