@@ -5,8 +5,8 @@
 #     loop path (scripts/best/interp_lifted.teml);
 #   - mttkrp: the best and the tuned loop paths of the naive form (scripts/best/mttkrp.teml,
 #     scripts/tuned/mttkrp.teml), the tuned lifted path (scripts/tuned/mttkrp_lifted.teml:
-#     Khatri-Rao product first, then one matrix product) and numpy's einsum(optimize=True),
-#     which contracts in two steps too;
+#     numpy's contraction order, its two steps fused with the temporary in registers) and
+#     numpy's einsum(optimize=True), which contracts in two steps too;
 #   - and, where TVM is installed, TVM MetaSchedule's best kernel for mttkrp's naive form
 #     (bench/tvm_mttkrp.py: 128 trials, some 15 minutes, tuned once before the rounds;
 #     TVM_LIB=path.so reuses a saved one; TVM_PYTHON names the Python that has TVM).

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import tvm
 
-if len(sys.argv) < 4 or sys.argv[1] not in ("tune", "time"):
+if len(sys.argv) < 2 or len(sys.argv) != {"tune": 5, "time": 4}.get(sys.argv[1]):
     sys.exit(__doc__)
 mode, n = sys.argv[1], int(sys.argv[2])
 

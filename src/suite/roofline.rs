@@ -51,11 +51,16 @@ void teml_entry(void **args)
     vd a1 = a0 + 1e-8, a2 = a0 + 2e-8, a3 = a0 + 3e-8;
     vd a4 = a0 + 4e-8, a5 = a0 + 5e-8, a6 = a0 + 6e-8, a7 = a0 + 7e-8;
     vd a8 = a0 + 8e-8, a9 = a0 + 9e-8, a10 = a0 + 1e-7, a11 = a0 + 1.1e-7;
+#if CHAINS == 16
     vd a12 = a0 + 1.2e-7, a13 = a0 + 1.3e-7, a14 = a0 + 1.4e-7, a15 = a0 + 1.5e-7;
+#endif
     for (long i = 0; i < n; i++) {
       STEPS;
     }
-    vd s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+    vd s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+#if CHAINS == 16
+    s += a12 + a13 + a14 + a15;
+#endif
     for (int l = 0; l < LANES; l++)
       total += s[l];
   }
