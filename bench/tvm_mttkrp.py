@@ -63,7 +63,7 @@ A = te.compute((n, n), lambda i, j: te.sum(B[i, k, l] * D[l, j] * C[k, j], axis=
 mod = tvm.IRModule({"main": te.create_prim_func([B, C, D, A])})
 
 cpu = codegen.llvm_get_system_cpu()
-target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": os.cpu_count()})
+target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))})
 with tempfile.TemporaryDirectory() as tmp:
     work = os.environ.get("TVM_WORK", tmp)
     # The builder's and the runner's worker processes import TVM first, which takes some 50 s

@@ -119,8 +119,9 @@ pub struct BenchArgs {
     #[arg(long = "kernel", value_name = "NAME")]
     pub kernels: Vec<String>,
     /// Which kernels: `paper` (Table 1: untransformed, Polly, Pluto's, the paper's, the best
-    /// and the tuned paths, and the lifted one where a kernel has it) or `polybench` (the 30 PolyBench/C 4.2.1 kernels at scaled LARGE
-    /// sizes: untransformed, Polly, the Pluto-like path, the tuned path).
+    /// and the tuned paths, and the lifted one where a kernel has it) or `polybench` (the 30
+    /// PolyBench/C 4.2.1 kernels at scaled LARGE sizes: untransformed, Polly, the Pluto-like
+    /// path, the tuned path).
     #[arg(long, value_name = "SUITE", default_value = "paper", value_parser = ["paper", "polybench"])]
     pub suite: String,
     /// The repository holding `examples/` and `scripts/` (default: the current directory).

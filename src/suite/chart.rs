@@ -13,6 +13,7 @@ const SERIES: &[(&str, RGBColor)] = &[
     ("paper", RGBColor(60, 170, 110)),
     ("best", RGBColor(220, 120, 40)),
     ("tuned", RGBColor(200, 50, 60)),
+    ("lifted", RGBColor(210, 170, 30)),
     ("numpy", RGBColor(140, 90, 170)),
 ];
 

@@ -238,6 +238,9 @@ pub struct VariantResult {
     pub gflops: Option<f64>,
     /// Baseline median over this median.
     pub speedup: Option<f64>,
+    /// The variant's roofline bound, seconds: its own operation count (at most the
+    /// expression's) with the kernel's compulsory traffic, at the probed peak and bandwidth.
+    pub bound_s: Option<f64>,
     /// The roofline bound over this median: the fraction of the machine's limit reached.
     pub roofline: Option<f64>,
     /// Why the variant has no time.
@@ -258,6 +261,7 @@ impl VariantResult {
             flops: 0,
             gflops: None,
             speedup: None,
+            bound_s: None,
             roofline: None,
             error: None,
         }
@@ -434,16 +438,31 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
 }
 
 /// Each variant's fraction of its roofline bound on machine `m`: the bound of the operations
-/// the variant runs (its own trees' count: a lifted path runs fewer than the expression as
-/// written), with the kernel's compulsory traffic. A figure above 100 % cannot be a result (the
-/// bound is what the machine can do): it means the probes under-measured the machine in this
-/// run, or (numpy) that the variant ran fewer operations than teml counted, and the kernel's
-/// notes say which.
+/// the variant runs (its own trees' count, never more than the expression as written: a lifted
+/// path runs fewer), with the kernel's compulsory traffic. A figure above 100 % cannot be a
+/// result (the bound is what the machine can do): it means the probes under-measured the
+/// machine in this run, or (numpy, where the kernel has a lifted row) that the variant ran
+/// fewer operations than teml counted, and the kernel's notes say which. Without the
+/// untransformed variant's counts (it failed) there is no bound, and a note says so.
 fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
+    if k.flops == 0 || k.bytes == 0 {
+        k.bound_s = None;
+        for v in &mut k.variants {
+            v.bound_s = None;
+            v.roofline = None;
+        }
+        k.notes.push(
+            "no roofline bound: the untransformed variant gave no operation or traffic count (it did not \
+             run or verify), and the bound is computed from it"
+                .into(),
+        );
+        return;
+    }
     let b = roofline::bound_s(m, k.flops, k.bytes);
     k.bound_s = Some(b);
     for v in &mut k.variants {
-        let own = if v.flops > 0 { roofline::bound_s(m, v.flops, k.bytes) } else { b };
+        let own = if v.flops > 0 { roofline::bound_s(m, v.flops.min(k.flops), k.bytes) } else { b };
+        v.bound_s = Some(own);
         v.roofline = v.median_s.map(|t| own / t);
     }
     // Memory bound: the bound counts bytes as STREAM does, without the write-allocate reads
@@ -451,11 +470,13 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
     // over lines it has just read: `in_place`; streaming stores: `stream`) can pass it by up
     // to a third.
     let memory_bound = k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= k.flops as f64 / (m.peak_gflops * 1e9);
+    // numpy's einsum(optimize=True) contracts in steps where the expression has several
+    // operands: teml sees that only where the kernel has a lifted row (its own count).
+    let lifted = k.variants.iter().any(|v| v.variant == "lifted" && v.flops > 0 && v.flops < k.flops);
     for v in k.variants.iter().filter(|v| v.roofline.is_some_and(|x| x > 1.0)) {
-        let why = if v.variant == "numpy" {
+        let why = if v.variant == "numpy" && lifted {
             "its rate is effective, on teml's count of the expression as written, and einsum(optimize=True) \
-             may contract in steps that run fewer operations (mttkrp: two thirds; compare the lifted path, \
-             counted by its own trees)"
+             contracts in steps that run fewer operations (compare the lifted row, bounded by its own count)"
         } else if memory_bound {
             "STREAM's triad, the bandwidth probe, moves its output's lines twice (read for ownership, \
              then written) and counts them once; a kernel that writes over lines it has read (in place) \
@@ -680,6 +701,12 @@ pub fn table(report: &Report) -> String {
             ));
         }
     }
+    if results.iter().any(|k| k.variants.iter().any(|v| v.flops > 0 && v.flops != k.flops)) {
+        s.push_str(
+            "\nGFLOP/s counts each row's own operations (from its trees; numpy's as written): a lifted row \
+             runs fewer than the expression as written, and its % roofline is against the bound of what it runs.\n",
+        );
+    }
     for variant in ["pluto", "tuned"] {
         if let Some((g, n)) = geomean_vs_polly(report, variant) {
             s.push_str(&format!(
@@ -785,6 +812,56 @@ mod tests {
             "{:?}",
             k.notes
         );
+    }
+
+    /// numpy above the bound on a kernel without a lifted row is not excused as an effective
+    /// rate; a variant that runs more operations than the expression is bounded by the
+    /// expression's; and without the untransformed variant's counts there is no bound at all.
+    #[test]
+    fn the_bound_needs_the_untransformed_counts_and_numpy_is_excused_only_beside_a_lifted_row() {
+        let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
+        let variant = |name: &str, median: f64, flops: u64| VariantResult {
+            verified: true,
+            median_s: Some(median),
+            flops,
+            ..VariantResult::new(name, "", 2)
+        };
+        let kernel = |variants, flops| KernelResult {
+            kernel: "mm".into(),
+            sizes: BTreeMap::new(),
+            variants,
+            notes: Vec::new(),
+            flops,
+            bytes: 1_000_000,
+            bound_s: None,
+        };
+        let mut k = kernel(
+            vec![
+                variant("untransformed", 0.1, 1_000_000_000),
+                variant("padded", 0.02, 2_000_000_000),
+                variant("numpy", 0.008, 1_000_000_000),
+            ],
+            1_000_000_000,
+        );
+        apply_roofline(&m, &mut k);
+        // The padded variant's 2e9 operations are bounded as the expression's 1e9: 10 ms.
+        assert!(k.variants[1].bound_s.is_some_and(|b| (b - 0.01).abs() < 1e-12), "{:?}", k.variants[1]);
+        assert!(k.variants[1].roofline.is_some_and(|x| (x - 0.5).abs() < 1e-12));
+        assert_eq!(k.notes.len(), 1, "{:?}", k.notes);
+        assert!(
+            k.notes[0].starts_with("numpy: 125% of the roofline, above the bound: the probes"),
+            "{:?}",
+            k.notes
+        );
+
+        let mut failed = kernel(vec![variant("untransformed", 0.1, 0), variant("best", 0.01, 0)], 0);
+        apply_roofline(&m, &mut failed);
+        assert_eq!(failed.bound_s, None);
+        assert!(failed.variants.iter().all(|v| v.roofline.is_none() && v.bound_s.is_none()));
+        assert_eq!(failed.notes.len(), 1);
+        assert!(failed.notes[0].starts_with("no roofline bound"), "{:?}", failed.notes);
+        let table = table(&Report { host: String::new(), machine: vec![m], kernels: vec![failed] });
+        assert!(table.contains("| best | 2 |"), "{table}");
     }
 
     #[test]
