@@ -745,20 +745,25 @@ pub fn geomean_vs_polly(report: &Report, variant: &str) -> Option<(f64, usize)> 
 mod tests {
     use super::*;
 
+    /// A probed machine: 100 GFLOP/s, 10 GB/s.
+    fn machine() -> roofline::Machine {
+        roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 }
+    }
+
+    /// A verified variant with its median time and operation count.
+    fn variant(name: &str, median: f64, flops: u64) -> VariantResult {
+        VariantResult { verified: true, median_s: Some(median), flops, ..VariantResult::new(name, "", 2) }
+    }
+
     /// A variant faster than the probes' bound is marked with a note, never reported silently.
     #[test]
     fn a_figure_above_the_roofline_is_explained() {
-        let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
-        let variant = |name: &str, median: f64| VariantResult {
-            verified: true,
-            median_s: Some(median),
-            ..VariantResult::new(name, "", 2)
-        };
+        let m = machine();
         // 1e9 flops at 100 GFLOP/s: the bound is 10 ms (the 1 MB move takes 0.1 ms).
         let mut k = KernelResult {
             kernel: "mm".into(),
             sizes: BTreeMap::new(),
-            variants: vec![variant("untransformed", 0.1), variant("best", 0.008)],
+            variants: vec![variant("untransformed", 0.1, 0), variant("best", 0.008, 0)],
             notes: Vec::new(),
             flops: 1_000_000_000,
             bytes: 1_000_000,
@@ -781,13 +786,7 @@ mod tests {
     /// the expression as written, is explained as an effective rate.
     #[test]
     fn a_variant_is_bounded_by_its_own_operations() {
-        let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
-        let variant = |name: &str, median: f64, flops: u64| VariantResult {
-            verified: true,
-            median_s: Some(median),
-            flops,
-            ..VariantResult::new(name, "", 2)
-        };
+        let m = machine();
         // As written: 1.5e9 flops, a 15 ms bound; lifted: 1e9 flops, a 10 ms bound.
         let mut k = KernelResult {
             kernel: "mttkrp".into(),
@@ -819,13 +818,7 @@ mod tests {
     /// expression's; and without the untransformed variant's counts there is no bound at all.
     #[test]
     fn the_bound_needs_the_untransformed_counts_and_numpy_is_excused_only_beside_a_lifted_row() {
-        let m = roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 };
-        let variant = |name: &str, median: f64, flops: u64| VariantResult {
-            verified: true,
-            median_s: Some(median),
-            flops,
-            ..VariantResult::new(name, "", 2)
-        };
+        let m = machine();
         let kernel = |variants, flops| KernelResult {
             kernel: "mm".into(),
             sizes: BTreeMap::new(),
