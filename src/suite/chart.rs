@@ -86,3 +86,44 @@ pub fn svg(report: &Report, path: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{KernelResult, Report, VariantResult};
+    use super::*;
+
+    /// Every series of the bench draws a bar in its colour, the lifted row included; a variant
+    /// with no speedup draws none.
+    #[test]
+    fn every_variant_with_a_speedup_draws_its_bar() {
+        let bar =
+            |name: &str, speedup: Option<f64>| VariantResult { speedup, ..VariantResult::new(name, "", 2) };
+        let k = KernelResult {
+            kernel: "mttkrp".into(),
+            sizes: Default::default(),
+            variants: vec![
+                bar("untransformed", Some(1.0)),
+                bar("tuned", Some(9.9)),
+                bar("lifted", Some(17.2)),
+                bar("numpy", None),
+            ],
+            notes: Vec::new(),
+            flops: 1,
+            bytes: 1,
+            bound_s: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chart.svg");
+        svg(&Report { host: "test".into(), machine: Vec::new(), kernels: vec![k] }, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        let count = |name: &str| {
+            let colour = SERIES.iter().find(|(n, _)| *n == name).unwrap().1;
+            text.matches(&fill(colour)).count()
+        };
+        // A bar and its legend's swatch; numpy has no speedup: its swatch only.
+        assert_eq!(count("lifted"), 2, "{text}");
+        assert_eq!(count("tuned"), 2);
+        assert_eq!(count("numpy"), 1);
+    }
+}
