@@ -9,7 +9,13 @@
 //! its two operands runs `Π_{u ∈ U} extent(u)` instances, each one multiplication, plus one
 //! addition where it sums (an iterator of `U` is needed by no later step nor the result); the
 //! original runs the whole product (`p - 1` multiplications, plus the addition) at every point
-//! of all its iterators. Validation first (the form, the extents), then the rewrite, then the
+//! of all its iterators. An iterator that one operand alone carries, and the result does not, is
+//! summed within that operand first (one addition per point of the operand): TeIL Sec. 3.6's
+//! eq. 5, `red_+ i (expa i n e) = n e`, with the distributive law, which makes that operand's
+//! partners constant along it (`Σ_l X[k] Y[k][l] = X[k] Σ_l Y[k][l]`). It never costs more (the
+//! step that would have summed it runs a factor of its extent fewer points), and it makes a
+//! product of two operands liftable. Validation first (the form, the extents), then the rewrite,
+//! then the
 //! check: the sequence and the original are both run by the expression oracle on random data
 //! at a small size ([`check`]) before the nest is returned.
 
@@ -68,7 +74,8 @@ fn refuse(pos: usize, role: &str, expected: &str, found: String) -> Error {
 }
 
 const FORM: &str = "an assignment whose value is a product of three or more tensors summed over some \
-                    iterators (einsum, nested vcontract, vmul onto an accumulator)";
+                    iterators (einsum, nested vcontract, vmul onto an accumulator), or of two where one \
+                    carries a summed iterator the other does not";
 
 /// Reads `t` as a product (validation of `lift` and `contraction_orders`).
 pub fn analyze(state: &State, t: &TExpr) -> Result<Product> {
@@ -93,12 +100,14 @@ pub fn analyze(state: &State, t: &TExpr) -> Result<Product> {
     let mut scale = 1.0;
     let mut contracted = Vec::new();
     flatten(&value, &mut terms, &mut scale, &mut contracted).map_err(bad)?;
-    if terms.len() < 3 {
-        return Err(bad(format!(
-            "`{t}`, a product of {} tensor{}: one contraction already, nothing to lift",
-            terms.len(),
-            if terms.len() == 1 { "" } else { "s" }
-        )));
+    let one_contraction = |n: usize| {
+        bad(format!(
+            "`{t}`, a product of {n} tensor{}: one contraction already, nothing to lift",
+            if n == 1 { "" } else { "s" }
+        ))
+    };
+    if terms.len() < 2 {
+        return Err(one_contraction(terms.len()));
     }
     if terms.len() > 60 {
         return Err(refuse(
@@ -174,7 +183,58 @@ pub fn analyze(state: &State, t: &TExpr) -> Result<Product> {
             }
         }
     }
+    if terms.len() == 2 && own_sums(&terms, &out, &extents).iter().all(Vec::is_empty) {
+        return Err(one_contraction(2));
+    }
     Ok(Product { terms, scale, out, result, fin, extents, order, dtype: x.dtype, original: t.clone() })
+}
+
+/// For each operand, the iterators it alone carries that the result does not: summed within it
+/// before any contraction (eq. 5 with the distributive law; the module's doc), where they span
+/// more than one point (a sum over one point saves nothing).
+fn own_sums(terms: &[Term], out: &[Name], extents: &BTreeMap<Name, (i64, Expr)>) -> Vec<Vec<Name>> {
+    terms
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let mut own: Vec<Name> = Vec::new();
+            for i in &t.idx {
+                let elsewhere =
+                    out.contains(i) || terms.iter().enumerate().any(|(j, u)| j != k && u.idx.contains(i));
+                if !elsewhere && !own.contains(i) {
+                    own.push(i.clone());
+                }
+            }
+            let points: i64 = own.iter().map(|i| extents.get(i).map_or(1, |e| e.0)).product();
+            if points > 1 { own } else { Vec::new() }
+        })
+        .collect()
+}
+
+/// The operands' iterators once each is summed over what it alone carries, and what those sums
+/// cost (one addition per point of a reduced operand).
+fn reduced(p: &Product) -> (Vec<Vec<Name>>, f64) {
+    let mut cost = 0.0;
+    let idx = p
+        .terms
+        .iter()
+        .zip(own_sums(&p.terms, &p.out, &p.extents))
+        .map(|(t, own)| {
+            if own.is_empty() {
+                return t.idx.clone();
+            }
+            let distinct: BTreeSet<&Name> = t.idx.iter().collect();
+            cost += distinct.iter().map(|i| p.extents.get(*i).map_or(1.0, |e| e.0 as f64)).product::<f64>();
+            let mut kept: Vec<Name> = Vec::new();
+            for i in t.idx.iter().filter(|i| !own.contains(i)) {
+                if !kept.contains(i) {
+                    kept.push(i.clone());
+                }
+            }
+            kept
+        })
+        .collect();
+    (idx, cost)
 }
 
 fn name_of(t: &TExpr) -> String {
@@ -251,13 +311,20 @@ struct Sets {
 }
 
 impl Sets {
+    /// The product as written.
     fn of(p: &Product) -> Result<Sets> {
+        let idx: Vec<Vec<Name>> = p.terms.iter().map(|t| t.idx.clone()).collect();
+        Sets::with(p, &idx)
+    }
+
+    /// The product with operand `k` indexed by `idx[k]` (after its own sums: [`reduced`]).
+    fn with(p: &Product, idx: &[Vec<Name>]) -> Result<Sets> {
         if p.order.len() > 64 {
             return Err(refuse(1, "expression", "at most 64 iterators", format!("{}", p.order.len())));
         }
         let bit = |i: &Name| 1u64 << p.order.iter().position(|o| o == i).unwrap_or(0);
         Ok(Sets {
-            terms: p.terms.iter().map(|t| t.idx.iter().fold(0, |m, i| m | bit(i))).collect(),
+            terms: idx.iter().map(|t| t.iter().fold(0, |m, i| m | bit(i))).collect(),
             out: p.out.iter().fold(0, |m, i| m | bit(i)),
             ext: p.order.iter().map(|i| p.extents.get(i).map_or(1.0, |e| e.0 as f64)).collect(),
         })
@@ -474,10 +541,11 @@ fn tree_of_path(n: usize, path: &[(i64, i64)]) -> std::result::Result<Tree, Stri
 /// for up to [`ENUMERABLE`] operands (at most [`MAX_ORDERS`]), else the best and the greedy.
 pub fn orders(state: &State, t: &TExpr) -> Result<Vec<(Path, f64)>> {
     let p = analyze(state, t)?;
-    let s = Sets::of(&p)?;
+    let (idx, pre) = reduced(&p);
+    let s = Sets::with(&p, &idx)?;
     let n = p.terms.len();
     let trees = if n <= ENUMERABLE { all_trees((1u64 << n) - 1) } else { vec![best_tree(&s), greedy(&s)] };
-    let mut out: Vec<(Path, f64)> = trees.iter().map(|t| (t.path(n), t.cost(&s))).collect();
+    let mut out: Vec<(Path, f64)> = trees.iter().map(|t| (t.path(n), pre + t.cost(&s))).collect();
     out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     out.dedup_by(|a, b| a.0 == b.0);
     out.truncate(MAX_ORDERS);
@@ -518,7 +586,9 @@ impl TempLayout {
 /// `lift(t)` / `lift(t, order)`: the sequence of single contractions equal to `t`.
 pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: TempLayout) -> Result<Lifted> {
     let p = analyze(state, t)?;
-    let s = Sets::of(&p)?;
+    let written = Sets::of(&p)?;
+    let (idx, pre) = reduced(&p);
+    let s = Sets::with(&p, &idx)?;
     let n = p.terms.len();
     let tree = match order {
         None => best_tree(&s),
@@ -538,6 +608,32 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
     let mut stmts = Vec::new();
     let mut temps = Vec::new();
     let vars = |xs: &[Name]| -> Vec<Expr> { xs.iter().map(Expr::var_name).collect() };
+    let fresh_temp = |taken: &mut BTreeSet<Name>, temps: &mut Vec<Name>| {
+        let fresh = tensor::fresh(&format!("{}_{}", p.result, temps.len() + 1), taken);
+        taken.insert(fresh.clone());
+        temps.push(fresh.clone());
+        fresh
+    };
+    // Each operand summed first over what it alone carries: `T[kept] += X[idx]` (eq. 5).
+    for ((term, _), kept) in list.iter_mut().zip(&idx) {
+        if *kept == term.idx {
+            continue;
+        }
+        let dims: Vec<Expr> =
+            kept.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect();
+        let acc = tensor::tensor(&scratch, "accumulator", &dims, p.dtype)?;
+        let o = vars(kept);
+        let operand = (term.tensor.shape.rank() > 0).then(|| vars(&term.idx));
+        let stmt = tensor::op(&scratch, Arith::Add, &acc, &term.tensor, Some(&o), operand.as_deref(), &o)?;
+        let name = fresh_temp(&mut taken, &mut temps);
+        scratch = tensor::assign(&scratch, &name, None, Value::Tensor(stmt))?;
+        let Some(Value::Tensor(bound)) = scratch.get(&name).cloned() else {
+            return Err(internal(format!("the sum defining `{name}` is not bound")));
+        };
+        let leaf = scratch.real_tensor(&name).ok_or_else(|| internal(format!("`{name}` is not a tensor")))?;
+        stmts.push(bound);
+        *term = Term { tensor: leaf, idx: kept.clone() };
+    }
     for (k, (a, b)) in path.iter().enumerate() {
         let last = k + 1 == path.len();
         let (y, ys) = list.remove(*b);
@@ -585,14 +681,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         } else {
             tensor::eq(&scratch, &prod, None, &o)?
         };
-        let name = if last {
-            p.result.clone()
-        } else {
-            let fresh = tensor::fresh(&format!("{}_{}", p.result, k + 1), &taken);
-            taken.insert(fresh.clone());
-            temps.push(fresh.clone());
-            fresh
-        };
+        let name = if last { p.result.clone() } else { fresh_temp(&mut taken, &mut temps) };
         scratch = tensor::assign(&scratch, &name, None, Value::Tensor(stmt))?;
         let Some(Value::Tensor(bound)) = scratch.get(&name).cloned() else {
             return Err(internal(format!("the step defining `{name}` is not bound")));
@@ -608,9 +697,9 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         result: p.result.clone(),
         temps,
         order: path,
-        flops_before: s.original(),
-        flops_after: tree.cost(&s),
-        terms: s.points(s.union((1u64 << n) - 1) & !s.out),
+        flops_before: written.original(),
+        flops_after: pre + tree.cost(&s),
+        terms: written.points(written.union((1u64 << n) - 1) & !written.out),
         factors: n,
         scale: p.scale,
     });
