@@ -15,9 +15,8 @@
 //! partners constant along it (`Σ_l X[k] Y[k][l] = X[k] Σ_l Y[k][l]`). It never costs more (the
 //! step that would have summed it runs a factor of its extent fewer points), and it makes a
 //! product of two operands liftable. Validation first (the form, the extents), then the rewrite,
-//! then the
-//! check: the sequence and the original are both run by the expression oracle on random data
-//! at a small size ([`check`]) before the nest is returned.
+//! then the check: the sequence and the original are both run by the expression oracle on
+//! random data at a small size ([`check`]) before the nest is returned.
 
 use super::tensor::{self, Arith};
 use crate::error::{Arg, Error, Result};
@@ -614,11 +613,28 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         temps.push(fresh.clone());
         fresh
     };
+    // A temporary's dimensions: the iterators of `kept` in the layout's order, for the
+    // temporary of operand set `ops`.
+    let in_order = |set: u64| -> Vec<Name> {
+        p.order.iter().enumerate().filter(|(i, _)| set >> i & 1 == 1).map(|(_, v)| v.clone()).collect()
+    };
+    let laid_out = |kept: u64, ops: u64| -> Vec<Name> {
+        if layout == TempLayout::SummedFirst {
+            // What the step reading this temporary keeps of it: the rest it sums over.
+            let reader = steps.iter().find(|(a, b)| *a == ops || *b == ops).map_or(0, |(a, b)| a | b);
+            let keeps = if reader == (1u64 << n) - 1 { s.out } else { s.kept(reader) };
+            [in_order(kept & !keeps), in_order(kept & keeps)].concat()
+        } else {
+            in_order(kept)
+        }
+    };
     // Each operand summed first over what it alone carries: `T[kept] += X[idx]` (eq. 5).
-    for ((term, _), kept) in list.iter_mut().zip(&idx) {
-        if *kept == term.idx {
+    for (k, ((term, _), own)) in list.iter_mut().zip(&idx).enumerate() {
+        if *own == term.idx {
             continue;
         }
+        let kept = laid_out(s.terms[k], 1 << k);
+        let kept = &kept;
         let dims: Vec<Expr> =
             kept.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect();
         let acc = tensor::tensor(&scratch, "accumulator", &dims, p.dtype)?;
@@ -639,20 +655,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         let (y, ys) = list.remove(*b);
         let (x, xs) = list.remove(*a);
         let ops = xs | ys;
-        let kept = s.kept(ops);
-        let in_order = |set: u64| -> Vec<Name> {
-            p.order.iter().enumerate().filter(|(i, _)| set >> i & 1 == 1).map(|(_, v)| v.clone()).collect()
-        };
-        let idx: Vec<Name> = if last {
-            p.out.clone()
-        } else if layout == TempLayout::SummedFirst {
-            // What the step reading this temporary keeps of it: the rest it sums over.
-            let reader = steps.iter().find(|(a, b)| *a == ops || *b == ops).map_or(0, |(a, b)| a | b);
-            let keeps = if reader == (1u64 << n) - 1 { s.out } else { s.kept(reader) };
-            [in_order(kept & !keeps), in_order(kept & keeps)].concat()
-        } else {
-            in_order(kept)
-        };
+        let idx: Vec<Name> = if last { p.out.clone() } else { laid_out(s.kept(ops), ops) };
         let sums = x.idx.iter().chain(&y.idx).any(|i| !idx.contains(i));
         // A scalar (rank 0) takes no iterator list (eq. 12).
         let iters = |t: &Term| (t.tensor.shape.rank() > 0).then(|| vars(&t.idx));

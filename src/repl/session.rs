@@ -349,7 +349,7 @@ impl Repl {
             ":tree" => Ok(self.value(need("an identifier")?)?.tree().trim_end().to_string()),
             ":paper" => Ok(self.value(need("an identifier")?)?.paper()),
             ":lift" => {
-                let id = need("a tensor expression (a product of three or more tensors)")?;
+                let id = need("a tensor expression (a product of several tensors)")?;
                 let Value::Tensor(t) = self.value(id)?.clone() else {
                     return Err(format!(":lift: expected a tensor expression, found `{id}`, a loop nest"));
                 };

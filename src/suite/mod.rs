@@ -443,20 +443,28 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
 /// result (the bound is what the machine can do): it means the probes under-measured the
 /// machine in this run, or (numpy, where the kernel has a lifted row) that the variant ran
 /// fewer operations than teml counted, and the kernel's notes say which. Without the
-/// untransformed variant's counts (it failed) there is no bound, and a note says so.
+/// untransformed variant's operation count (it did not run) there is no bound; without a count
+/// of the traffic the bound is the compute bound alone; a note says either.
 fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
-    if k.flops == 0 || k.bytes == 0 {
+    if k.flops == 0 {
         k.bound_s = None;
         for v in &mut k.variants {
             v.bound_s = None;
             v.roofline = None;
         }
         k.notes.push(
-            "no roofline bound: the untransformed variant gave no operation or traffic count (it did not \
-             run or verify), and the bound is computed from it"
+            "no roofline bound: the untransformed variant did not run, and the bound is computed from its \
+             operation count"
                 .into(),
         );
         return;
+    }
+    if k.bytes == 0 {
+        k.notes.push(
+            "the compulsory traffic could not be counted (the tensors' sizes): the roofline bound is the \
+             compute bound alone"
+                .into(),
+        );
     }
     let b = roofline::bound_s(m, k.flops, k.bytes);
     k.bound_s = Some(b);
@@ -465,11 +473,14 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
         v.bound_s = Some(own);
         v.roofline = v.median_s.map(|t| own / t);
     }
-    // Memory bound: the bound counts bytes as STREAM does, without the write-allocate reads
-    // (a triad moves four arrays and counts three), so a kernel whose writes need none (stored
-    // over lines it has just read: `in_place`; streaming stores: `stream`) can pass it by up
-    // to a third.
-    let memory_bound = k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= k.flops as f64 / (m.peak_gflops * 1e9);
+    // Memory bound (on the variant's own count): the bound counts bytes as STREAM does, without
+    // the write-allocate reads (a triad moves four arrays and counts three), so a kernel whose
+    // writes need none (stored over lines it has just read: `in_place`; streaming stores:
+    // `stream`) can pass it by up to a third.
+    let memory_bound = |v: &VariantResult| {
+        let flops = if v.flops > 0 { v.flops.min(k.flops) } else { k.flops };
+        k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= flops as f64 / (m.peak_gflops * 1e9)
+    };
     // numpy's einsum(optimize=True) contracts in steps where the expression has several
     // operands: teml sees that only where the kernel has a lifted row (its own count).
     let lifted = k.variants.iter().any(|v| v.variant == "lifted" && v.flops > 0 && v.flops < k.flops);
@@ -477,7 +488,7 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
         let why = if v.variant == "numpy" && lifted {
             "its rate is effective, on teml's count of the expression as written, and einsum(optimize=True) \
              contracts in steps that run fewer operations (compare the lifted row, bounded by its own count)"
-        } else if memory_bound {
+        } else if memory_bound(v) {
             "STREAM's triad, the bandwidth probe, moves its output's lines twice (read for ownership, \
              then written) and counts them once; a kernel that writes over lines it has read (in place) \
              or stores without reading (stream) moves only what it counts, so it can pass the probe by up to a third; above that, the probe \
@@ -703,8 +714,9 @@ pub fn table(report: &Report) -> String {
     }
     if results.iter().any(|k| k.variants.iter().any(|v| v.flops > 0 && v.flops != k.flops)) {
         s.push_str(
-            "\nGFLOP/s counts each row's own operations (from its trees; numpy's as written): a lifted row \
-             runs fewer than the expression as written, and its % roofline is against the bound of what it runs.\n",
+            "\nGFLOP/s counts each row's own operations (from its trees; numpy's as the expression is written, \
+             whatever it runs), and % roofline is against the bound of those operations, at most the \
+             expression's (a lifted row runs fewer).\n",
         );
     }
     for variant in ["pluto", "tuned"] {
@@ -852,7 +864,17 @@ mod tests {
         assert_eq!(failed.bound_s, None);
         assert!(failed.variants.iter().all(|v| v.roofline.is_none() && v.bound_s.is_none()));
         assert_eq!(failed.notes.len(), 1);
-        assert!(failed.notes[0].starts_with("no roofline bound"), "{:?}", failed.notes);
+        assert!(failed.notes[0].starts_with("no roofline bound: the untransformed variant did not run"));
+        // Without a traffic count the bound is the compute bound: 1e9 flops at 100 GFLOP/s.
+        let mut untraced = kernel(vec![variant("untransformed", 0.1, 1_000_000_000)], 1_000_000_000);
+        untraced.bytes = 0;
+        apply_roofline(&m, &mut untraced);
+        assert!(untraced.bound_s.is_some_and(|b| (b - 0.01).abs() < 1e-12));
+        assert!(
+            untraced.notes[0].starts_with("the compulsory traffic could not be counted"),
+            "{:?}",
+            untraced.notes
+        );
         let table = table(&Report { host: String::new(), machine: vec![m], kernels: vec![failed] });
         assert!(table.contains("| best | 2 |"), "{table}");
     }

@@ -339,6 +339,17 @@ fn an_iterator_one_operand_alone_carries_is_summed_within_it_first() {
     assert!(o.contains("lifted: D from 4.80e5 -> 1600 flops (300.0x fewer)"), "{o}");
     assert!(o.contains("F_1 += M[i][i]") && o.contains("lifted: F from 800 -> 40 flops"), "{o}");
 
+    // The sums' temporaries follow the layout too: the result's iterators first, or what the
+    // next step sums over first.
+    let lay = program(
+        d.path(),
+        "layout.teml",
+        "N = 5\nB = tensor([N, N, N])\nC = tensor([N, N])\nA = einsum(\"kil,kj->ij\", [B, C])\n\
+         l = lift(A)\ncodegen(l)\nm = lift(A, [], \"summed_first\")\ncodegen(m)\n",
+    );
+    let (ok, o) = teml_bits(d.path(), None, &["run", &lay]);
+    assert!(ok && o.matches("verified").count() == 2, "{o}");
+    assert!(o.contains("A_1[i][k] += B[k][i][l]") && o.contains("A_1[k][i] += B[k][i][l]"), "{o}");
     // The orders `:lift` lists (and `contraction_orders` ranks) count the sums: the cheapest is
     // the one `lift` took.
     let mut r = teml::repl::Repl::new(teml::ir::State::new(), teml::repl::Mode::Teml);
