@@ -210,9 +210,9 @@ fn own_sums(terms: &[Term], out: &[Name], extents: &BTreeMap<Name, (i64, Expr)>)
         .collect()
 }
 
-/// The operands' iterators once each is summed over what it alone carries, and what those sums
-/// cost (one addition per point of a reduced operand).
-fn reduced(p: &Product) -> (Vec<Vec<Name>>, f64) {
+/// The operands' iterators once each is summed over what it alone carries (`None`: nothing to
+/// sum), and what those sums cost (one addition per point of a reduced operand).
+fn reduced(p: &Product) -> (Vec<Option<Vec<Name>>>, f64) {
     let mut cost = 0.0;
     let idx = p
         .terms
@@ -220,17 +220,11 @@ fn reduced(p: &Product) -> (Vec<Vec<Name>>, f64) {
         .zip(own_sums(&p.terms, &p.out, &p.extents))
         .map(|(t, own)| {
             if own.is_empty() {
-                return t.idx.clone();
+                return None;
             }
             let distinct: BTreeSet<&Name> = t.idx.iter().collect();
             cost += distinct.iter().map(|i| p.extents.get(*i).map_or(1.0, |e| e.0 as f64)).product::<f64>();
-            let mut kept: Vec<Name> = Vec::new();
-            for i in t.idx.iter().filter(|i| !own.contains(i)) {
-                if !kept.contains(i) {
-                    kept.push(i.clone());
-                }
-            }
-            kept
+            Some(t.idx.iter().filter(|i| !own.contains(i)).cloned().collect())
         })
         .collect();
     (idx, cost)
@@ -312,18 +306,23 @@ struct Sets {
 impl Sets {
     /// The product as written.
     fn of(p: &Product) -> Result<Sets> {
-        let idx: Vec<Vec<Name>> = p.terms.iter().map(|t| t.idx.clone()).collect();
-        Sets::with(p, &idx)
+        Sets::with(p, &vec![None; p.terms.len()])
     }
 
-    /// The product with operand `k` indexed by `idx[k]` (after its own sums: [`reduced`]).
-    fn with(p: &Product, idx: &[Vec<Name>]) -> Result<Sets> {
+    /// The product with operand `k` indexed by `idx[k]` where given (after its own sums:
+    /// [`reduced`]), else by its own iterators.
+    fn with(p: &Product, idx: &[Option<Vec<Name>>]) -> Result<Sets> {
         if p.order.len() > 64 {
             return Err(refuse(1, "expression", "at most 64 iterators", format!("{}", p.order.len())));
         }
         let bit = |i: &Name| 1u64 << p.order.iter().position(|o| o == i).unwrap_or(0);
         Ok(Sets {
-            terms: idx.iter().map(|t| t.iter().fold(0, |m, i| m | bit(i))).collect(),
+            terms: p
+                .terms
+                .iter()
+                .zip(idx)
+                .map(|(t, r)| r.as_ref().unwrap_or(&t.idx).iter().fold(0, |m, i| m | bit(i)))
+                .collect(),
             out: p.out.iter().fold(0, |m, i| m | bit(i)),
             ext: p.order.iter().map(|i| p.extents.get(i).map_or(1.0, |e| e.0 as f64)).collect(),
         })
@@ -628,27 +627,30 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
             in_order(kept)
         }
     };
+    // Binds `name` to the step `stmt`: the statement as bound (for the sequence), and the
+    // tensor it defines (the operand of later steps).
+    let define = |scratch: &mut State, name: &Name, stmt: TExpr| -> Result<(TExpr, TExpr)> {
+        *scratch = tensor::assign(scratch, name, None, Value::Tensor(stmt))?;
+        let Some(Value::Tensor(bound)) = scratch.get(name).cloned() else {
+            return Err(internal(format!("the step defining `{name}` is not bound")));
+        };
+        let leaf = scratch.real_tensor(name).ok_or_else(|| internal(format!("`{name}` is not a tensor")))?;
+        Ok((bound, leaf))
+    };
+    let dims_of = |idx: &[Name]| -> Vec<Expr> {
+        idx.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect()
+    };
     // Each operand summed first over what it alone carries: `T[kept] += X[idx]` (eq. 5).
-    for (k, ((term, _), own)) in list.iter_mut().zip(&idx).enumerate() {
-        if *own == term.idx {
-            continue;
-        }
+    for (k, (term, _)) in list.iter_mut().enumerate().filter(|(k, _)| idx[*k].is_some()) {
         let kept = laid_out(s.terms[k], 1 << k);
-        let kept = &kept;
-        let dims: Vec<Expr> =
-            kept.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect();
-        let acc = tensor::tensor(&scratch, "accumulator", &dims, p.dtype)?;
-        let o = vars(kept);
+        let acc = tensor::tensor(&scratch, "accumulator", &dims_of(&kept), p.dtype)?;
+        let o = vars(&kept);
         let operand = (term.tensor.shape.rank() > 0).then(|| vars(&term.idx));
         let stmt = tensor::op(&scratch, Arith::Add, &acc, &term.tensor, Some(&o), operand.as_deref(), &o)?;
         let name = fresh_temp(&mut taken, &mut temps);
-        scratch = tensor::assign(&scratch, &name, None, Value::Tensor(stmt))?;
-        let Some(Value::Tensor(bound)) = scratch.get(&name).cloned() else {
-            return Err(internal(format!("the sum defining `{name}` is not bound")));
-        };
-        let leaf = scratch.real_tensor(&name).ok_or_else(|| internal(format!("`{name}` is not a tensor")))?;
+        let (bound, leaf) = define(&mut scratch, &name, stmt)?;
         stmts.push(bound);
-        *term = Term { tensor: leaf, idx: kept.clone() };
+        *term = Term { tensor: leaf, idx: kept };
     }
     for (k, (a, b)) in path.iter().enumerate() {
         let last = k + 1 == path.len();
@@ -670,8 +672,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
         if last && p.scale != 1.0 {
             prod = tensor::vop(&scratch, Arith::Mul, &prod, &lit(p.scale), None, None)?;
         }
-        let dims: Vec<Expr> =
-            idx.iter().map(|i| p.extents.get(i).map_or(Expr::int(1), |e| e.1.clone())).collect();
+        let dims = dims_of(&idx);
         let o = vars(&idx);
         let ol = (!o.is_empty()).then_some(o.as_slice());
         let stmt = if last && p.fin == Final::Onto {
@@ -685,11 +686,7 @@ pub fn lift(state: &State, t: &TExpr, order: Option<&[(i64, i64)]>, layout: Temp
             tensor::eq(&scratch, &prod, None, &o)?
         };
         let name = if last { p.result.clone() } else { fresh_temp(&mut taken, &mut temps) };
-        scratch = tensor::assign(&scratch, &name, None, Value::Tensor(stmt))?;
-        let Some(Value::Tensor(bound)) = scratch.get(&name).cloned() else {
-            return Err(internal(format!("the step defining `{name}` is not bound")));
-        };
-        let leaf = scratch.real_tensor(&name).ok_or_else(|| internal(format!("`{name}` is not a tensor")))?;
+        let (bound, leaf) = define(&mut scratch, &name, stmt)?;
         stmts.push(bound);
         list.push((Term { tensor: leaf, idx }, ops));
     }

@@ -466,10 +466,11 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
                 .into(),
         );
     }
-    let b = roofline::bound_s(m, k.flops, k.bytes);
-    k.bound_s = Some(b);
+    k.bound_s = Some(roofline::bound_s(m, k.flops, k.bytes));
+    // The operations a variant is bounded by: its own, at most the expression's.
+    let counted = |v: &VariantResult| if v.flops > 0 { v.flops.min(k.flops) } else { k.flops };
     for v in &mut k.variants {
-        let own = if v.flops > 0 { roofline::bound_s(m, v.flops.min(k.flops), k.bytes) } else { b };
+        let own = roofline::bound_s(m, counted(v), k.bytes);
         v.bound_s = Some(own);
         v.roofline = v.median_s.map(|t| own / t);
     }
@@ -478,8 +479,7 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
     // writes need none (stored over lines it has just read: `in_place`; streaming stores:
     // `stream`) can pass it by up to a third.
     let memory_bound = |v: &VariantResult| {
-        let flops = if v.flops > 0 { v.flops.min(k.flops) } else { k.flops };
-        k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= flops as f64 / (m.peak_gflops * 1e9)
+        k.bytes as f64 / (m.bandwidth_gbs * 1e9) >= counted(v) as f64 / (m.peak_gflops * 1e9)
     };
     // numpy's einsum(optimize=True) contracts in steps where the expression has several
     // operands: teml sees that only where the kernel has a lifted row (its own count).
@@ -762,6 +762,19 @@ mod tests {
         roofline::Machine { threads: 2, peak_gflops: 100.0, bandwidth_gbs: 10.0 }
     }
 
+    /// A kernel of `flops` operations moving 1 MB, with its variants.
+    fn kernel(name: &str, variants: Vec<VariantResult>, flops: u64) -> KernelResult {
+        KernelResult {
+            kernel: name.into(),
+            sizes: BTreeMap::new(),
+            variants,
+            notes: Vec::new(),
+            flops,
+            bytes: 1_000_000,
+            bound_s: None,
+        }
+    }
+
     /// A verified variant with its median time and operation count.
     fn variant(name: &str, median: f64, flops: u64) -> VariantResult {
         VariantResult { verified: true, median_s: Some(median), flops, ..VariantResult::new(name, "", 2) }
@@ -772,15 +785,8 @@ mod tests {
     fn a_figure_above_the_roofline_is_explained() {
         let m = machine();
         // 1e9 flops at 100 GFLOP/s: the bound is 10 ms (the 1 MB move takes 0.1 ms).
-        let mut k = KernelResult {
-            kernel: "mm".into(),
-            sizes: BTreeMap::new(),
-            variants: vec![variant("untransformed", 0.1, 0), variant("best", 0.008, 0)],
-            notes: Vec::new(),
-            flops: 1_000_000_000,
-            bytes: 1_000_000,
-            bound_s: None,
-        };
+        let mut k =
+            kernel("mm", vec![variant("untransformed", 0.1, 0), variant("best", 0.008, 0)], 1_000_000_000);
         apply_roofline(&m, &mut k);
         assert!(k.variants[0].roofline.is_some_and(|x| (x - 0.1).abs() < 1e-12));
         assert!(k.variants[1].roofline.is_some_and(|x| (x - 1.25).abs() < 1e-12));
@@ -800,19 +806,15 @@ mod tests {
     fn a_variant_is_bounded_by_its_own_operations() {
         let m = machine();
         // As written: 1.5e9 flops, a 15 ms bound; lifted: 1e9 flops, a 10 ms bound.
-        let mut k = KernelResult {
-            kernel: "mttkrp".into(),
-            sizes: BTreeMap::new(),
-            variants: vec![
+        let mut k = kernel(
+            "mttkrp",
+            vec![
                 variant("untransformed", 0.1, 1_500_000_000),
                 variant("lifted", 0.0125, 1_000_000_000),
                 variant("numpy", 0.0125, 1_500_000_000),
             ],
-            notes: Vec::new(),
-            flops: 1_500_000_000,
-            bytes: 1_000_000,
-            bound_s: None,
-        };
+            1_500_000_000,
+        );
         apply_roofline(&m, &mut k);
         assert!(k.variants[0].roofline.is_some_and(|x| (x - 0.15).abs() < 1e-12));
         assert!(k.variants[1].roofline.is_some_and(|x| (x - 0.8).abs() < 1e-12));
@@ -831,16 +833,8 @@ mod tests {
     #[test]
     fn the_bound_needs_the_untransformed_counts_and_numpy_is_excused_only_beside_a_lifted_row() {
         let m = machine();
-        let kernel = |variants, flops| KernelResult {
-            kernel: "mm".into(),
-            sizes: BTreeMap::new(),
-            variants,
-            notes: Vec::new(),
-            flops,
-            bytes: 1_000_000,
-            bound_s: None,
-        };
         let mut k = kernel(
+            "mm",
             vec![
                 variant("untransformed", 0.1, 1_000_000_000),
                 variant("padded", 0.02, 2_000_000_000),
@@ -859,14 +853,14 @@ mod tests {
             k.notes
         );
 
-        let mut failed = kernel(vec![variant("untransformed", 0.1, 0), variant("best", 0.01, 0)], 0);
+        let mut failed = kernel("mm", vec![variant("untransformed", 0.1, 0), variant("best", 0.01, 0)], 0);
         apply_roofline(&m, &mut failed);
         assert_eq!(failed.bound_s, None);
         assert!(failed.variants.iter().all(|v| v.roofline.is_none() && v.bound_s.is_none()));
         assert_eq!(failed.notes.len(), 1);
         assert!(failed.notes[0].starts_with("no roofline bound: the untransformed variant did not run"));
         // Without a traffic count the bound is the compute bound: 1e9 flops at 100 GFLOP/s.
-        let mut untraced = kernel(vec![variant("untransformed", 0.1, 1_000_000_000)], 1_000_000_000);
+        let mut untraced = kernel("mm", vec![variant("untransformed", 0.1, 1_000_000_000)], 1_000_000_000);
         untraced.bytes = 0;
         apply_roofline(&m, &mut untraced);
         assert!(untraced.bound_s.is_some_and(|b| (b - 0.01).abs() < 1e-12));
