@@ -101,6 +101,8 @@ pub struct About {
     pub flags: Flags,
     /// Also write a Rust crate (`rust/NAME/`) with a safe wrapper over the static library.
     pub rust: bool,
+    /// What verified the kernel (the verification record in words), for its header.
+    pub verification: Option<String>,
 }
 
 /// Exports the kernels of `o.program`: each is verified first (a kernel that does not verify is
@@ -130,8 +132,13 @@ pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
     }
     let mut with: Vec<String> = o.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect();
     with.extend(o.params.iter().map(|(n, v)| format!("--param {n}={v}")));
-    let about =
-        About { program: o.program.display().to_string(), with, flags: o.flags.clone(), rust: o.rust };
+    let about = About {
+        program: o.program.display().to_string(),
+        with,
+        flags: o.flags.clone(),
+        rust: o.rust,
+        verification: None,
+    };
     let chosen: Vec<usize> =
         (0..names.len()).filter(|k| o.kernels.is_empty() || o.kernels.contains(&names[*k])).collect();
     if o.name.is_some() && chosen.len() != 1 {
@@ -166,11 +173,25 @@ pub fn export_one(
     let at = req.at.clone().unwrap_or_else(|| format!("`{name}`"));
     let run = pipe.run(which).map_err(|e| format!("{at}: kernel `{name}`: {e}"))?;
     if run.verified.is_none() {
-        return Err(format!(
-            "{at}: kernel `{name}` does not match the reference ({}): not exported",
-            run.report.summary().trim()
-        ));
+        let what =
+            if run.report.worst.is_some() { "does not match the reference" } else { "was not verified" };
+        return Err(format!("{at}: kernel `{name}` {what} ({}): not exported", run.report.summary().trim()));
     }
+    // The libraries are built as the kernel was verified: with the flags that avoided a
+    // compiler defect, where one was found.
+    let mut about = about.clone();
+    about.verification = Some(run.report.verification.clone());
+    if let Some(d) = &run.report.evidence.compiler_defect {
+        if d.working_flags.starts_with("CC=") {
+            return Err(format!(
+                "{at}: kernel `{name}` verifies only when built by another compiler ({}): not exported; export it \
+                 with that compiler as `cc`",
+                d.working_flags
+            ));
+        }
+        about.flags = Flags { opt: d.working_flags.split(' ').map(String::from).collect() };
+    }
+    let about = &about;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let compiler = crate::runtime::Compiler::detect().map_err(|e| e.to_string())?;
     let inner = format!("{name}_kernel");
@@ -345,6 +366,9 @@ fn write(
     }
     let _ = writeln!(h, " * Compiler: {}", compiler.identity().replace("*/", "* /"));
     let _ = writeln!(h, " * Flags: {} -fPIC", flags.join(" "));
+    if let Some(v) = &about.verification {
+        let _ = writeln!(h, " * Verification: {}", v.replace("*/", "* /"));
+    }
     match sizes {
         Sizes::RunTime => {
             let _ =

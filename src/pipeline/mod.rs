@@ -14,6 +14,7 @@
 //! - `program.rs`: [`Program`], program files and the `// program:` line;
 //! - `data.rs`: initial data (`-i`, `init`, the seeded fill, cropping), bytes, `-o` files;
 //! - `compare.rs`: tolerances, comparisons, the spot check against the expression oracle;
+//! - `evidence.rs`: the verification record ([`Evidence`]): what checked a kernel, at which size;
 //! - `memory.rs`: the refusal of a run too large for the memory;
 //! - `run.rs`: the run itself ([`Pipeline`], [`Verified`]);
 //! - `measure.rs`: interleaved rounds, `time(l)` in scripts;
@@ -21,6 +22,7 @@
 
 mod compare;
 mod data;
+mod evidence;
 mod measure;
 mod memory;
 mod options;
@@ -32,6 +34,7 @@ pub use crate::interp::Buffers;
 pub use crate::runtime::{Flags, Timing};
 pub use compare::{Comparison, SPOT_BUDGET, SPOT_SAMPLES, compare, compare_within, magnitude, tolerance};
 pub use data::{initial_data, initial_store, random_data, save_npy};
+pub use evidence::{Artifact, CompilerDefect, Evidence, FullSizeCheck, ReferenceCheck};
 pub use measure::{Rounds, measure, script_env, script_env_with, time_interleaved};
 pub use options::{RunError, RunOptions};
 pub use program::{EvalFn, PROGRAM_DIRECTIVE, Program, eval_file, eval_file_in, program_of};

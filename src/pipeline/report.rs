@@ -16,8 +16,10 @@ pub struct KernelReport {
     pub at: Option<String>,
     /// Every written tensor matched the reference within tolerance.
     pub verified: bool,
-    /// How verification was done ("full size", or a reduced size).
+    /// How verification was done ("full size", or a reduced size), in words.
     pub verification: String,
+    /// What checked the kernel, at which size, and what checked the full-size binary.
+    pub evidence: super::evidence::Evidence,
     /// Largest absolute difference from the reference.
     pub max_abs_error: f64,
     /// Largest relative difference from the reference.
@@ -54,7 +56,11 @@ impl KernelReport {
             "kernel {}{nests}{}: {} (max rel error {:.2e}, {})",
             self.name,
             self.at.as_ref().map_or(String::new(), |a| format!(" at {a}")),
-            if self.verified { "verified" } else { "MISMATCH" },
+            match (self.verified, &self.worst) {
+                (true, _) => "verified",
+                (false, Some(_)) => "MISMATCH",
+                (false, None) => "NOT VERIFIED",
+            },
             self.max_rel_error,
             self.verification
         );

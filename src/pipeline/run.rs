@@ -5,6 +5,7 @@
 
 use super::compare::{Comparison, compare, compare_within, magnitude, spot_check, tolerance};
 use super::data::{element_bytes, from_bytes, initial_store, initial_store_cropped, write_bytes};
+use super::evidence::{Artifact, CompilerDefect, Evidence, FullSizeCheck, ReferenceCheck, source_hash};
 use super::memory::check_memory;
 use super::options::{RunError, RunOptions};
 use super::program::Program;
@@ -185,7 +186,11 @@ const SPLIT_TIMING_BYTES: usize = 256 << 20;
 /// the shared mapping (no copies): with `timing`,
 /// its timed runs (the returned statistics); `read(i, bytes)` sees buffer `i` after the
 /// checked run.
+///
+/// Before the worker starts, every buffer's size is checked against the parameter's extents in
+/// `state`, and the flags may not redefine the kernel's extents (`-DN=...`).
 fn run_compiled(
+    state: &State,
     k: &CKernel,
     compiled: &runtime::Compiled,
     store: &Buffers,
@@ -193,12 +198,26 @@ fn run_compiled(
     timing: Option<Timing>,
     read: &mut dyn FnMut(usize, &[u8]),
 ) -> Result<Option<TimeStats>, RunError> {
+    check_extent_flags(k, opts)?;
     let mut tensors = Vec::new();
     let mut buffers = Vec::new();
     for p in &k.params {
         // A result stored over its operand starts from the operand's data.
         let from = p.accessed();
         let t = store.get(from).ok_or_else(|| RunError::Data(format!("no data for tensor `{from}`")))?;
+        let want = p.len(state).map_err(|c| {
+            RunError::Data(format!("the extents of `{}` use `{c}`, which has no value", p.name))
+        })?;
+        if t.data.len() != want || t.dtype != p.dtype {
+            return Err(RunError::Data(format!(
+                "internal error: the buffer of `{}` holds {} {} elements, and the kernel's C reads {want} {} \
+                 elements: not run",
+                p.name,
+                t.data.len(),
+                t.dtype,
+                p.dtype
+            )));
+        }
         buffers.push(BufferSpec {
             read_only: !p.written,
             fresh: p.fresh,
@@ -217,6 +236,32 @@ fn run_compiled(
     };
     let times = runtime::run_kernel_with(&spec, &mut |i, dst| write_bytes(tensors[i], dst), read)?;
     Ok((!times.is_empty()).then(|| TimeStats::from(times.as_slice())))
+}
+
+/// Refuses flags (`--cflags`, or `CFLAGS` in the environment) that define or undefine one of
+/// the kernel's extents: the buffers are sized for the program's constants, and the C's
+/// `#ifndef N` guards are there for exported kernels, not for moving the sizes under them.
+fn check_extent_flags(k: &CKernel, opts: &RunOptions) -> Result<(), RunError> {
+    let env: Vec<String> =
+        std::env::var("CFLAGS").map(|v| v.split_whitespace().map(String::from).collect()).unwrap_or_default();
+    let words: Vec<(&str, &String)> =
+        opts.flags.opt.iter().map(|w| ("--cflags", w)).chain(env.iter().map(|w| ("CFLAGS", w))).collect();
+    for (k2, (origin, w)) in words.iter().enumerate() {
+        // `-DN=4`, `-UN`, or `-D N=4` (the name in the next word).
+        let rest = match (w.strip_prefix("-D"), w.strip_prefix("-U")) {
+            (Some(r), _) | (_, Some(r)) => r,
+            _ => continue,
+        };
+        let rest = if rest.is_empty() { words.get(k2 + 1).map_or("", |(_, w)| w.as_str()) } else { rest };
+        let name = rest.split('=').next().unwrap_or("");
+        if k.const_c_names.iter().any(|c| c == name) {
+            return Err(RunError::Data(format!(
+                "{origin}: `{w}` would redefine the kernel's extent `{name}` under buffers sized for the \
+                 program's value: give the size to teml instead (-D {name}=...)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The compiler that runs kernels with `opts`, and its exact arguments: how a timing was
@@ -329,6 +374,19 @@ pub enum RunAllError {
     /// These kernels (1-based) did not match the reference; every kernel ran.
     #[error("{}", mismatch_message(.0))]
     Mismatched(Vec<usize>),
+    /// These kernels (1-based) matched, but nothing independent checked their full-size
+    /// binaries (the reports say why); every kernel ran, and none mismatched.
+    #[error("{}", unchecked_message(.0))]
+    Unchecked(Vec<usize>),
+}
+
+fn unchecked_message(ks: &[usize]) -> String {
+    let list = ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+    let (s, was) = if ks.len() == 1 { ("", "was") } else { ("s", "were") };
+    format!(
+        "kernel{s} {list}: the full-size binary {was} not checked (see the report): not verified, not reported as a \
+         speedup"
+    )
 }
 
 fn mismatch_message(ks: &[usize]) -> String {
@@ -349,12 +407,19 @@ pub struct Verified {
     which: KernelRef,
     /// The pipeline that verified it (evidence is not transferable).
     pipeline: u64,
+    /// The binary that was checked: the one that is timed.
+    artifact: Artifact,
 }
 
 impl Verified {
     /// The kernel that verified.
     pub fn kernel(&self) -> &KernelRef {
         &self.which
+    }
+
+    /// The binary that was checked, which timing runs.
+    pub fn artifact(&self) -> &Artifact {
+        &self.artifact
     }
 }
 
@@ -407,7 +472,9 @@ impl Pipeline {
     }
 
     /// Times one kernel that [`Pipeline::run`] verified, without checking it again
-    /// ([`super::time_interleaved`] calls this once per round and variant).
+    /// ([`super::time_interleaved`] calls this once per round and variant): the very binary that
+    /// was checked (the evidence's artifact, with the flags it was built with), on the same
+    /// initial data.
     pub fn time(&self, verified: &Verified, timing: Timing) -> Result<TimeStats, RunError> {
         if verified.pipeline != self.id {
             return Err(RunError::Data(
@@ -419,11 +486,27 @@ impl Pipeline {
         let which = verified.kernel();
         let req = which.request(&self.state)?;
         let kernel = self.generate(which)?;
+        let a = &verified.artifact;
+        if source_hash(&kernel.source) != a.source_hash {
+            return Err(RunError::Data(format!(
+                "internal error: kernel {} generates other C than the binary that was verified ({}): not timed",
+                index_label(which),
+                a.c_path.display()
+            )));
+        }
+        if !a.so_path.is_file() {
+            return Err(RunError::Data(format!(
+                "the verified binary {} is gone (the kernel cache was cleared): run the kernel again",
+                a.so_path.display()
+            )));
+        }
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
         check_memory(&self.state, &req.nests, &opts)?;
         let store = initial_store(&self.state, &req.nests, &self.opts)?;
-        let compiled = compiler(&opts)?.compile(&kernel.source, &opts.flags)?;
-        let stats = run_compiled(&kernel, &compiled, &store, &opts, opts.timing, &mut |_, _| {})?;
+        let compiled =
+            runtime::Compiled { so_path: a.so_path.clone(), c_path: a.c_path.clone(), cached: true };
+        let stats =
+            run_compiled(&self.state, &kernel, &compiled, &store, &opts, opts.timing, &mut |_, _| {})?;
         stats.ok_or_else(|| RunError::Data("the timed run reported no repetitions".into()))
     }
 
@@ -453,13 +536,14 @@ impl Pipeline {
     ) -> Result<Vec<Verified>, RunAllError> {
         self.check_inputs().map_err(|e| RunAllError::Failed(e.to_string()))?;
         let mut evidence = Vec::new();
-        let mut mismatched = Vec::new();
+        let (mut mismatched, mut unchecked) = (Vec::new(), Vec::new());
         for (k, req) in self.state.kernels.iter().enumerate() {
             before(k, req);
             match self.run(&KernelRef::Codegen(k)) {
                 Ok(run) => {
                     match &run.verified {
                         Some(v) => evidence.push(v.clone()),
+                        None if run.report.worst.is_none() => unchecked.push(k + 1),
                         None => mismatched.push(k + 1),
                     }
                     each(k, run);
@@ -472,7 +556,13 @@ impl Pipeline {
                 }
             }
         }
-        if mismatched.is_empty() { Ok(evidence) } else { Err(RunAllError::Mismatched(mismatched)) }
+        if !mismatched.is_empty() {
+            Err(RunAllError::Mismatched(mismatched))
+        } else if !unchecked.is_empty() {
+            Err(RunAllError::Unchecked(unchecked))
+        } else {
+            Ok(evidence)
+        }
     }
 
     /// Every `-i` input must be used by some kernel of the program.
@@ -505,39 +595,106 @@ impl Pipeline {
 
     /// Generates, compiles, runs, verifies and (with `opts.timing`) times one kernel. When the
     /// reference interpreter would run more than `opts.max_reference_instances` statement
-    /// instances, the same program is evaluated with
-    /// smaller named constants and that kernel is verified there; the full-size kernel is then
-    /// checked at sampled elements by the expression oracle. A verification failure is a
-    /// report with `verified: false`, not an error.
+    /// instances, the same program is evaluated with smaller named constants and, where it builds
+    /// the same path there, that kernel is verified there; the full-size kernel, the binary that
+    /// is timed, is then checked at sampled elements by the expression oracle, or in full
+    /// against the untransformed program compiled on its own. A kernel that does not match is
+    /// built again with flags that avoid known compiler defects; if one of those builds
+    /// verifies, the kernel runs with it and the report names the defect. A verification
+    /// failure is a report with `verified: false`, not an error.
     pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
-        let mut run = self.execute(which)?;
-        run.verified = run.report.verified.then(|| Verified { which: which.clone(), pipeline: self.id });
+        let mut run = self.execute(which, &self.opts)?;
+        if !run.report.verified
+            && run.report.worst.is_some()
+            && let Some(fixed) = self.recheck(which, &run)?
+        {
+            run = fixed;
+        }
+        run.verified = match (&run.report.verified, &run.report.evidence.artifact) {
+            (true, Some(artifact)) => {
+                Some(Verified { which: which.clone(), pipeline: self.id, artifact: artifact.clone() })
+            }
+            _ => None,
+        };
         Ok(run)
     }
 
-    fn execute(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
+    /// A kernel that did not match, built again from the same C with the flags of
+    /// [`fallback_flags`]: the first build that verifies, with the compiler defect recorded.
+    fn recheck(&self, which: &KernelRef, failed: &KernelRun) -> Result<Option<KernelRun>, RunError> {
+        let Some(artifact) = &failed.report.evidence.artifact else { return Ok(None) };
+        for (cc, flags) in fallback_flags(&self.opts) {
+            let opts = RunOptions { flags: flags.clone(), compiler: cc.clone(), ..self.opts.clone() };
+            let Ok(mut run) = self.execute(which, &opts) else { continue };
+            if !run.report.verified {
+                continue;
+            }
+            let working = match &cc {
+                Some(c) => format!("CC={} {}", c.display(), flags.opt.join(" ")),
+                None => flags.opt.join(" "),
+            };
+            run.report.evidence.compiler_defect = Some(CompilerDefect {
+                compiler: artifact.compiler.clone(),
+                failing_flags: artifact.flags.clone(),
+                mismatch: failed.report.worst.clone().unwrap_or_default(),
+                working_flags: working,
+                reproducer: artifact.c_path.clone(),
+            });
+            let d = run.report.evidence.compiler_defect.as_ref().map(|d| {
+                format!(
+                    "; compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
+                    d.compiler,
+                    d.failing_flags,
+                    d.mismatch,
+                    d.reproducer.display(),
+                    d.working_flags
+                )
+            });
+            run.report.verification.push_str(&d.unwrap_or_default());
+            return Ok(Some(run));
+        }
+        Ok(None)
+    }
+
+    fn execute(&self, which: &KernelRef, opts: &RunOptions) -> Result<KernelRun, RunError> {
         let req = which.request(&self.state)?;
         // Refused before anything runs, a reduced-size verification included.
         let all: Vec<Nest> = req.nests.iter().cloned().chain(untransformed(&self.state, &req)?).collect();
-        check_memory(&self.state, &all, &self.opts)?;
+        check_memory(&self.state, &all, opts)?;
         let cost = reference_cost(&self.state, &req)?;
-        if cost <= self.opts.max_reference_instances {
-            return run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Full);
+        let label = which.label(&self.state);
+        if cost <= opts.max_reference_instances {
+            return run_at(&self.state, &req, &label, opts, Check::Full);
         }
-        let (small, what) = self.reduced(which)?;
+        let (small, size) = self.reduced(which)?;
         let small_req = which.request(&small)?;
-        let small_opts = RunOptions { timing: None, ..self.opts.clone() };
-        let verification = format!("reduced size ({what})");
-        let s = run_at(&small, &small_req, &which.label(&self.state), &small_opts, Check::Reduced)?;
-        if !s.report.verified {
-            return Ok(KernelRun {
-                report: KernelReport { verification, ..s.report },
-                outputs: s.outputs,
-                verified: None,
-            });
-        }
-        let note = format!("{verification}: the full size needs {cost} interpreted statement instances");
-        run_at(&self.state, &req, &which.label(&self.state), &self.opts, Check::Sampled(note))
+        let reference = match same_path(&req, &small_req) {
+            Err(why) => ReferenceCheck::Refused { size, why },
+            Ok(()) => {
+                let small_opts = RunOptions { timing: None, ..opts.clone() };
+                let s = run_at(&small, &small_req, &label, &small_opts, Check::Reduced)?;
+                if !s.report.verified {
+                    let evidence = Evidence {
+                        reference: ReferenceCheck::Reduced { size: size.clone() },
+                        full_size: FullSizeCheck::Nothing {
+                            why: "the reduced-size kernel did not match".into(),
+                        },
+                        ..s.report.evidence.clone()
+                    };
+                    return Ok(KernelRun {
+                        report: KernelReport {
+                            verification: format!("reduced size ({size})"),
+                            evidence,
+                            ..s.report
+                        },
+                        outputs: s.outputs,
+                        verified: None,
+                    });
+                }
+                ReferenceCheck::Reduced { size }
+            }
+        };
+        run_at(&self.state, &req, &label, opts, Check::Sampled { reference, instances: cost })
     }
 
     /// The program at the largest size whose kernel `which` the reference can run, and what
@@ -626,9 +783,76 @@ enum Check {
     /// At a reduced size: against the reference interpreter; `-i` data cropped to its leading
     /// block.
     Reduced,
-    /// At full size after a reduced-size verification: sampled elements against the
-    /// expression oracle. The note says what was reduced.
-    Sampled(String),
+    /// At full size, the reference having run at a reduced size (or been refused there): the
+    /// expression oracle at sampled elements, else the untransformed program compiled on its
+    /// own. `instances`: what the reference would run at full size.
+    Sampled { reference: ReferenceCheck, instances: u64 },
+}
+
+/// Whether the kernel of `small` (the program at a reduced size) is the same path as the
+/// kernel of `full`: the same nests made by the same chain of builtin calls with the same
+/// arguments. The reason they differ, else.
+fn same_path(full: &KernelRequest, small: &KernelRequest) -> Result<(), String> {
+    if full.names != small.names {
+        return Err(format!(
+            "the kernel runs {} at full size and {} at the reduced size",
+            full.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            small.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    for ((name, a), b) in full.names.iter().zip(&full.nests).zip(&small.nests) {
+        if !a.history.is_complete() || !b.history.is_complete() {
+            return Err(format!("how `{name}` was made is not known, so the two sizes cannot be compared"));
+        }
+        let (ha, hb) = (a.history.lines(), b.history.lines());
+        if ha != hb {
+            let at = ha.iter().zip(&hb).position(|(x, y)| x != y).unwrap_or(ha.len().min(hb.len()));
+            let line = |h: &[String]| h.get(at).cloned().unwrap_or_else(|| "nothing".into());
+            return Err(format!(
+                "`{name}` is made by another path: `{}` at full size, `{}` at the reduced size",
+                line(&ha),
+                line(&hb)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Builds of the same C that avoid known compiler defects, in order of preference: the
+/// vectorizers off, `-O2` for `-O3`, and clang where one is installed (with the same flags).
+fn fallback_flags(opts: &RunOptions) -> Vec<(Option<std::path::PathBuf>, runtime::Flags)> {
+    let words = &opts.flags.opt;
+    let mut out = Vec::new();
+    let is_clang = opts.compiler.as_ref().is_some_and(|c| c.to_string_lossy().contains("clang"))
+        || compiler(opts).is_ok_and(|c| c.identity().contains("clang"));
+    if !is_clang {
+        let mut w = words.clone();
+        w.extend(["-fno-tree-loop-vectorize".to_string(), "-fno-tree-slp-vectorize".to_string()]);
+        out.push((opts.compiler.clone(), runtime::Flags { opt: w }));
+    }
+    if words.iter().any(|w| w == "-O3" || w == "-Ofast") {
+        let w = words.iter().map(|w| if w == "-O3" || w == "-Ofast" { "-O2".to_string() } else { w.clone() });
+        out.push((opts.compiler.clone(), runtime::Flags { opt: w.collect() }));
+    }
+    if !is_clang && opts.compiler.is_none() {
+        let clang =
+            (14..=20).rev().map(|v| format!("clang-{v}")).chain(["clang".to_string()]).find_map(|c| {
+                std::env::var_os("PATH")
+                    .and_then(|p| std::env::split_paths(&p).map(|d| d.join(&c)).find(|f| f.is_file()))
+            });
+        if let Some(c) = clang {
+            out.push((Some(c), opts.flags.clone()));
+        }
+    }
+    out
+}
+
+/// The flags of the untransformed program's own build, the full-size check of a kernel the
+/// oracle cannot evaluate: another optimization level than the kernel's and no `-march`, so
+/// that one defect of the compiler's optimizers cannot pass both.
+fn independent_flags(opts: &RunOptions) -> runtime::Flags {
+    let o1 = opts.flags.opt.iter().any(|w| w == "-O1");
+    runtime::Flags { opt: vec![if o1 { "-O0" } else { "-O1" }.to_string()] }
 }
 
 /// Generates, compiles, runs and checks the kernel of `req` in `state`, from fresh initial
@@ -687,14 +911,14 @@ fn run_at(
     let split = opts.timing.is_some() && bytes >= SPLIT_TIMING_BYTES;
     let (mut time, mut base_time) = (None, None);
     if split {
-        time = run_compiled(&kernel, &compiled, &store, opts, opts.timing, &mut |_, _| {})?;
+        time = run_compiled(state, &kernel, &compiled, &store, opts, opts.timing, &mut |_, _| {})?;
         if let Some((b, bc)) = &base {
-            base_time = run_compiled(b, bc, &store, opts, opts.timing, &mut |_, _| {})?;
+            base_time = run_compiled(state, b, bc, &store, opts, opts.timing, &mut |_, _| {})?;
         }
     }
     let checked_timing = if split { None } else { opts.timing };
     let mut outs: Outputs = vec![None; kernel.params.len()];
-    let t = run_compiled(&kernel, &compiled, &store, opts, checked_timing, &mut |i, src| {
+    let t = run_compiled(state, &kernel, &compiled, &store, opts, checked_timing, &mut |i, src| {
         if kernel.params[i].written {
             outs[i] = Some(from_bytes(src, kernel.params[i].dtype));
         }
@@ -703,7 +927,7 @@ fn run_at(
     let baseline = match &base {
         Some((b, bc)) => {
             let mut bcmp = Comparison::default();
-            let t = run_compiled(b, bc, &store, opts, checked_timing, &mut |i, src| {
+            let t = run_compiled(state, b, bc, &store, opts, checked_timing, &mut |i, src| {
                 let p = &b.params[i];
                 let got = kernel.params.iter().position(|q| q.name == p.name).and_then(|k| outs[k].as_ref());
                 if let (true, Some(got), Some(t)) = (p.written, got, store.get(&p.name)) {
@@ -723,6 +947,10 @@ fn run_at(
     };
     // The reference: the untransformed statements, in place on the initial data.
     let checked_in_full = matches!(check, Check::Full | Check::Reduced);
+    let check_instances = match &check {
+        Check::Sampled { instances, .. } => Some(*instances),
+        _ => None,
+    };
     if checked_in_full {
         interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
     }
@@ -767,14 +995,14 @@ fn run_at(
         }
         written.insert(p.name.clone(), Tensor { dtype: t.dtype, dims: t.dims.clone(), data: got });
     }
-    let mut note = match &check {
-        Check::Full => "full size".to_string(),
-        Check::Reduced => "reduced size".to_string(),
-        Check::Sampled(note) => {
+    let (reference, full_size) = match check {
+        Check::Full => (ReferenceCheck::FullSize, FullSizeCheck::Interpreter),
+        Check::Reduced => (ReferenceCheck::Reduced { size: String::new() }, FullSizeCheck::Interpreter),
+        Check::Sampled { reference, .. } => {
             // `store` still holds the initial data here.
             let stmts: Vec<crate::ir::TExpr> =
                 reference_nests.iter().flat_map(|n| n.origin.clone()).collect();
-            let what = spot_check(
+            let spot = spot_check(
                 state,
                 &stmts,
                 &kernel,
@@ -784,9 +1012,54 @@ fn run_at(
                 &temps,
                 &mut cmp,
             )?;
-            format!("{note}; {what}")
+            let full = match spot.short {
+                None => FullSizeCheck::Oracle { samples: spot.checked },
+                // The oracle could not sample every written tensor: every element against the
+                // untransformed program, compiled on its own.
+                Some(short) => against_untransformed(
+                    state,
+                    &reference_nests,
+                    &name,
+                    &store,
+                    &written,
+                    (tolerance(least), &widened),
+                    &temps,
+                    opts,
+                    written_flops,
+                    &mut cmp,
+                )?
+                .unwrap_or_else(|why| FullSizeCheck::Nothing { why: format!("{short}, and {why}") }),
+            };
+            (reference, full)
         }
     };
+    let mut note = match (&reference, &check_instances) {
+        (ReferenceCheck::FullSize, _) => "full size".to_string(),
+        (ReferenceCheck::Reduced { size }, _) if size.is_empty() => "reduced size".to_string(),
+        (ReferenceCheck::Reduced { size }, Some(n)) => {
+            format!("reduced size ({size}): the full size needs {n} interpreted statement instances")
+        }
+        (ReferenceCheck::Refused { size, why }, Some(n)) => format!(
+            "reduced size ({size}) not used: {why}; the full size needs {n} interpreted statement instances"
+        ),
+        (r, _) => Evidence {
+            reference: r.clone(),
+            full_size: FullSizeCheck::Interpreter,
+            artifact: None,
+            compiler_defect: None,
+        }
+        .describe(),
+    };
+    match &full_size {
+        FullSizeCheck::Interpreter => {}
+        FullSizeCheck::Oracle { samples } => note.push_str(&format!(
+            "; full-size kernel checked at {samples} sampled elements against the expression oracle"
+        )),
+        FullSizeCheck::Untransformed { flags } => note.push_str(&format!(
+            "; full-size kernel checked in full against the untransformed program compiled on its own ({flags})"
+        )),
+        FullSizeCheck::Nothing { why } => note.push_str(&format!("; full-size kernel not checked ({why})")),
+    }
     if untimed && opts.timing.is_some() && opts.time_untransformed {
         note.push_str(&format!(
             "; the program as written ({written_flops:.2e} flops) is not timed: no speedup over it"
@@ -803,17 +1076,33 @@ fn run_at(
             r.factors
         ));
     }
-    let verified = cmp.worst.is_none();
+    // Verified: every comparison made agreed, and something independent of the kernel's own
+    // transformation checked the full-size binary.
+    let verified = cmp.worst.is_none() && full_size.checked();
     // A kernel that failed verification has no time anywhere: a fast wrong variant must never
     // win a comparison.
     let time = time.filter(|_| verified);
     let flops = flop_count(state, &performed(state, req)?);
+    let c = compiler(opts)?;
+    let evidence = Evidence {
+        reference,
+        full_size,
+        artifact: Some(Artifact {
+            so_path: compiled.so_path.clone(),
+            c_path: compiled.c_path.clone(),
+            source_hash: source_hash(&kernel.source),
+            compiler: c.identity().to_string(),
+            flags: opts.flags.opt.join(" "),
+        }),
+        compiler_defect: None,
+    };
     let mut report = KernelReport {
         name: label.to_string(),
         nests: req.names.iter().map(|n| n.to_string()).collect(),
         at: req.at.clone(),
         verified,
         verification: note,
+        evidence,
         max_abs_error: cmp.max_abs,
         max_rel_error: cmp.max_rel,
         worst: cmp.worst,
@@ -827,12 +1116,16 @@ fn run_at(
         cached: compiled.cached,
     };
     if let (true, Some((bcmp, bstats))) = (verified, baseline) {
-        // The baseline must agree with the kernel.
-        if bcmp.worst.is_none()
-            && let (Some(b), Some(t)) = (bstats, time)
-        {
-            report.baseline = Some(b);
-            report.speedup = Some(b.median_s / t.median_s);
+        // The baseline must agree with the kernel: a disagreement removes the speedup, and says so.
+        match (&bcmp.worst, bstats, time) {
+            (None, Some(b), Some(t)) => {
+                report.baseline = Some(b);
+                report.speedup = Some(b.median_s / t.median_s);
+            }
+            (Some(w), _, _) => report.verification.push_str(&format!(
+                "; the untransformed build with the same flags disagrees with the kernel ({w}): no speedup"
+            )),
+            _ => {}
         }
     }
     // Every tensor the kernel uses, as the kernel left it: the written ones from the run, the
@@ -850,6 +1143,54 @@ fn run_at(
         }
     }
     Ok(KernelRun { report, outputs, verified: None })
+}
+
+/// Checks the full-size kernel's outputs `written` in full against the untransformed program
+/// (`reference_nests`) compiled on its own ([`independent_flags`]) and run on the same initial
+/// data `initial`: what checked it, or why it could not be checked.
+#[allow(clippy::too_many_arguments)]
+fn against_untransformed(
+    state: &State,
+    reference_nests: &[Nest],
+    name: &str,
+    initial: &Buffers,
+    written: &Buffers,
+    (tol, widened): (f64, &dyn Fn(&Name) -> f64),
+    temps: &[Name],
+    opts: &RunOptions,
+    written_flops: u64,
+    cmp: &mut Comparison,
+) -> Result<Result<FullSizeCheck, String>, RunError> {
+    if written_flops > UNTIMED_FLOPS {
+        return Ok(Err(format!(
+            "the untransformed program ({written_flops:.2e} flops) is too costly to run as a check"
+        )));
+    }
+    let named: Vec<(Name, Nest)> = reference_nests
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
+        .collect();
+    let base = codegen::generate(state, &format!("{name}_check"), &named)?;
+    let flags = independent_flags(opts);
+    let check_opts = RunOptions { flags: flags.clone(), timing: None, ..opts.clone() };
+    let compiled = compiler(&check_opts)?.compile(&base.source, &flags)?;
+    let mut compared = 0usize;
+    run_compiled(state, &base, &compiled, initial, &check_opts, None, &mut |i, src| {
+        let p = &base.params[i];
+        if !p.written || temps.contains(&p.name) {
+            return;
+        }
+        if let Some(got) = written.get(&p.name) {
+            let want = from_bytes(src, p.dtype);
+            compare_within(&p.name, &got.dims, &got.data, &want, tol, widened(&p.name), cmp);
+            compared += 1;
+        }
+    })?;
+    if compared == 0 {
+        return Ok(Err("the untransformed program writes none of the kernel's outputs".into()));
+    }
+    Ok(Ok(FullSizeCheck::Untransformed { flags: flags.opt.join(" ") }))
 }
 
 /// Runs the kernel of `req` in `state` at full size (an error if the reference would run more
@@ -925,7 +1266,7 @@ mod tests {
         let stmts: Vec<crate::ir::TExpr> = req.nests.iter().flat_map(|n| n.origin.clone()).collect();
         let what =
             spot_check(&s, &stmts, &kernel, &initial, &right, (1e-9, &|_| 1.5), &[], &mut cmp).unwrap();
-        assert_eq!(what, "full-size kernel checked at 24 sampled elements against the expression oracle");
+        assert_eq!(what, super::super::compare::Spot { checked: 24, short: None });
         assert!(cmp.worst.is_none() && cmp.max_rel < 1e-12, "{cmp:?}");
         // A kernel that forgot to zero its accumulator: every element is off by the initial C.
         let mut wrong = right.clone();

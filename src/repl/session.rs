@@ -433,6 +433,7 @@ impl Repl {
                     with: self.defines.iter().map(|(n, v)| format!("-D {n}={v}")).collect(),
                     flags: opts.flags.clone(),
                     rust: false,
+                    verification: None,
                 };
                 let pipe = Pipeline::with_state(self.program(), self.state.clone(), opts);
                 let e = crate::export::export_one(

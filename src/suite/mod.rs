@@ -386,7 +386,9 @@ fn variant(
             r.verified = true;
             (r, outputs, writes, Some(state), Some((pipe, evidence)))
         }
-        Err(pipeline::RunAllError::Mismatched(_)) => (r, outputs, writes, Some(state), None),
+        Err(pipeline::RunAllError::Mismatched(_) | pipeline::RunAllError::Unchecked(_)) => {
+            (r, outputs, writes, Some(state), None)
+        }
         Err(e) => {
             r.error = Some(e.to_string());
             (r, outputs, writes, Some(state), None)

@@ -58,6 +58,10 @@ pub struct Record {
     /// How it was verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<String>,
+    /// The verification record ([`crate::pipeline::Evidence`]): what checked it, at which size,
+    /// and what checked the full-size binary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<serde_json::Value>,
     /// Seconds evaluating the space (transformations and their legality checks).
     #[serde(default)]
     pub eval_s: f64,
@@ -89,6 +93,7 @@ impl Record {
             reps: 0,
             gflops: None,
             verification: None,
+            evidence: None,
             eval_s: 0.0,
             compile_s: 0.0,
             run_s: 0.0,

@@ -614,6 +614,7 @@ impl<'a> Tuning<'a> {
         match pipe.run(&KernelRef::Codegen(0)) {
             Ok(KernelRun { verified: Some(evidence), report: run, .. }) => {
                 r.verification = Some(run.verification.clone());
+                r.evidence = serde_json::to_value(&run.evidence).ok();
                 let first = run.time;
                 // Far slower than the reference (the best so far, or the untransformed build
                 // before there is one): its one run is its time.
@@ -656,11 +657,11 @@ impl<'a> Tuning<'a> {
             }
             Ok(run) => {
                 r.status = Status::Mismatch;
-                r.reason = Some(format!(
-                    "does not match the reference ({}): {}",
-                    run.report.verification,
-                    run.report.worst.unwrap_or_default()
-                ));
+                r.evidence = serde_json::to_value(&run.report.evidence).ok();
+                r.reason = Some(match run.report.worst {
+                    Some(w) => format!("does not match the reference ({}): {w}", run.report.verification),
+                    None => format!("not verified: {}", run.report.verification),
+                });
             }
             Err(e) => {
                 r.status = classify(&e);

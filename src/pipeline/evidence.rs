@@ -1,0 +1,178 @@
+//! The verification record: what checked a kernel, at which size, and what checked the
+//! full-size binary, the one that is timed (docs/verification.md). A kernel is *verified* only
+//! when its full-size binary was compared with something independent of its own
+//! transformation: the reference interpreter, the expression oracle, or the untransformed
+//! program compiled on its own.
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where the reference interpreter ran the kernel's untransformed statements.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "at", rename_all = "snake_case")]
+pub enum ReferenceCheck {
+    /// At the full size: the binary that is timed was compared in full.
+    FullSize,
+    /// At a reduced size (`N=40`), where the program builds the same path (the same chain of
+    /// builtin calls for every nest of the kernel).
+    Reduced {
+        /// The constants that were reduced.
+        size: String,
+    },
+    /// Not used: at the reduced size the program builds another path than at full size.
+    Refused {
+        /// The constants that were reduced.
+        size: String,
+        /// How the paths differ.
+        why: String,
+    },
+}
+
+/// What compared the full-size binary's outputs with the program's meaning.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum FullSizeCheck {
+    /// The reference interpreter, every element of every written tensor.
+    Interpreter,
+    /// The expression oracle, at sampled elements of every written tensor.
+    Oracle {
+        /// Elements compared, over all written tensors.
+        samples: usize,
+    },
+    /// Every element, against the untransformed program compiled on its own with other flags
+    /// (so that one compiler defect cannot pass both).
+    Untransformed {
+        /// The flags of that build.
+        flags: String,
+    },
+    /// Nothing: the full-size binary is not verified.
+    Nothing {
+        /// Why nothing could check it.
+        why: String,
+    },
+}
+
+impl FullSizeCheck {
+    /// Something independent of the kernel's transformation checked the full-size binary.
+    pub fn checked(&self) -> bool {
+        !matches!(self, FullSizeCheck::Nothing { .. })
+    }
+}
+
+/// The binary that was checked: timing runs exactly this one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Artifact {
+    /// The shared object.
+    pub so_path: PathBuf,
+    /// Its C source.
+    pub c_path: PathBuf,
+    /// SHA-256 of the C source (hex, first 16 digits).
+    pub source_hash: String,
+    /// The compiler's path and version line.
+    pub compiler: String,
+    /// The optimization flags it was built with.
+    pub flags: String,
+}
+
+/// The C compiler computed a wrong result from valid C: the same source built with other flags
+/// verified, and the kernel runs (and is timed) with those.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompilerDefect {
+    /// The compiler (path and version line).
+    pub compiler: String,
+    /// The flags whose build did not verify.
+    pub failing_flags: String,
+    /// The first mismatch of that build.
+    pub mismatch: String,
+    /// The flags whose build verified, and that the kernel now uses.
+    pub working_flags: String,
+    /// The reproducer: the C source both builds were made from.
+    pub reproducer: PathBuf,
+}
+
+/// Everything that was checked of one kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evidence {
+    /// Where the reference interpreter ran.
+    pub reference: ReferenceCheck,
+    /// What checked the full-size binary.
+    pub full_size: FullSizeCheck,
+    /// The full-size binary.
+    pub artifact: Option<Artifact>,
+    /// A compiler defect found and avoided on the way, if any.
+    pub compiler_defect: Option<CompilerDefect>,
+}
+
+impl Evidence {
+    /// One line for reports: what checked the kernel, at which size.
+    pub fn describe(&self) -> String {
+        let reference = match &self.reference {
+            ReferenceCheck::FullSize => "full size".to_string(),
+            ReferenceCheck::Reduced { size } => format!("reduced size ({size})"),
+            ReferenceCheck::Refused { size, why } => {
+                format!("reduced size ({size}) refused: {why}")
+            }
+        };
+        let full = match &self.full_size {
+            FullSizeCheck::Interpreter => None,
+            FullSizeCheck::Oracle { samples } => Some(format!(
+                "full-size kernel checked at {samples} sampled elements against the expression oracle"
+            )),
+            FullSizeCheck::Untransformed { flags } => Some(format!(
+                "full-size kernel checked in full against the untransformed program compiled on its own \
+                 ({flags})"
+            )),
+            FullSizeCheck::Nothing { why } => Some(format!("full-size kernel not checked ({why})")),
+        };
+        let mut s = match full {
+            Some(f) => format!("{reference}; {f}"),
+            None => reference,
+        };
+        if let Some(d) = &self.compiler_defect {
+            s.push_str(&format!(
+                "; compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
+                d.compiler,
+                d.failing_flags,
+                d.mismatch,
+                d.reproducer.display(),
+                d.working_flags
+            ));
+        }
+        s
+    }
+}
+
+/// SHA-256 of `source`, the first 16 hex digits.
+pub fn source_hash(source: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(source.as_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_not_checked_and_says_why() {
+        let e = Evidence {
+            reference: ReferenceCheck::Reduced { size: "N=40".into() },
+            full_size: FullSizeCheck::Nothing { why: "no checker".into() },
+            artifact: None,
+            compiler_defect: None,
+        };
+        assert!(!e.full_size.checked());
+        assert_eq!(e.describe(), "reduced size (N=40); full-size kernel not checked (no checker)");
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["reference"]["at"], "reduced");
+        assert_eq!(j["full_size"]["by"], "nothing");
+    }
+
+    #[test]
+    fn source_hash_is_sixteen_hex_digits() {
+        let h = source_hash("int x;");
+        assert_eq!(h.len(), 16);
+        assert!(h.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(h, source_hash("int y;"));
+    }
+}
