@@ -20,6 +20,9 @@ struct Api {
     ctx_alloc: unsafe extern "C" fn() -> Ptr,
     ctx_free: unsafe extern "C" fn(Ptr),
     ctx_last_error_msg: unsafe extern "C" fn(Ptr) -> *const c_char,
+    ctx_last_error: unsafe extern "C" fn(Ptr) -> c_int,
+    ctx_set_max_operations: unsafe extern "C" fn(Ptr, std::ffi::c_ulong),
+    ctx_abort: unsafe extern "C" fn(Ptr),
     options_set_on_error: unsafe extern "C" fn(Ptr, c_int) -> c_int,
     umap_read: unsafe extern "C" fn(Ptr, *const c_char) -> Ptr,
     umap_copy: unsafe extern "C" fn(Ptr) -> Ptr,
@@ -44,6 +47,55 @@ struct Api {
 
 /// `ISL_ON_ERROR_CONTINUE`: errors are reported through the context, not printed.
 const ON_ERROR_CONTINUE: c_int = 1;
+
+/// `isl_error_abort`: the operation was stopped by `isl_ctx_abort` (Ctrl-C).
+const ERROR_ABORT: c_int = 1;
+
+/// `isl_error_quota`: the context's operation limit was reached.
+const ERROR_QUOTA: c_int = 6;
+
+/// The operations one isl context may perform (`isl_ctx_set_max_operations`) unless
+/// `TEML_ISL_MAX_OPERATIONS` says otherwise: every legality question of the shipped programs
+/// takes far fewer; a question past it is answered "cannot decide" instead of running for
+/// minutes.
+pub const MAX_OPERATIONS: u64 = 20_000_000;
+
+/// The operation limit in force.
+pub fn max_operations() -> u64 {
+    std::env::var("TEML_ISL_MAX_OPERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_OPERATIONS)
+}
+
+/// The first words of the error an isl question gives when it ran past [`max_operations`] or
+/// was stopped by Ctrl-C: callers tell it from the other isl errors by this prefix.
+pub const UNDECIDED: &str = "cannot decide legality within the limit";
+
+/// The live contexts, as addresses: Ctrl-C aborts their current operation.
+static LIVE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// Once, in a process that catches Ctrl-C (the REPL): a thread that aborts the live contexts'
+/// operations when Ctrl-C is pressed (`isl_ctx_abort` only sets a flag isl polls; it is safe
+/// from another thread).
+fn watch_interrupts(api: &'static Api) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    if !crate::runtime::interrupt::caught() {
+        return;
+    }
+    STARTED.call_once(|| {
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if crate::runtime::interrupt::requested() {
+                    let live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+                    for &raw in live.iter() {
+                        // SAFETY: a context stays in LIVE only while it is alive (Drop removes it
+                        // under this lock before freeing it).
+                        unsafe { (api.ctx_abort)(raw as Ptr) };
+                    }
+                }
+            }
+        });
+    });
+}
 
 fn api() -> Result<&'static Api, String> {
     static API: OnceLock<Result<Api, String>> = OnceLock::new();
@@ -82,6 +134,9 @@ fn resolve(lib: Library) -> Result<Api, String> {
         ctx_alloc: f!("isl_ctx_alloc"),
         ctx_free: f!("isl_ctx_free"),
         ctx_last_error_msg: f!("isl_ctx_last_error_msg"),
+        ctx_last_error: f!("isl_ctx_last_error"),
+        ctx_set_max_operations: f!("isl_ctx_set_max_operations"),
+        ctx_abort: f!("isl_ctx_abort"),
         options_set_on_error: f!("isl_options_set_on_error"),
         umap_read: f!("isl_union_map_read_from_str"),
         umap_copy: f!("isl_union_map_copy"),
@@ -128,10 +183,25 @@ impl Ctx {
         }
         // SAFETY: raw is a live context.
         unsafe { (api.options_set_on_error)(raw, ON_ERROR_CONTINUE) };
+        unsafe { (api.ctx_set_max_operations)(raw, max_operations() as std::ffi::c_ulong) };
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(raw as usize);
+        watch_interrupts(api);
         Ok(Ctx { api, raw })
     }
 
     fn error(&self, what: &str) -> String {
+        // SAFETY: raw is a live context.
+        match unsafe { (self.api.ctx_last_error)(self.raw) } {
+            ERROR_QUOTA => {
+                return format!(
+                    "{UNDECIDED} of {} isl operations (the dependences are too complex to decide quickly; \
+                     raise TEML_ISL_MAX_OPERATIONS, or accept the path unchecked with --unchecked)",
+                    max_operations()
+                );
+            }
+            ERROR_ABORT => return format!("{UNDECIDED}: stopped by Ctrl-C"),
+            _ => {}
+        }
         // SAFETY: raw is a live context; the message (if any) is a NUL-terminated string it owns.
         let msg = unsafe { (self.api.ctx_last_error_msg)(self.raw) };
         let msg = if msg.is_null() {
@@ -157,6 +227,8 @@ impl Ctx {
 
 impl Drop for Ctx {
     fn drop(&mut self) {
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|&r| r != self.raw as usize);
         // SAFETY: every UMap borrows the context, so none is alive any more.
         unsafe { (self.api.ctx_free)(self.raw) }
     }

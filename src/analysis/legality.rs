@@ -450,8 +450,8 @@ pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, Str
 }
 
 /// [`check`] at the program's sizes only (the named constants fixed from the start, which is
-/// faster): what every transformation builtin asks before it returns. The nests the builtins
-/// make always run exactly the original instances at those sizes.
+/// faster): what every transformation builtin asks before it returns: the order, the marks,
+/// and that the nest runs exactly the original instances at those sizes.
 pub fn check_here(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, String> {
     Ok(analyze(state, nest, false)?.map(|_| ()))
 }
@@ -749,7 +749,8 @@ fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
 
     // Coverage: exactly the original instances run (at other sizes, a nest strip-mined
     // without `min`, or unrolled, misses some or runs others: it is legal only at these sizes).
-    if full {
+    // The gate every builtin runs asks it too, at the program's sizes.
+    {
         let unit = format!(
             "{} -> {{ [{}] -> [] }}",
             names.param_list(),

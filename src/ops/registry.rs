@@ -1910,6 +1910,9 @@ pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()>
         Ok(Err(e)) => {
             Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) })
         }
+        Err(e) if e.starts_with(crate::analysis::isl::UNDECIDED) => {
+            Err(Error::Environment { builtin: builtin.into(), reason: e })
+        }
         Err(e) => Err(Error::Environment {
             builtin: builtin.into(),
             reason: format!("cannot decide legality: {e}"),

@@ -252,6 +252,37 @@ pub fn vop(
     vop_named(state, &builtin, op, t0, t1, i0, i1)
 }
 
+/// The deepest tensor expression teml accepts: code generation, legality and the expression
+/// oracle walk expressions recursively, and a chain of virtual expressions thousands deep would
+/// overflow their stacks. Each statement is bounded as it is built.
+pub const MAX_EXPRESSION_DEPTH: usize = 400;
+
+/// Refuses `node` (made by `builtin`) when it is deeper than [`MAX_EXPRESSION_DEPTH`]. Its
+/// children were bounded when they were made, so the walk is bounded too; shared sub-trees are
+/// measured once.
+fn bounded(builtin: &str, node: &TExpr) -> Result<()> {
+    fn depth(e: &TExpr, seen: &mut std::collections::HashMap<*const TNode, usize>) -> usize {
+        if let Some(d) = seen.get(&std::sync::Arc::as_ptr(e)) {
+            return *d;
+        }
+        let d = 1 + e.children.iter().map(|c| depth(c, seen)).max().unwrap_or(0);
+        seen.insert(std::sync::Arc::as_ptr(e), d);
+        d
+    }
+    let d = depth(node, &mut Default::default());
+    if d > MAX_EXPRESSION_DEPTH {
+        return Err(Error::Limit {
+            builtin: builtin.into(),
+            reason: format!(
+                "expected a tensor expression at most {MAX_EXPRESSION_DEPTH} operations deep, found one {d} deep \
+                 (virtual expressions nest into the statements that use them): assign an intermediate \
+                 result to a tensor (`T = add(...)`, then build it) to cut the chain"
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn vop_named(
     state: &State,
     builtin: &str,
@@ -267,6 +298,7 @@ fn vop_named(
     let y0 = avoid_capture(&y0, &y1.index_vars().into_iter().collect());
     let y1 = avoid_capture(&y1, &y0.index_vars().into_iter().collect());
     let node = TNode::node(op.op(), Shape::Dims(vec![]), vec![y0, y1]);
+    bounded(builtin, &node)?;
     let shape = infer_shape(state, builtin, &Arg::new(3, "iterators"), &node)?;
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
 }
@@ -296,6 +328,7 @@ fn vselect_named(
         ys[k] = avoid_capture(&ys[k], &others);
     }
     let node = TNode::node(Op::Call(Func::Select), Shape::Dims(vec![]), ys);
+    bounded(builtin, &node)?;
     let shape = infer_shape(state, builtin, &Arg::new(4, "iterators"), &node)?;
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
 }
@@ -315,6 +348,7 @@ pub fn vcall(state: &State, f: Func, t: &TExpr, i0: Option<&[Expr]>) -> Result<T
 fn vcall_named(state: &State, builtin: &str, f: Func, t: &TExpr, i0: Option<&[Expr]>) -> Result<TExpr> {
     let y = operand(state, builtin, &Arg::new(1, "operand"), t, i0)?;
     let node = TNode::node(Op::Call(f), Shape::Dims(vec![]), vec![y]);
+    bounded(builtin, &node)?;
     let shape = infer_shape(state, builtin, &Arg::new(2, "iterators"), &node)?;
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
 }
@@ -598,6 +632,7 @@ pub fn vcontract(state: &State, t0: &TExpr, t1: &TExpr, pairs: &[(i64, i64)]) ->
     let y0 = operand(state, b, &Arg::new(1, "operand"), t0, Some(&ilist))?;
     let y1 = operand(state, b, &Arg::new(2, "operand"), t1, Some(&jlist))?;
     let node = TNode::node(Op::Contract(ks), Shape::Dims(vec![]), vec![y0, y1]);
+    bounded(b, &node)?;
     let shape = infer_shape(state, b, &pair_arg, &node)?;
     Ok(std::sync::Arc::new(TNode { shape, ..(*node).clone() }))
 }

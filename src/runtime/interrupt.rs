@@ -20,6 +20,11 @@ pub fn catch() -> std::io::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, &FLAG).map(|_| ())
 }
 
+/// This process catches Ctrl-C ([`catch`] was called).
+pub fn caught() -> bool {
+    CAUGHT.load(Ordering::SeqCst)
+}
+
 /// A Ctrl-C arrived since the last [`clear`] (only ever true after [`catch`]).
 pub fn requested() -> bool {
     FLAG.load(Ordering::SeqCst)

@@ -313,3 +313,53 @@ fn max_min_and_sub_onto_the_target_are_reductions() {
     );
     assert!(e.contains("illegal"), "{e}");
 }
+
+/// isl runs under an operation limit: a question past it is a clear "cannot decide legality
+/// within the limit" at the line (not minutes of work), and `--unchecked` accepts the path.
+#[test]
+fn an_isl_question_past_the_operation_limit_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.teml");
+    std::fs::write(&p, format!("N = 4\n{MM}l2 = interchange(l, 1, 2)\n")).unwrap();
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
+            .arg("check")
+            .args(extra)
+            .arg(p.to_str().unwrap())
+            .env("TEML_ISL_MAX_OPERATIONS", "5")
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.starts_with("error: interchange: cannot decide legality within the limit of 5 isl operations")
+            && err.contains("TEML_ISL_MAX_OPERATIONS")
+            && err.contains("--unchecked")
+            && err.contains("t.teml:6:"),
+        "{err}"
+    );
+    let o = run(&["--unchecked"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The gate every transformation runs includes the coverage check: a nest that does not run
+/// exactly the original instances (here its outer loop stops one value short) is refused by the
+/// gate at the program's sizes, not only by `legal(l)`.
+#[test]
+fn the_gate_checks_that_the_original_instances_run() {
+    let s = ok(&format!("N = 6\n{MM}"), &[]);
+    let mut n = nest(&s, "l");
+    assert!(matches!(teml::analysis::legality::check_here(&s, &n), Ok(Ok(()))));
+    let teml::ir::LNode::Loop(outer) = &mut n.items[0] else { panic!("a loop") };
+    let mut short = (**outer).clone();
+    short.ub = short.ub.add_int(-1);
+    *outer = std::sync::Arc::new(short);
+    match teml::analysis::legality::check_here(&s, &n) {
+        Ok(Err(e)) => {
+            assert!(e.message.contains("does not run exactly the original instances"), "{}", e.message)
+        }
+        other => panic!("expected a refusal, found {other:?}"),
+    }
+}

@@ -487,3 +487,20 @@ fn a_tensor_allocated_where_a_dropped_accumulator_was_is_not_one() {
     let e = err("let N = 4;\nlet Z = accumulator([N, N]);\n");
     assert!(e.message.contains("`Z = accumulator(...)`"), "{}", e.message);
 }
+
+/// A chain of virtual expressions thousands deep (each statement nesting into the next) is
+/// refused with the limit and the way out, at the line that passes it: code generation,
+/// legality and the oracle walk expressions recursively and must never overflow a stack.
+#[test]
+fn an_expression_deeper_than_the_limit_is_a_clear_error() {
+    let src = "let A = tensor([8]);\nlet e = vadd(A, A, [[i], [i]]);\nfor k in 0..1000 {\n    e = vadd(e, A, [(), [i]]);\n}\n";
+    let e = err(src).to_string();
+    assert!(
+        e.contains("expected a tensor expression at most 400 operations deep, found one 40")
+            && e.contains("assign an intermediate result to a tensor"),
+        "{e}"
+    );
+    // Within the limit, the chain builds.
+    let src = "let A = tensor([8]);\nlet e = vadd(A, A, [[i], [i]]);\nfor k in 0..300 {\n    e = vadd(e, A, [(), [i]]);\n}\nlet s = eq(e, (), [i]);\nlet l = build(s);\n";
+    ok(src, &State::new());
+}

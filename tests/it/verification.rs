@@ -192,3 +192,85 @@ fn def_evaluates_again_what_depends_on_the_constant() {
         assert!(r.handle(":tree s").unwrap().contains("min(4*io+3, N-1)"));
     });
 }
+
+/// The verification record of a kernel in `--json`.
+fn evidence(v: &serde_json::Value, k: usize) -> &serde_json::Value {
+    &v["kernels"][k]["evidence"]
+}
+
+/// The reduced-size program chooses another `codegen` than the full-size one (issue 40's
+/// reproduction): the reduced-size run would verify the untiled kernel while the tiled one is
+/// timed, so it is not used; the full-size binary is checked by the expression oracle instead.
+#[test]
+fn a_reduced_size_that_builds_another_path_is_not_used() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("t.rhai");
+    std::fs::write(
+        &f,
+        "let A = tensor([N, N]); let B = tensor([N, N]);\nlet C = contract(A, B, [2, 1]);\nlet l = build(C);\n\
+         if constant(\"N\") > 100 { codegen(tile(l, 32)) } else { codegen(l) }\n\
+         codegen(tile(l, constant(\"N\") / 10));\n",
+    )
+    .unwrap();
+    let o =
+        teml(&["run", f.to_str().unwrap(), "-D", "N=300", "--max-reference", "100000", "--json"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    for k in 0..2 {
+        let e = evidence(&v, k);
+        assert_eq!(e["reference"]["at"], "refused", "{v}");
+        assert_eq!(e["reference"]["size"], "N=30", "{v}");
+        assert_eq!(e["full_size"]["by"], "oracle", "{v}");
+        assert_eq!(v["kernels"][k]["verified"], true, "{v}");
+    }
+    // The reason names what differs: the kernel chosen, or the step's argument.
+    let why0 = evidence(&v, 0)["reference"]["why"].as_str().unwrap();
+    assert!(why0.contains("at full size") && why0.contains("at the reduced size"), "{why0}");
+    let why1 = evidence(&v, 1)["reference"]["why"].as_str().unwrap();
+    assert!(why1.contains("stripmine(l1, 1, 30") && why1.contains("stripmine(l1, 1, 3,"), "{why1}");
+    let how = v["kernels"][1]["verification"].as_str().unwrap();
+    assert!(how.starts_with("reduced size (N=30) not used: "), "{how}");
+}
+
+/// A kernel over ranges given to `build` (trmm), too large for the reference interpreter: the
+/// expression oracle cannot evaluate it, so its full-size binary is compared in full with the
+/// untransformed program compiled on its own (issue 40's reproduction: it used to count as
+/// verified with its full-size binary unchecked).
+#[test]
+fn a_full_size_binary_the_oracle_cannot_check_is_compared_with_the_untransformed_build() {
+    let d = tempfile::tempdir().unwrap();
+    let o = teml(&["run", "examples/polybench/trmm.teml", "--max-reference", "100000", "--json"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let e = evidence(&v, 0);
+    assert_eq!(e["reference"]["at"], "reduced", "{v}");
+    assert_eq!(e["full_size"]["by"], "untransformed", "{v}");
+    assert_eq!(e["full_size"]["flags"], "-O1", "{v}");
+    assert!(e["artifact"]["so_path"].as_str().is_some_and(|p| p.ends_with(".so")), "{v}");
+    assert_eq!(e["artifact"]["source_hash"].as_str().map(str::len), Some(16), "{v}");
+    let how = v["kernels"][0]["verification"].as_str().unwrap();
+    assert!(how.contains("full-size kernel checked in full against the untransformed program"), "{how}");
+    // At full size in the interpreter, the record says so.
+    let o = teml(&["run", "examples/polybench/trmm.teml", "-D", "M=12", "-D", "N=14", "--json"], d.path());
+    let v = json(&o);
+    assert_eq!(evidence(&v, 0)["reference"]["at"], "full_size", "{v}");
+    assert_eq!(evidence(&v, 0)["full_size"]["by"], "interpreter", "{v}");
+}
+
+/// Flags that would move a kernel's extents under its buffers are refused before it runs.
+#[test]
+fn cflags_that_redefine_an_extent_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for flags in ["-O2 -DN=4", "-O2 -D N=4", "-O2 -UN"] {
+        let o = teml(&["run", "examples/mm.teml", "-D", "N=8", "--cflags", flags], d.path());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{flags}: {err}");
+        assert!(
+            err.contains("would redefine the kernel's extent `N`") && err.contains("-D N=..."),
+            "{flags}: {err}"
+        );
+    }
+    // Other defines are the user's business.
+    let o = teml(&["run", "examples/mm.teml", "-D", "N=8", "--cflags", "-O2 -DUNUSED=1"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
