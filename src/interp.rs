@@ -220,6 +220,69 @@ struct Machine<'a> {
     stack: Vec<f64>,
     state: &'a State,
     count: u64,
+    arith: Arith,
+}
+
+/// What the interpreter computes: the values, or, for the rounding bound of a comparison
+/// (docs/verification.md), what each value's rounding error is bounded by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// The statements' values, in `f64`.
+    Values,
+    /// Each value's magnitude `M`: the value computed with every operand's absolute value and
+    /// subtraction as addition (Σ|terms| for a sum of products, Higham Sec. 3.1); infinite
+    /// where no such bound holds (a division, a comparison, a function other than
+    /// `abs`/`min`/`max`), from the buffers holding the operands' absolute values.
+    Magnitude,
+    /// Each value's count of roundings `n` along its longest chain (a sum: the larger count
+    /// plus one; a product: both counts plus one), from buffers of zeros: `|computed - exact| <=
+    /// γ_n M` whatever the order of the sums (Higham, Lemma 3.3 and Sec. 3.1).
+    Roundings,
+}
+
+impl Arith {
+    fn lit(self, x: f64) -> f64 {
+        match self {
+            Arith::Values => x,
+            Arith::Magnitude => x.abs(),
+            Arith::Roundings => 0.0,
+        }
+    }
+
+    fn call(self, f: crate::ir::Func, args: &[f64]) -> f64 {
+        use crate::ir::Func;
+        match (self, f) {
+            (Arith::Values, _) => f.eval(args),
+            (_, Func::Abs | Func::Min | Func::Max) => args.iter().fold(0.0f64, |m, x| m.max(*x)),
+            (Arith::Magnitude, _) => f64::INFINITY,
+            (Arith::Roundings, _) => 0.0,
+        }
+    }
+
+    fn binary(self, op: &ROp, l: f64, r: f64) -> f64 {
+        match (self, op) {
+            (Arith::Values, ROp::Add) => l + r,
+            (Arith::Values, ROp::Sub) => l - r,
+            (Arith::Values, ROp::Mul) => l * r,
+            (Arith::Values, _) => l / r,
+            (Arith::Magnitude, ROp::Add | ROp::Sub) => l + r,
+            (Arith::Magnitude, ROp::Mul) => l * r,
+            (Arith::Magnitude, _) => f64::INFINITY,
+            (Arith::Roundings, ROp::Add | ROp::Sub) => l.max(r) + 1.0,
+            (Arith::Roundings, _) => l + r + 1.0,
+        }
+    }
+
+    fn update(self, u: crate::ir::lower::Update, old: f64, v: f64) -> f64 {
+        use crate::ir::lower::Update;
+        match (self, u) {
+            (Arith::Values, _) => u.combine(old, v),
+            (_, Update::Set) => v,
+            (Arith::Magnitude, Update::Add | Update::Sub) => old + v,
+            (Arith::Roundings, Update::Add | Update::Sub) => old.max(v) + 1.0,
+            (_, Update::Max | Update::Min) => old.max(v),
+        }
+    }
 }
 
 impl Machine<'_> {
@@ -238,24 +301,19 @@ impl Machine<'_> {
                                 .get(off as usize)
                                 .ok_or_else(|| format!("read out of bounds at offset {off}"))?
                         }
-                        ROp::Lit(x) => *x,
+                        ROp::Lit(x) => self.arith.lit(*x),
                         ROp::Call(f) => {
                             let n = f.arity();
                             let mut args = [0.0; 3];
                             for k in (0..n).rev() {
                                 args[k] = self.stack.pop().unwrap_or(0.0);
                             }
-                            f.eval(&args[..n])
+                            self.arith.call(*f, &args[..n])
                         }
                         _ => {
                             let r = self.stack.pop().unwrap_or(0.0);
                             let l = self.stack.pop().unwrap_or(0.0);
-                            match op {
-                                ROp::Add => l + r,
-                                ROp::Sub => l - r,
-                                ROp::Mul => l * r,
-                                _ => l / r,
-                            }
+                            self.arith.binary(op, l, r)
                         }
                     };
                     self.stack.push(v);
@@ -266,8 +324,8 @@ impl Machine<'_> {
                     .get_mut(off as usize)
                     .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
                 let first = s.first.as_ref().is_some_and(|xs| xs.iter().all(|x| x.eval(&self.env) == 0));
-                *slot = if first { v } else { s.update.combine(*slot, v) };
-                if s.float {
+                *slot = if first { v } else { self.arith.update(s.update, *slot, v) };
+                if s.float && self.arith == Arith::Values {
                     *slot = *slot as f32 as f64;
                 }
                 self.count += 1;
@@ -299,6 +357,12 @@ impl Machine<'_> {
 /// its elements (the update sets instead of adding), as generated code does. Returns the
 /// number of statement instances executed.
 pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, String> {
+    run_with(state, nests, bufs, Arith::Values)
+}
+
+/// [`run`] computing `arith` instead of the values: the buffers hold, for
+/// [`Arith::Magnitude`], the absolute values of the data, for [`Arith::Roundings`], zeros.
+pub fn run_with(state: &State, nests: &[Nest], bufs: &mut Buffers, arith: Arith) -> Result<u64, String> {
     let mut total = 0;
     for n in nests {
         // A result stored over its operand (`in_place`): the nest writes the operand's buffer;
@@ -323,7 +387,8 @@ pub fn run(state: &State, nests: &[Nest], bufs: &mut Buffers) -> Result<u64, Str
             .collect();
         let result = {
             let data: Vec<&mut Vec<f64>> = taken.iter_mut().map(|(_, t)| &mut t.data).collect();
-            let mut m = Machine { data, env: Vec::new(), stack: Vec::with_capacity(16), state, count: 0 };
+            let mut m =
+                Machine { data, env: Vec::new(), stack: Vec::with_capacity(16), state, count: 0, arith };
             code.iter().try_for_each(|c| m.exec(c)).map(|_| m.count)
         };
         for (n, t) in taken {
@@ -364,17 +429,45 @@ pub fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Uniform values in [0.5, 1.5): well away from zero (divisors) and of one sign (sums do not
-/// cancel), so that reassociated sums compare tightly. Seeded per tensor name.
+/// Uniform values of magnitude in [0.5, 1.5) and of either sign: away from zero (divisors), and
+/// of both signs, so that sums cancel and a dropped or doubled term shows (docs/verification.md).
+/// Seeded per tensor name; the magnitudes are those of [`random_positive_data`].
 pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
+    seeded(seed, name, n, dtype, true)
+}
+
+/// Uniform values in [0.5, 1.5): the seeded fill of a program that needs positive data (a
+/// `sqrt`, `log` or `pow`, or a division, whose divisor a cancelling sum could bring near zero).
+pub fn random_positive_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
+    seeded(seed, name, n, dtype, false)
+}
+
+fn seeded(seed: u64, name: &str, n: usize, dtype: DType, signed: bool) -> Vec<f64> {
     let mut s = seed
         ^ name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     (0..n)
         .map(|_| {
-            let x = 0.5 + (splitmix(&mut s) >> 11) as f64 / (1u64 << 53) as f64;
+            let r = splitmix(&mut s);
+            let x = 0.5 + (r >> 11) as f64 / (1u64 << 53) as f64;
+            let x = if signed && r & 1 == 1 { -x } else { x };
             if dtype == DType::Float { x as f32 as f64 } else { x }
         })
         .collect()
+}
+
+/// True where the statements of `nests` compute a `sqrt`, `log` or `pow`, or divide: their
+/// seeded data is positive ([`random_positive_data`]).
+pub fn needs_positive_data<'a>(stmts: impl IntoIterator<Item = &'a crate::ir::TExpr>) -> bool {
+    use crate::ir::{Func, Op};
+    let mut yes = false;
+    for s in stmts {
+        s.visit(&mut |t| {
+            if matches!(t.op, Op::Div | Op::Call(Func::Sqrt | Func::Log | Func::Pow)) {
+                yes = true;
+            }
+        });
+    }
+    yes
 }
 
 /// Makes a tensor's data from its name, element type and extents.

@@ -77,6 +77,125 @@ pub fn compare_within(
     }
 }
 
+/// The unit roundoff of `dtype` (half its machine epsilon).
+pub fn unit_roundoff(dtype: DType) -> f64 {
+    match dtype {
+        DType::Double => f64::EPSILON / 2.0,
+        DType::Float => f32::EPSILON as f64 / 2.0,
+    }
+}
+
+/// For each tensor of `names` that the untransformed `nests` write, each element's rounding
+/// bound: `2 γ_(n+1) M`, M the element computed with absolute values (Σ|terms|), n its count of
+/// roundings along its longest chain ([`interp::Arith`]), γ of the unit roundoff of `dtype`;
+/// the kernel and the reference may each err by `γ_(n+1) M` in any order of their sums (Higham,
+/// *Accuracy and Stability of Numerical Algorithms*, Sec. 3.1), the one more rounding being the
+/// store. Infinite where no such bound holds (a division, a comparison, a function). Computed
+/// from `initial` (the data the kernel starts from), which is left as it is.
+pub(super) fn rounding_bounds(
+    state: &State,
+    nests: &[crate::ir::Nest],
+    initial: &Buffers,
+    names: &[crate::ir::Name],
+    dtype: DType,
+) -> Result<std::collections::BTreeMap<crate::ir::Name, Vec<f64>>, RunError> {
+    use crate::interp::Arith;
+    let mut mag = initial.clone();
+    mag.values_mut().for_each(|t| t.data.iter_mut().for_each(|x| *x = x.abs()));
+    crate::interp::run_with(state, nests, &mut mag, Arith::Magnitude).map_err(RunError::Data)?;
+    let mut out: std::collections::BTreeMap<_, _> =
+        names.iter().filter_map(|n| mag.remove(n).map(|t| (n.clone(), t.data))).collect();
+    drop(mag);
+    let mut count = initial.clone();
+    count.values_mut().for_each(|t| t.data.iter_mut().for_each(|x| *x = 0.0));
+    crate::interp::run_with(state, nests, &mut count, Arith::Roundings).map_err(RunError::Data)?;
+    let u = unit_roundoff(dtype);
+    for (name, m) in out.iter_mut() {
+        let Some(c) = count.get(name) else { continue };
+        for (b, n) in m.iter_mut().zip(&c.data) {
+            let nu = (n + 1.0) * u;
+            let gamma = if nu < 0.5 { nu / (1.0 - nu) } else { f64::INFINITY };
+            *b *= 2.0 * gamma;
+            if b.is_nan() {
+                *b = f64::INFINITY;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`compare_within`] where each element has its own rounding bound `bounds[k]`
+/// ([`rounding_bounds`]): an element agrees when it differs by at most its bound; an element
+/// with no finite bound, by the relative tolerance `tol` as [`compare_within`] measures it; a
+/// rewritten result (`rewritten`: `lift`, `factor`, `expand`, whose kernel computes another
+/// association than the reference) by either. Returns how many elements each rule decided
+/// (rounding bound, relative tolerance).
+pub fn compare_bounded(
+    name: &str,
+    dims: &[usize],
+    got: &[f64],
+    want: &[f64],
+    bounds: &[f64],
+    (tol, magnitude, rewritten): (f64, f64, bool),
+    acc: &mut Comparison,
+) -> (usize, usize) {
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE);
+    let floor = (1e-3 * scale).max(magnitude);
+    let (mut by_bound, mut by_tol) = (0usize, 0usize);
+    for (k, ((g, w), b)) in got.iter().zip(want).zip(bounds).enumerate() {
+        let (g, w) = (*g, *w);
+        let same_nan = g.is_nan() && w.is_nan();
+        let abs = if same_nan { 0.0 } else { (g - w).abs() };
+        let rel = abs / w.abs().max(floor);
+        let relative_ok = rel <= tol;
+        let ok = same_nan
+            || if b.is_finite() {
+                by_bound += 1;
+                abs <= *b || (rewritten && relative_ok)
+            } else {
+                by_tol += 1;
+                relative_ok
+            };
+        acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
+        acc.max_rel = acc.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
+        if !ok && acc.worst.is_none() {
+            let at: String = unravel(k, dims).iter().map(|i| format!("[{i}]")).collect();
+            let within = if b.is_finite() {
+                format!("its rounding bound {b:.2e}")
+            } else {
+                format!("{tol:.0e} relative")
+            };
+            acc.worst = Some(format!(
+                "{name}{at}: kernel {g}, reference {w}, differing by {abs:.2e}, more than {within}"
+            ));
+        }
+    }
+    (by_bound, by_tol)
+}
+
+/// The report's words for which tolerance decided the comparison of each tensor.
+pub fn tolerance_note(used: &[(crate::ir::Name, (usize, usize))], dtype: DType) -> Option<String> {
+    let bounded: Vec<String> =
+        used.iter().filter(|(_, (b, t))| *b > 0 && *t == 0).map(|(n, _)| n.to_string()).collect();
+    let relative: Vec<String> =
+        used.iter().filter(|(_, (_, t))| *t > 0).map(|(n, _)| n.to_string()).collect();
+    let mut parts = Vec::new();
+    if !bounded.is_empty() {
+        parts.push(format!(
+            "{} within each element's rounding bound (2 γ_n Σ|terms|, {dtype})",
+            bounded.join(", ")
+        ));
+    }
+    if !relative.is_empty() {
+        parts.push(format!(
+            "{} within {:.0e} relative where a division, comparison or function bounds no rounding error",
+            relative.join(", "),
+            tolerance(dtype)
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("; compared {}", parts.join("; ")))
+}
+
 /// The largest absolute initial value of the tensors in `store` (finite ones).
 pub fn magnitude(store: &Buffers) -> f64 {
     store.values().flat_map(|t| t.data.iter()).filter(|x| x.is_finite()).fold(0.0f64, |m, x| m.max(x.abs()))

@@ -7,7 +7,7 @@ use crate::interp::{self, Buffers, Tensor};
 use crate::ir::{DType, Init, Name, Nest, State};
 use crate::runtime;
 
-pub use crate::interp::{random_data, splitmix};
+pub use crate::interp::{random_data, random_positive_data, splitmix};
 
 /// Initial data of a tensor: `-i` file, else its `init` statement, else seeded random values.
 pub fn initial_data(
@@ -17,7 +17,22 @@ pub fn initial_data(
     dtype: DType,
     dims: &[usize],
 ) -> Result<Vec<f64>, RunError> {
-    initial_data_cropped(state, opts, name, dtype, dims, false)
+    initial_data_cropped(state, opts, name, dtype, dims, false, positive(state, &[]))
+}
+
+/// Whether the program's seeded data is positive: some statement of its kernels, or of
+/// `nests`, computes a `sqrt`, `log` or `pow`, or divides ([`interp::needs_positive_data`]);
+/// else it is of both signs. One answer per program, so that every kernel of a program starts
+/// from the same data.
+fn positive(state: &State, nests: &[Nest]) -> bool {
+    let stmts: Vec<crate::ir::TExpr> = state
+        .kernels
+        .iter()
+        .flat_map(|k| k.nests.iter())
+        .chain(nests)
+        .flat_map(|n| n.stmts().into_iter().chain(n.origin.iter().cloned()))
+        .collect();
+    interp::needs_positive_data(&stmts)
 }
 
 /// [`initial_data`]; with `crop`, data from a file larger than `dims` gives its leading block
@@ -30,6 +45,7 @@ fn initial_data_cropped(
     dtype: DType,
     dims: &[usize],
     crop: bool,
+    positive: bool,
 ) -> Result<Vec<f64>, RunError> {
     let n: usize = dims.iter().product();
     let from_file = |path: &std::path::Path| -> Result<Vec<f64>, RunError> {
@@ -54,6 +70,7 @@ fn initial_data_cropped(
     match state.inits.get(name) {
         Some(Init::Value(x)) => Ok(vec![if dtype == DType::Float { *x as f32 as f64 } else { *x }; n]),
         Some(Init::Npy(p)) => from_file(std::path::Path::new(p)),
+        Some(Init::Random) | None if positive => Ok(random_positive_data(opts.seed, name, n, dtype)),
         Some(Init::Random) | None => Ok(random_data(opts.seed, name, n, dtype)),
     }
 }
@@ -133,8 +150,9 @@ pub(super) fn initial_store_cropped(
     crop: bool,
 ) -> Result<Buffers, RunError> {
     let mut err = None;
+    let positive = positive(state, nests);
     let store = interp::buffers_for(state, nests, &mut |name, dtype, dims| {
-        initial_data_cropped(state, opts, name, dtype, dims, crop).unwrap_or_else(|e| {
+        initial_data_cropped(state, opts, name, dtype, dims, crop, positive).unwrap_or_else(|e| {
             err.get_or_insert(e);
             Vec::new()
         })

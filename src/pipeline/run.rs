@@ -3,7 +3,9 @@
 //! when the full one is too big, then the full-size binary at sampled elements), and times it
 //! and its untransformed build; [`Verified`] is the evidence timing asks for.
 
-use super::compare::{Comparison, compare, compare_within, magnitude, spot_check, tolerance};
+use super::compare::{
+    Comparison, compare, compare_bounded, compare_within, magnitude, spot_check, tolerance, tolerance_note,
+};
 use super::data::{element_bytes, from_bytes, initial_store, initial_store_cropped, write_bytes};
 use super::evidence::{Artifact, CompilerDefect, Evidence, FullSizeCheck, ReferenceCheck, source_hash};
 use super::memory::check_memory;
@@ -951,13 +953,26 @@ fn run_at(
         Check::Sampled { instances, .. } => Some(*instances),
         _ => None,
     };
-    if checked_in_full {
-        interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
-    }
     // A kernel with any float tensor computes some values in float: every output is compared
     // at float tolerance.
     let least =
         if kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
+    // Each written element's rounding bound, from the initial data (before the reference turns
+    // it into its outputs).
+    let element_bounds = if checked_in_full {
+        let names: Vec<Name> = kernel
+            .params
+            .iter()
+            .filter(|p| p.written && !temps.contains(&p.name))
+            .map(|p| p.name.clone())
+            .collect();
+        super::compare::rounding_bounds(state, &reference_nests, &store, &names, least)?
+    } else {
+        BTreeMap::new()
+    };
+    if checked_in_full {
+        interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
+    }
     let mut cmp = Comparison::default();
     let mut written = Buffers::new();
     // A lifted result may differ from the original by what rounding allows a reassociated sum
@@ -985,13 +1000,32 @@ fn run_at(
             .map(|(_, b, _)| b / tolerance(least))
             .fold(mag, f64::max)
     };
+    // Per compared tensor: how many elements had a rounding bound, and how many the relative
+    // tolerance (docs/verification.md), for the report.
+    let mut tolerances: Vec<(Name, (usize, usize))> = Vec::new();
     for (p, got) in kernel.params.iter().zip(outs) {
         let (Some(got), Some(t)) = (got, store.get(&p.name)) else { continue };
         if temps.contains(&p.name) {
             continue;
         }
         if checked_in_full {
-            compare_within(&p.name, &t.dims, &got, &t.data, tolerance(least), widened(&p.name), &mut cmp);
+            let rewritten = bounds.iter().any(|(r, _, _)| r.result == p.name);
+            match element_bounds.get(&p.name) {
+                Some(b) => {
+                    let rule = (tolerance(least), widened(&p.name), rewritten);
+                    let used = compare_bounded(&p.name, &t.dims, &got, &t.data, b, rule, &mut cmp);
+                    tolerances.push((p.name.clone(), used));
+                }
+                None => compare_within(
+                    &p.name,
+                    &t.dims,
+                    &got,
+                    &t.data,
+                    tolerance(least),
+                    widened(&p.name),
+                    &mut cmp,
+                ),
+            }
         }
         written.insert(p.name.clone(), Tensor { dtype: t.dtype, dims: t.dims.clone(), data: got });
     }
@@ -1075,6 +1109,9 @@ fn run_at(
             terms,
             r.factors
         ));
+    }
+    if let Some(t) = tolerance_note(&tolerances, least) {
+        note.push_str(&t);
     }
     // Verified: every comparison made agreed, and something independent of the kernel's own
     // transformation checked the full-size binary.
@@ -1248,6 +1285,52 @@ mod tests {
         assert!(a.time(&v, once).is_ok());
         let e = b.time(&v, once).unwrap_err().to_string();
         assert!(e.contains("evidence of verification from another pipeline"), "{e}");
+    }
+
+    /// The rounding bound catches a float kernel that drops one term of a 1000-term sum (the
+    /// smallest, in every row), and passes the kernel that sums all terms in float in another
+    /// order: tolerances come from each element's own arithmetic, not from a global 1e-3.
+    #[test]
+    fn a_float_kernel_that_drops_one_term_of_a_thousand_is_caught() {
+        let src = "N = 1000\nA = tensor(float, [4, N])\nv = tensor(float, [N])\ny = contract(A, v, [2, 1])\n\
+                   l = build(y)\ncodegen(l)\n";
+        let s =
+            crate::lang::eval_with(src, "dot.teml", &State::new(), &crate::script::Stdlib::get()).unwrap();
+        let req = &s.kernels[0];
+        let nests = untransformed(&s, req).unwrap();
+        let initial = initial_store(&s, &nests, &RunOptions::default()).unwrap();
+        let (a, v) = (&initial[&Name::from("A")].data, &initial[&Name::from("v")].data);
+        assert!(v.iter().any(|x| *x < 0.0) && v.iter().any(|x| *x > 0.0), "seeded data of both signs");
+        let y = Name::from("y");
+        let bounds = super::super::compare::rounding_bounds(&s, &nests, &initial, &[y.clone()], DType::Float)
+            .unwrap()
+            .remove(&y)
+            .unwrap();
+        let mut reference = initial.clone();
+        interp::run(&s, &nests, &mut reference).unwrap();
+        let want = &reference[&y].data;
+        // A float kernel: each row summed in f32, last term first.
+        let row = |i: usize, skip: Option<usize>| -> f64 {
+            let mut acc = 0f32;
+            for k in (0..1000).rev().filter(|k| Some(*k) != skip) {
+                acc += a[i * 1000 + k] as f32 * v[k] as f32;
+            }
+            acc as f64
+        };
+        let right: Vec<f64> = (0..4).map(|i| row(i, None)).collect();
+        let mut cmp = Comparison::default();
+        let used = compare_bounded("y", &[4], &right, want, &bounds, (1e-3, 1.5, false), &mut cmp);
+        assert!(cmp.worst.is_none(), "{cmp:?}");
+        assert_eq!(used, (4, 0));
+        let smallest = |i: usize| {
+            (0..1000)
+                .min_by(|&p, &q| (a[i * 1000 + p] * v[p]).abs().total_cmp(&(a[i * 1000 + q] * v[q]).abs()))
+                .unwrap()
+        };
+        let wrong: Vec<f64> = (0..4).map(|i| row(i, Some(smallest(i)))).collect();
+        let mut cmp = Comparison::default();
+        compare_bounded("y", &[4], &wrong, want, &bounds, (1e-3, 1.5, false), &mut cmp);
+        assert!(cmp.worst.as_deref().is_some_and(|w| w.contains("its rounding bound")), "{cmp:?}");
     }
 
     /// The spot check catches a full-size output that differs from the meaning, and passes the

@@ -7,10 +7,10 @@ use crate::common::in_own_process;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn teml(args: &[&str], dir: &Path) -> Output {
+fn teml(args: &[&str], _dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
         .env("OMP_NUM_THREADS", "2")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

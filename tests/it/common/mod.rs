@@ -190,20 +190,28 @@ pub fn in_own_process(name: &str, envs: &[(&str, &OsStr)], body: impl FnOnce()) 
     );
 }
 
-/// Runs the `teml` binary with `args`, its compile cache in `dir` (never the user's).
-pub fn teml_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+/// The kernel cache the tests share (never the user's): its key covers the C source, the flags
+/// and the compiler, so a kernel one test compiled is loaded, not compiled again, by the next.
+/// Tests about the cache itself, or that count what was compiled, keep their own.
+pub fn kernel_cache() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("teml-kernel-cache")
+}
+
+/// Runs the `teml` binary with `args`, with the shared kernel cache ([`kernel_cache`]); `dir` is
+/// the test's own folder (its files).
+pub fn teml_in(_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(args)
-        .env("TEML_CACHE_DIR", dir.join("cache"))
+        .env("TEML_CACHE_DIR", kernel_cache())
         .output()
         .unwrap()
 }
 
-/// Runs the binary in `dir` (its own kernel cache) with `vector_bits` as `TEML_VECTOR_BITS`
+/// Runs the binary (the shared kernel cache) with `vector_bits` as `TEML_VECTOR_BITS`
 /// (`None`: the host's): whether it succeeded, and what it printed (stdout, then stderr).
-pub fn teml_bits(dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]) -> (bool, String) {
+pub fn teml_bits(_dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]) -> (bool, String) {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_teml"));
-    c.args(args).env("TEML_CACHE_DIR", dir.join("cache"));
+    c.args(args).env("TEML_CACHE_DIR", kernel_cache());
     if let Some(bits) = vector_bits {
         c.env("TEML_VECTOR_BITS", bits);
     }
