@@ -366,6 +366,9 @@ pub struct ProgramArgs {
     /// others take their first choice; under `tune`, the search runs over the others).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     pub params: Vec<(String, String)>,
+    /// Treat warnings (a statement that probably does not mean what it says) as errors.
+    #[arg(long)]
+    pub deny_warnings: bool,
 }
 
 impl ProgramArgs {
@@ -373,6 +376,19 @@ impl ProgramArgs {
     pub fn params(&self) -> crate::ir::Params {
         crate::ir::Params { values: self.params.iter().cloned().collect(), ..Default::default() }
     }
+}
+
+/// Prints what the evaluation warned about (standard error); with `--deny-warnings` the
+/// warnings are errors: false when the command must stop.
+fn report_warnings(s: &State, deny: bool) -> bool {
+    for w in &s.warnings.0 {
+        if deny {
+            eprintln!("error: {w} (--deny-warnings)");
+        } else {
+            eprintln!("warning: {w}");
+        }
+    }
+    !deny || s.warnings.0.is_empty()
 }
 
 /// `teml run`.
@@ -473,6 +489,9 @@ pub fn check(a: &CheckArgs) -> i32 {
     let state = State { params: a.program.params(), ..State::starting(defines, a.program.unchecked) };
     match pipeline::eval_file(&a.program.file, &state) {
         Ok(s) => {
+            if !report_warnings(&s, a.program.deny_warnings) {
+                return 1;
+            }
             let kernels = s.kernels.len();
             println!(
                 "{}: ok ({} identifiers, {kernels} kernel{})",
@@ -542,6 +561,9 @@ pub fn run(a: &RunArgs) -> i32 {
         }
     };
     let state = pipe.state();
+    if !report_warnings(state, a.program.deny_warnings) {
+        return 1;
+    }
     if state.kernels.is_empty() {
         eprintln!("{}: the program has no codegen statement: nothing to run", a.program.file.display());
         return if a.no_run { 0 } else { 1 };

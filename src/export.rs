@@ -62,8 +62,10 @@ pub struct ExportOptions {
 /// How an exported kernel takes its sizes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sizes {
-    /// Any sizes, given at run time (each at least 1).
-    RunTime,
+    /// Sizes given at run time, each from 1 to its maximum here (the largest value at which
+    /// the path, its C `int` ranges and its stack buffers were checked), in the order of the
+    /// kernel's constants; an empty list for a kernel without named constants.
+    RunTime(Vec<(String, i64)>),
     /// Only these, checked at entry; why.
     Baked(Vec<(String, i64)>, String),
 }
@@ -71,7 +73,11 @@ pub enum Sizes {
 /// How a kernel takes its sizes, in words.
 pub fn describe(sizes: &Sizes) -> String {
     match sizes {
-        Sizes::RunTime => "sizes at run time".to_string(),
+        Sizes::RunTime(m) if m.is_empty() => "sizes at run time".to_string(),
+        Sizes::RunTime(m) => {
+            let l: Vec<String> = m.iter().map(|(n, v)| format!("{n}<={v}")).collect();
+            format!("sizes at run time ({})", l.join(", "))
+        }
         Sizes::Baked(b, why) => {
             let l: Vec<String> = b.iter().map(|(n, v)| format!("{n}={v}")).collect();
             format!("sizes baked in ({}): {why}", l.join(", "))
@@ -234,11 +240,28 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
     let bound: Vec<(String, i64)> =
         kernel.consts.iter().map(|c| (c.to_string(), state.constant(c).unwrap_or(0))).collect();
     if bound.is_empty() {
-        return Ok(Sizes::RunTime);
+        return Ok(Sizes::RunTime(Vec::new()));
     }
     let baked = |why: String| Ok(Sizes::Baked(bound.clone(), why));
+    // Legality for every size: isl, parametric in the named constants.
+    if state.unchecked {
+        return baked("the path was not checked (--unchecked)".into());
+    }
+    let req = which.request(state).map_err(|e| e.to_string())?;
+    for (n, nest) in req.names.iter().zip(&req.nests) {
+        match crate::analysis::check(state, nest) {
+            Ok(Ok(crate::analysis::Verdict::AllSizes)) => {}
+            Ok(Ok(crate::analysis::Verdict::TheseSizes(at))) => {
+                return baked(format!("`{n}` is proven legal at {at} only"));
+            }
+            Ok(Err(e)) => return baked(format!("`{n}` is not legal for every size: {}", e.message)),
+            Err(e) => return baked(format!("the legality of `{n}` for every size cannot be decided: {e}")),
+        }
+    }
     let here = without_defines(kernel);
-    for other in [|v: i64| v + 1, |v: i64| v / 2 + 3] {
+    // The same C at other sizes, evaluated again (its `int` ranges and stack buffers checked
+    // there): `at(scale)` is `None` where it holds, else why not.
+    let at = |other: &dyn Fn(i64) -> i64| -> Option<String> {
         let consts: BTreeMap<Name, i64> =
             bound.iter().map(|(n, v)| (Name::from(n.as_str()), other(*v).max(1))).collect();
         let words: Vec<String> = consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
@@ -246,18 +269,45 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
             Ok(s) => s,
             Err(e) => {
                 let first = e.to_string().lines().next().unwrap_or_default().to_string();
-                return baked(format!("the path does not hold at {}: {first}", words.join(", ")));
+                return Some(format!("the path does not hold at {}: {first}", words.join(", ")));
             }
         };
-        let c = match generated(&there, which, inner) {
-            Ok(c) => c,
-            Err(e) => return baked(format!("no kernel at {}: {e}", words.join(", "))),
-        };
-        if without_defines(&c) != here {
-            return baked(format!("code generation writes other C at {}", words.join(", ")));
+        match generated(&there, which, inner) {
+            Ok(c) if without_defines(&c) == here => None,
+            Ok(_) => Some(format!("code generation writes other C at {}", words.join(", "))),
+            Err(e) => Some(format!("no kernel at {}: {e}", words.join(", "))),
+        }
+    };
+    for other in [|v: i64| v + 1, |v: i64| v / 2 + 3] {
+        if let Some(why) = at(&other) {
+            return baked(why);
         }
     }
-    Ok(Sizes::RunTime)
+    // The largest sizes that hold: the program's doubled while the same C is generated and
+    // every check passes there (at most 2^31 - 1 each); the exported function refuses larger
+    // ones with TEML_ERR_SIZE.
+    let max = i32::MAX as i64;
+    let mut k = 0u32;
+    let started = std::time::Instant::now();
+    while k < 31 && started.elapsed() < std::time::Duration::from_secs(10) {
+        let next = k + 1;
+        if bound.iter().any(|(_, v)| v.max(&1).checked_shl(next).is_none_or(|x| x > max)) {
+            break;
+        }
+        if at(&|v: i64| v.max(1) << next).is_some() {
+            break;
+        }
+        k = next;
+    }
+    // Past the last doubling that held, the limit of `int` itself where nothing else failed.
+    let maxima = bound
+        .iter()
+        .map(|(n, v)| {
+            let top = if v.max(&1).checked_shl(k + 1).is_none_or(|x| x > max) { max } else { v.max(&1) << k };
+            (n.clone(), top)
+        })
+        .collect();
+    Ok(Sizes::RunTime(maxima))
 }
 
 /// The C spelling of a parameter's pointer type in the public function.
@@ -285,7 +335,7 @@ fn write(
 ) -> Result<Vec<PathBuf>, String> {
     let inner = &kernel.name;
     let flags: Vec<String> = about.flags.opt.clone();
-    let run_time = *sizes == Sizes::RunTime;
+    let run_time = matches!(sizes, Sizes::RunTime(_));
     // The kernel's own C: its function static, no entry point, the sizes its arguments.
     let mut body = if run_time { without_defines(kernel) } else { kernel.source.clone() };
     if let Some(at) = body.find(&format!("void {}(void **args)", crate::codegen::ENTRY)) {
@@ -315,9 +365,9 @@ fn write(
     c.push_str(&body);
     let _ = writeln!(c, "int {name}({})\n{{", args.join(", "));
     match sizes {
-        Sizes::RunTime => {
-            for cn in &kernel.const_c_names {
-                let _ = writeln!(c, "  if ({cn} < 1 || {cn} > INT32_MAX) return TEML_ERR_SIZE;");
+        Sizes::RunTime(maxima) => {
+            for (cn, (_, top)) in kernel.const_c_names.iter().zip(maxima) {
+                let _ = writeln!(c, "  if ({cn} < 1 || {cn} > {top}) return TEML_ERR_SIZE;");
             }
         }
         Sizes::Baked(b, _) => {
@@ -370,9 +420,14 @@ fn write(
         let _ = writeln!(h, " * Verification: {}", v.replace("*/", "* /"));
     }
     match sizes {
-        Sizes::RunTime => {
-            let _ =
-                writeln!(h, " * Sizes: given at run time, each at least 1 (the path holds for every size).");
+        Sizes::RunTime(maxima) => {
+            let list: Vec<String> = maxima.iter().map(|(n, v)| format!("1 <= {n} <= {v}")).collect();
+            let _ = writeln!(
+                h,
+                " * Sizes: given at run time, {} (legality proven for every size by isl; the C `int` ranges and \
+                 stack buffers checked up to these maxima); other values return TEML_ERR_SIZE and touch nothing.",
+                if list.is_empty() { "none".to_string() } else { list.join(", ") }
+            );
         }
         Sizes::Baked(b, why) => {
             let list: Vec<String> = b.iter().map(|(n, v)| format!("{n} = {v}")).collect();
@@ -577,10 +632,11 @@ fn rust_crate(
                     "    if {c} != {v} {{\n        return Err(Error::Size {{ name: \"{c}\", found: {c}, expected: \"{v} (baked in)\".into() }});\n    }}"
                 );
             }
-            Sizes::RunTime => {
+            Sizes::RunTime(maxima) => {
+                let top = maxima.iter().find(|(n, _)| n == c).map_or(i32::MAX as i64, |(_, v)| *v);
                 let _ = writeln!(
                     lib,
-                    "    if !(1..=i32::MAX as i64).contains(&{c}) {{\n        return Err(Error::Size {{ name: \"{c}\", found: {c}, expected: \"1..=2^31-1\".into() }});\n    }}"
+                    "    if !(1..={top}).contains(&{c}) {{\n        return Err(Error::Size {{ name: \"{c}\", found: {c}, expected: \"1..={top}\".into() }});\n    }}"
                 );
             }
         }
@@ -686,7 +742,7 @@ fn python(name: &str, kernel: &CKernel, sizes: &Sizes) -> String {
         match sizes {
             Sizes::Baked(b, _) =>
                 format!("{{{}}}", b.iter().map(|(n, v)| format!("{n:?}: {v}")).collect::<Vec<_>>().join(", ")),
-            Sizes::RunTime => "None".into(),
+            Sizes::RunTime(_) => "None".into(),
         }
     );
     let _ = writeln!(

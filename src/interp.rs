@@ -245,7 +245,8 @@ impl Arith {
         match self {
             Arith::Values => x,
             Arith::Magnitude => x.abs(),
-            Arith::Roundings => 0.0,
+            // A literal may be rounded to the kernel's element type (`0.1f`).
+            Arith::Roundings => 1.0,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod infer;
 pub mod isl;
 pub mod kernel;
 pub mod legality;
+pub mod lint;
 pub mod packing;
 pub mod reduction;
 pub mod registers;

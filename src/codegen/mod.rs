@@ -2067,6 +2067,16 @@ impl Cx<'_> {
                 let (l, r) = (&t.children[0], &t.children[1]);
                 let ls = self.c_value(l, lane, vector)?;
                 let rs = self.c_value(r, lane, vector)?;
+                // A literal in a float computation is a float literal, as in a float program
+                // (PolyBench's float build): `(1.0f - alpha * alpha) * beta` stays in float.
+                let float_lit = |c: &TNode, s: String| {
+                    if t.dtype == DType::Float && matches!(c.op, Op::Lit(_)) && !s.ends_with('f') {
+                        format!("{s}f")
+                    } else {
+                        s
+                    }
+                };
+                let (ls, rs) = (float_lit(l, ls), float_lit(r, rs));
                 let ls = if prec(l) < p { format!("({ls})") } else { ls };
                 let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
                 let rs = if rp { format!("({rs})") } else { rs };

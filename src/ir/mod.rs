@@ -16,7 +16,7 @@ pub use loops::{Annotations, Expansion, LNode, Layout, Loop, LoopAddr, Nest, Pac
 pub use lower::{Lowered, Update, lower};
 pub use params::{Params, Seen};
 pub use rewrite::Rewrite;
-pub use state::{Init, KernelRequest, State, Value};
+pub use state::{Init, KernelRequest, State, Value, Warnings};
 pub use texpr::{
     AssignMode, Before, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode, real_leaf,
 };

@@ -82,6 +82,20 @@ pub struct State {
     /// compared.
     #[serde(skip)]
     pub params: super::params::Params,
+    /// What the evaluation warned about, in order: never saved, never compared.
+    #[serde(skip)]
+    pub warnings: Warnings,
+}
+
+/// Warnings of an evaluation, each `file:line:col: message` (docs: `--deny-warnings`). Two
+/// states that differ only in their warnings are the same state.
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(pub Vec<String>);
+
+impl PartialEq for Warnings {
+    fn eq(&self, _: &Warnings) -> bool {
+        true
+    }
 }
 
 /// Initial data of a tensor: the `init` statement (Sec. 2).

@@ -85,7 +85,14 @@ pub fn eval_one(
                     None => return Err(unknown_builtin(program, call, ext)),
                 }
             };
-            result.map_err(|e| locate(program, stmt, call, target_ref, e))
+            let mut s = result.map_err(|e| locate(program, stmt, call, target_ref, e))?;
+            if let Some(crate::ir::Value::Tensor(t)) = s.get(&target.name)
+                && let Some(w) = crate::analysis::lint::forgotten_sum(&s, t)
+            {
+                let here = Located::at(&program.file, &program.src, call.name.span.start, 1, "");
+                s.warnings.0.push(format!("{}:{}:{}: {w}", here.file, here.line, here.col));
+            }
+            Ok(s)
         }
         StmtKind::Call(call) => {
             let name = call.name.name.as_str();

@@ -213,7 +213,20 @@ fn syntax_error(src: &str, file: &str, e: &pest::error::Error<Rule>) -> Located 
             if words.is_empty() {
                 format!("syntax error: unexpected {what}")
             } else {
-                format!("expected {}, found {what}", one_of(&words))
+                let mut m = format!("expected {}, found {what}", one_of(&words));
+                // `build(eq(A, ...))`: a call inside a call's arguments.
+                let before = src[..pos].trim_end();
+                if what == "`(`"
+                    && words.contains(&"`)`")
+                    && before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    m.push_str(
+                        ": in the paper's syntax a call's arguments are names or literals, so bind the inner \
+                         call to a name first (`x = eq(...)`, then `build(x)`); the Rhai front-end (`.rhai`) \
+                         allows nested calls",
+                    );
+                }
+                m
             }
         }
         ErrorVariant::CustomError { message } => format!("syntax error: {message}"),

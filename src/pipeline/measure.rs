@@ -71,6 +71,7 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
             serde_json::json!({
                 "verified": r.verified,
                 "verification": r.verification,
+                "evidence": serde_json::to_value(&r.evidence).unwrap_or_default(),
                 "median_s": r.time.map(|t| t.median_s),
                 "min_s": r.time.map(|t| t.min_s),
                 "spread": r.time.map(|t| t.spread()),

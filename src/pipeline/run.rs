@@ -1302,10 +1302,16 @@ mod tests {
         let (a, v) = (&initial[&Name::from("A")].data, &initial[&Name::from("v")].data);
         assert!(v.iter().any(|x| *x < 0.0) && v.iter().any(|x| *x > 0.0), "seeded data of both signs");
         let y = Name::from("y");
-        let bounds = super::super::compare::rounding_bounds(&s, &nests, &initial, &[y.clone()], DType::Float)
-            .unwrap()
-            .remove(&y)
-            .unwrap();
+        let bounds = super::super::compare::rounding_bounds(
+            &s,
+            &nests,
+            &initial,
+            std::slice::from_ref(&y),
+            DType::Float,
+        )
+        .unwrap()
+        .remove(&y)
+        .unwrap();
         let mut reference = initial.clone();
         interp::run(&s, &nests, &mut reference).unwrap();
         let want = &reference[&y].data;

@@ -73,7 +73,7 @@ enum Entry {
     /// `:load` of a program file.
     Load(PathBuf),
     /// `:load` of a saved state (JSON): fixed sizes, it cannot be evaluated again.
-    Saved(State),
+    Saved(Box<State>),
 }
 
 /// Evaluates one input on `state` (and the Rhai `session`, made when first needed).
@@ -105,7 +105,7 @@ fn apply(
             }
             let mut s = saved.clone();
             s.consts.extend(consts.iter().map(|(n, v)| (n.clone(), *v)));
-            *state = s;
+            *state = *s;
         }
     }
     Ok(())
@@ -259,6 +259,16 @@ impl Repl {
         }
     }
 
+    /// Appends to `msg` the warnings the state has gained since `before` (one input's).
+    fn warnings_since(&self, before: &State, msg: &mut String) {
+        for w in self.state.warnings.0.iter().skip(before.warnings.0.len()) {
+            if !msg.is_empty() {
+                msg.push('\n');
+            }
+            msg.push_str(&format!("warning: {w}"));
+        }
+    }
+
     /// Handles one input (a command or code); returns what to print, or an error message.
     /// Never changes the state when it fails.
     pub fn handle(&mut self, input: &str) -> Result<String, String> {
@@ -276,7 +286,8 @@ impl Repl {
                     .map_err(|e| ProgramError::from(e).with_hint())?;
                 self.state = s;
                 self.log.push(Entry::Teml(input.to_string()));
-                let msg = self.echo(&snap.state);
+                let mut msg = self.echo(&snap.state);
+                self.warnings_since(&snap.state, &mut msg);
                 self.changed(snap);
                 Ok(msg)
             }
@@ -288,6 +299,7 @@ impl Repl {
                 self.state = new_state;
                 self.log.push(Entry::Rhai(input.to_string()));
                 let mut msg = self.echo(&snap.state);
+                self.warnings_since(&snap.state, &mut msg);
                 self.changed(snap);
                 if let Some(o) = out {
                     if !msg.is_empty() {
@@ -506,7 +518,7 @@ impl Repl {
                 }
             };
             let saved = path.extension().and_then(|e| e.to_str()) == Some("json");
-            self.log.push(if saved { Entry::Saved(s.clone()) } else { Entry::Load(path.clone()) });
+            self.log.push(if saved { Entry::Saved(Box::new(s.clone())) } else { Entry::Load(path.clone()) });
             self.state = s;
             self.changed(snap);
             Ok(format!("loaded {} ({} identifiers){note}", path.display(), self.state.vars.len()))

@@ -188,6 +188,15 @@ impl Host {
                 self.shared.state.borrow_mut().vars.insert(Name::from(name), v);
             }
         }
+        // The warnings of the values bound, at their variables' definitions.
+        for (name, w) in self.shared.warned.take() {
+            let (pos, _) = definition_of(src, &name);
+            let at = match (pos.line(), pos.position()) {
+                (Some(l), Some(c)) => format!("{file}:{l}:{c}"),
+                _ => file.to_string(),
+            };
+            self.shared.state.borrow_mut().warnings.0.push(format!("{at}: {w}"));
+        }
         Ok(())
     }
 }

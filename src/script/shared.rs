@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     pub deadline: std::cell::Cell<Option<std::time::Instant>>,
     /// The measurer of `time(l)` and where `print` goes.
     pub env: super::Env,
+    /// Warnings about top-level variables bound since the last sweep: (variable, message),
+    /// located at the variable's definition when the script's source is at hand.
+    pub warned: RefCell<Vec<(String, String)>>,
 }
 
 impl Shared {
@@ -87,6 +90,11 @@ impl Shared {
         let s2 = ops::assign(&self.state.borrow(), name, None, v.clone())?;
         let bound = s2.get(name).cloned().unwrap_or(v);
         if top {
+            if let Value::Tensor(t) = &bound
+                && let Some(w) = crate::analysis::lint::forgotten_sum(&s2, t)
+            {
+                self.warned.borrow_mut().push((name.to_string(), w));
+            }
             *self.state.borrow_mut() = s2;
         }
         Ok(Some(bound))

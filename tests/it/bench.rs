@@ -5,10 +5,9 @@ use std::process::Command;
 
 #[test]
 fn the_quick_bench_runs_and_verifies_every_variant() {
-    let d = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(["bench", "--quick", "--json", "--threads", "2"])
-        .env("TEML_CACHE_DIR", d.path())
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
@@ -53,24 +52,39 @@ fn an_unknown_kernel_is_refused() {
     assert!(err.starts_with("error: --kernel: expected one of mm, tmm, bmm,"), "{err}");
 }
 
-#[test]
-fn the_quick_polybench_suite_runs_and_verifies_every_variant() {
-    let d = tempfile::tempdir().unwrap();
+/// Every PolyBench kernel of the repository through `teml bench --suite polybench --quick`, in
+/// three parts (every third kernel), so that the test harness runs them side by side.
+fn quick_polybench_part(part: usize) {
+    const PARTS: usize = 3;
+    let mut names: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/polybench"))
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                p.extension()
+                    .is_some_and(|x| x == "teml")
+                    .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+            })
+            .collect();
+    names.sort();
+    let mine: Vec<&String> = names.iter().skip(part).step_by(PARTS).collect();
     // Every kernel, the time-tiled stencils (jacobi-2d, heat-3d, seidel-2d) included.
-    let args = ["bench", "--suite", "polybench", "--quick", "--json", "--threads", "2", "--no-anchors"];
+    let mut args: Vec<&str> =
+        vec!["bench", "--suite", "polybench", "--quick", "--json", "--threads", "2", "--no-anchors"];
+    for n in &mine {
+        args.extend(["--kernel", n.as_str()]);
+    }
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
-        .env("TEML_CACHE_DIR", d.path())
+        .args(&args)
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     let kernels = v["kernels"].as_array().unwrap();
-    // Every PolyBench kernel in the repository, with its untransformed baseline first.
-    let present =
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/polybench")).unwrap().count();
-    assert_eq!(kernels.len(), present, "{out}");
+    // Each kernel of this part, with its untransformed baseline first.
+    assert_eq!(kernels.len(), mine.len(), "{out}");
     for k in kernels {
         let vs = k["variants"].as_array().unwrap();
         assert_eq!(vs[0]["variant"], "untransformed", "{k}");
@@ -79,6 +93,21 @@ fn the_quick_polybench_suite_runs_and_verifies_every_variant() {
         }
     }
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_quick_polybench_suite_runs_and_verifies_every_variant_part_1() {
+    quick_polybench_part(0);
+}
+
+#[test]
+fn the_quick_polybench_suite_runs_and_verifies_every_variant_part_2() {
+    quick_polybench_part(1);
+}
+
+#[test]
+fn the_quick_polybench_suite_runs_and_verifies_every_variant_part_3() {
+    quick_polybench_part(2);
 }
 
 #[test]

@@ -426,3 +426,62 @@ fn kernels_have_stable_names() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("bad.teml:4:") && err.contains("C identifier"), "{err}");
 }
+
+/// An assignment whose operands carry an iterator that is neither in the result nor summed is
+/// legal (eq. 16) but almost always a forgotten sum: both front-ends warn at its line without
+/// changing its meaning, and `--deny-warnings` makes the warning an error.
+#[test]
+fn a_forgotten_sum_is_warned_about_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let teml_src = write(
+        d.path(),
+        "y.teml",
+        "N = 6\nX = tensor([N, N])\nW = tensor([N, N])\nY = mul(X, W, [[i, k], [k, j]] -> [i, j])\nl = build(Y)\ncodegen(l)\n",
+    );
+    let rhai_src = write(
+        d.path(),
+        "y.rhai",
+        "let X = tensor([N, N]);\nlet W = tensor([N, N]);\nlet Y = mul(X, W, [[i, k], [k, j]], [i, j]);\nlet l = build(Y);\ncodegen(l);\n",
+    );
+    let msg = "`k` is neither in the result nor summed: each Y[i][j] is written N times";
+    for (f, at) in [(&teml_src, "y.teml:4:5"), (&rhai_src, "y.rhai:3:5")] {
+        let f = f.to_str().unwrap();
+        let o = teml(&["run", f, "-D", "N=6"], d.path());
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}{err}");
+        assert!(err.contains("warning: ") && err.contains(at) && err.contains(msg), "{err}");
+        // The meaning is unchanged: it still verifies against the same statement.
+        assert!(out.contains("verified"), "{out}");
+        let o = teml(&["check", f, "-D", "N=6", "--deny-warnings"], d.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("error: ") && err.contains(msg) && err.contains("(--deny-warnings)"), "{err}");
+    }
+    // A sum, or an update of its own target, is not warned about.
+    let sum = write(
+        d.path(),
+        "c.teml",
+        "N = 6\nX = tensor([N, N])\nW = tensor([N, N])\nC = contract(X, W, [2, 1])\nm = tensor([N])\n\
+         s = @m: max(m, X, [[i], [i, k]] -> [i])\n",
+    );
+    let o = teml(&["check", sum.to_str().unwrap(), "--deny-warnings"], d.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success() && !err.contains("warning"), "{out}{err}");
+}
+
+/// A call nested in a call's arguments, in the paper's syntax, says that arguments are names
+/// or literals there and that the Rhai front-end allows nesting.
+#[test]
+fn a_nested_call_in_the_papers_syntax_says_how_to_write_it() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "n.teml", "A = tensor([4])\nl = build(eq(A, [i] -> [i]))\n");
+    let o = teml(&["check", f.to_str().unwrap()], d.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("found `(`: in the paper's syntax a call's arguments are names or literals")
+            && err.contains("the Rhai front-end (`.rhai`) allows nested calls")
+            && err.contains("n.teml:2:13"),
+        "{err}"
+    );
+}

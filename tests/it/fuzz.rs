@@ -72,6 +72,10 @@ static STREAMED: AtomicUsize = AtomicUsize::new(0);
 static GCC_BUGS: AtomicUsize = AtomicUsize::new(0);
 static MATH: AtomicUsize = AtomicUsize::new(0);
 static AFFINE: AtomicUsize = AtomicUsize::new(0);
+static FULL_BY_ORACLE: AtomicUsize = AtomicUsize::new(0);
+static FULL_BY_UNTRANSFORMED: AtomicUsize = AtomicUsize::new(0);
+static FULL_REFUSED_PATH: AtomicUsize = AtomicUsize::new(0);
+static FULL_REDUCED_MISMATCH: AtomicUsize = AtomicUsize::new(0);
 
 /// True if kernel `k`, which did not verify, verifies when the same C is compiled without
 /// gcc's loop vectorizer (`-fno-tree-loop-vectorize`) or its SLP vectorizer (`-fno-tree-slp-vectorize`).
@@ -108,7 +112,7 @@ fn stats() -> String {
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
          reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions, {} writing affine result positions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
-         this size); {} known bugs hit; {} kernels miscompiled by gcc's vectorizers (verified without the loop or the SLP vectorizer); {} failing cases (bugs, shrinking included)",
+         this size); {} known bugs hit; {} kernels miscompiled by gcc's vectorizers (verified without the loop or the SLP vectorizer); full-size binaries of programs too large for the interpreter: {} checked by the oracle, {} by the untransformed program's own build ({} with a reduced size that builds another path), {} mismatching at the reduced size; {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
         g(&LINES),
         g(&DROPPED),
@@ -134,6 +138,10 @@ fn stats() -> String {
         g(&REJECTED_SAME),
         g(&KNOWN),
         g(&GCC_BUGS),
+        g(&FULL_BY_ORACLE),
+        g(&FULL_BY_UNTRANSFORMED),
+        g(&FULL_REFUSED_PATH),
+        g(&FULL_REDUCED_MISMATCH),
         g(&BUGS),
     )
 }
@@ -1170,6 +1178,7 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
                 match (report.verified, &illegal) {
                     (true, None) => {
                         VERIFIED.fetch_add(1, Relaxed);
+                        full_size_check(text, state, k, &opts).map_err(what)?;
                     }
                     (false, Some(_)) => {
                         ILLEGAL.fetch_add(1, Relaxed);
@@ -1207,6 +1216,63 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             }
             Err(e) => return Err(what(format!("run_request: {e}"))),
         }
+    }
+    Ok(())
+}
+
+/// 5. The kernel, verified in full at the program's size, run again as a program too large for
+///    the reference interpreter (the limit just below its cost): it is verified at a reduced
+///    size where the program builds the same path there, and its full-size binary must then be
+///    checked by something independent (the expression oracle, or the untransformed program
+///    compiled on its own: ranges given to `build` and `around`) and verified; nothing may
+///    report it unchecked or mismatched.
+fn full_size_check(text: &str, state: &State, k: usize, opts: &RunOptions) -> Result<(), String> {
+    let req = &state.kernels[k];
+    let cost = pipeline::reference_cost(state, req).map_err(|e| format!("reference cost: {e}"))?;
+    if cost < 2 {
+        return Ok(());
+    }
+    let src = text.to_string();
+    let program = pipeline::Program::new("fuzz", Default::default(), move |consts| {
+        let mut s = unchecked();
+        for (n, v) in consts {
+            s = s.with_const(n, *v);
+        }
+        teml::lang::eval_with(&src, FILE, &s, &stdlib()).map_err(teml::error::ProgramError::from)
+    });
+    let small = RunOptions { max_reference_instances: cost - 1, ..opts.clone() };
+    let pipe = pipeline::Pipeline::with_state(program, state.clone(), small);
+    let run = match pipe.run(&pipeline::KernelRef::Codegen(k)) {
+        Ok(r) => r,
+        // No smaller size of the program fits, or it fails there: nothing to compare.
+        Err(_) => return Ok(()),
+    };
+    let e = &run.report.evidence;
+    if matches!(e.reference, pipeline::ReferenceCheck::Refused { .. }) {
+        FULL_REFUSED_PATH.fetch_add(1, Relaxed);
+    }
+    match &e.full_size {
+        pipeline::FullSizeCheck::Oracle { .. } => FULL_BY_ORACLE.fetch_add(1, Relaxed),
+        pipeline::FullSizeCheck::Untransformed { .. } => FULL_BY_UNTRANSFORMED.fetch_add(1, Relaxed),
+        // The path computes otherwise at the reduced size (unchecked programs: a path legal at
+        // the program's size only): reported as a mismatch there, never as verified.
+        pipeline::FullSizeCheck::Nothing { why } if why.contains("reduced-size kernel did not match") => {
+            FULL_REDUCED_MISMATCH.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        other => {
+            return Err(format!(
+                "verified at full size, but as a program too large for the interpreter its full-size binary \
+                 is checked by {other:?}: {}",
+                run.report.summary()
+            ));
+        }
+    };
+    if !run.report.verified && e.compiler_defect.is_none() {
+        return Err(format!(
+            "verified at full size, but not as a program too large for the interpreter: {}",
+            run.report.summary()
+        ));
     }
     Ok(())
 }

@@ -259,3 +259,17 @@ fn diff_shows_where_data_lives() -> R {
     p.exp_eof()?;
     Ok(())
 }
+
+/// The REPL warns about a forgotten sum at the line that makes it, and keeps the statement.
+#[test]
+fn the_repl_warns_about_a_forgotten_sum() {
+    let mut r = teml::repl::Repl::new(teml::ir::State::new().with_const("N", 4), teml::repl::Mode::Teml);
+    for line in ["X = tensor([N, N])", "W = tensor([N, N])"] {
+        r.handle(line).unwrap();
+    }
+    let msg = r.handle("Y = mul(X, W, [[i, k], [k, j]] -> [i, j])").unwrap();
+    assert!(msg.contains("warning: <repl>:1:5: `k` is neither in the result nor summed"), "{msg}");
+    assert!(r.handle(":tree Y").is_ok());
+    let msg = r.handle("C = contract(X, W, [2, 1])").unwrap();
+    assert!(!msg.contains("warning"), "{msg}");
+}

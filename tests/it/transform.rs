@@ -3,7 +3,6 @@
 
 use crate::common::*;
 use teml::ir::State;
-use teml::ops::ArgVal;
 
 fn tree(s: &State, n: &str) -> String {
     nest(s, n).tree()
@@ -281,7 +280,6 @@ fn interchange_levels_as_list_must_be_two() {
     let s = matmul(2, 2, 2);
     let e = fails(&s, "x", "interchange", vec![id("l"), list(vec![int(1), int(2), int(3)])]);
     assert!(e.contains("two levels"), "{e}");
-    let _ = ArgVal::Omitted;
 }
 
 #[test]
