@@ -456,8 +456,9 @@ fn seeded(seed: u64, name: &str, n: usize, dtype: DType, signed: bool) -> Vec<f6
         .collect()
 }
 
-/// True where the statements of `nests` compute a `sqrt`, `log` or `pow`, or divide: their
-/// seeded data is positive ([`random_positive_data`]).
+/// True where the statements of `nests` compute a `sqrt`, `log` or `pow`, divide, or take the
+/// `min` or `max` of a sum (a shortest path: negative weights would make its cycles run to
+/// -inf): their seeded data is positive ([`random_positive_data`]).
 pub fn needs_positive_data<'a>(stmts: impl IntoIterator<Item = &'a crate::ir::TExpr>) -> bool {
     use crate::ir::{Func, Op};
     let mut yes = false;
@@ -465,6 +466,11 @@ pub fn needs_positive_data<'a>(stmts: impl IntoIterator<Item = &'a crate::ir::TE
         s.visit(&mut |t| {
             if matches!(t.op, Op::Div | Op::Call(Func::Sqrt | Func::Log | Func::Pow)) {
                 yes = true;
+            }
+            if matches!(t.op, Op::Call(Func::Min | Func::Max)) {
+                for c in &t.children {
+                    c.visit(&mut |x| yes |= matches!(x.op, Op::Add | Op::Sub));
+                }
             }
         });
     }

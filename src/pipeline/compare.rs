@@ -58,7 +58,8 @@ pub fn compare_within(
     for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
         let g = *g.borrow();
         let same_nan = g.is_nan() && w.is_nan();
-        let abs = if same_nan { 0.0 } else { (g - w).abs() };
+        // Equal values agree, equal infinities included (their difference is NaN).
+        let abs = if same_nan || g == *w { 0.0 } else { (g - w).abs() };
         let rel = abs / w.abs().max(floor);
         let bad = !same_nan && (rel > tol || abs.is_nan());
         acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
@@ -145,7 +146,8 @@ pub fn compare_bounded(
     for (k, ((g, w), b)) in got.iter().zip(want).zip(bounds).enumerate() {
         let (g, w) = (*g, *w);
         let same_nan = g.is_nan() && w.is_nan();
-        let abs = if same_nan { 0.0 } else { (g - w).abs() };
+        // Equal values agree, equal infinities included (their difference is NaN).
+        let abs = if same_nan || g == w { 0.0 } else { (g - w).abs() };
         let rel = abs / w.abs().max(floor);
         let relative_ok = rel <= tol;
         let ok = same_nan
@@ -292,7 +294,8 @@ fn compare_sampled(
     let floor = (1e-3 * scale).max(magnitude);
     for &(k, g, w) in pairs {
         let same_nan = g.is_nan() && w.is_nan();
-        let abs = if same_nan { 0.0 } else { (g - w).abs() };
+        // Equal values agree, equal infinities included (their difference is NaN).
+        let abs = if same_nan || g == w { 0.0 } else { (g - w).abs() };
         let rel = abs / w.abs().max(floor);
         acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
         acc.max_rel = acc.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });

@@ -111,23 +111,26 @@ fn header_commands(path: &Path) -> Vec<Vec<String>> {
     out
 }
 
-/// The header's commands, as written, at the file's `# test:` sizes (a `-D` the command gives
-/// itself is kept): what they do is checked, not how long the full size takes.
+/// The header's commands, as written, at the file's `# test:` sizes (each `-D` of the test line
+/// replaces the command's own for that constant): what they do is checked, not how long the
+/// full size takes.
 #[test]
 fn header_commands_of_the_examples_work_as_written() {
     let mut ran = 0;
     for f in files("examples").iter().chain(&files("examples/paper")) {
-        for args in header_commands(f) {
-            let sizes = test_args(f);
-            let mut small: Vec<String> = Vec::new();
-            for pair in sizes.chunks(2) {
-                let given = |c: &str| args.iter().any(|a| a.split('=').next() == Some(c));
-                if let [d, def] = pair
-                    && d == "-D"
-                    && !given(def.split('=').next().unwrap_or(""))
-                {
-                    small.extend([d.clone(), def.clone()]);
+        for written in header_commands(f) {
+            let small = test_args(f);
+            let name = |def: &str| def.split('=').next().unwrap_or("").to_string();
+            let tested: Vec<String> = small.chunks(2).filter(|p| p[0] == "-D").map(|p| name(&p[1])).collect();
+            let mut args: Vec<String> = Vec::new();
+            let mut k = 0;
+            while k < written.len() {
+                if written[k] == "-D" && written.get(k + 1).is_some_and(|d| tested.contains(&name(d))) {
+                    k += 2;
+                    continue;
                 }
+                args.push(written[k].clone());
+                k += 1;
             }
             let o = Command::new(env!("CARGO_BIN_EXE_teml"))
                 .args(&args)
