@@ -57,6 +57,35 @@ impl FullSizeCheck {
     pub fn checked(&self) -> bool {
         !matches!(self, FullSizeCheck::Nothing { .. })
     }
+
+    /// What checked the full-size binary, in words; `None` for the interpreter at full size
+    /// (the report's "full size" says it).
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            FullSizeCheck::Interpreter => None,
+            FullSizeCheck::Oracle { samples } => Some(format!(
+                "full-size kernel checked at {samples} sampled elements against the expression oracle"
+            )),
+            FullSizeCheck::Untransformed { flags } => Some(format!(
+                "full-size kernel checked in full against the untransformed program compiled on its own ({flags})"
+            )),
+            FullSizeCheck::Nothing { why } => Some(format!("full-size kernel not checked ({why})")),
+        }
+    }
+}
+
+impl CompilerDefect {
+    /// The defect in words, for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
+            self.compiler,
+            self.failing_flags,
+            self.mismatch,
+            self.reproducer.display(),
+            self.working_flags
+        )
+    }
 }
 
 /// The binary that was checked: timing runs exactly this one.
@@ -110,33 +139,15 @@ impl Evidence {
             ReferenceCheck::FullSize => "full size".to_string(),
             ReferenceCheck::Reduced { size } => format!("reduced size ({size})"),
             ReferenceCheck::Refused { size, why } => {
-                format!("reduced size ({size}) refused: {why}")
+                format!("reduced size ({size}) not used: {why}")
             }
         };
-        let full = match &self.full_size {
-            FullSizeCheck::Interpreter => None,
-            FullSizeCheck::Oracle { samples } => Some(format!(
-                "full-size kernel checked at {samples} sampled elements against the expression oracle"
-            )),
-            FullSizeCheck::Untransformed { flags } => Some(format!(
-                "full-size kernel checked in full against the untransformed program compiled on its own \
-                 ({flags})"
-            )),
-            FullSizeCheck::Nothing { why } => Some(format!("full-size kernel not checked ({why})")),
-        };
-        let mut s = match full {
+        let mut s = match self.full_size.describe() {
             Some(f) => format!("{reference}; {f}"),
             None => reference,
         };
         if let Some(d) = &self.compiler_defect {
-            s.push_str(&format!(
-                "; compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
-                d.compiler,
-                d.failing_flags,
-                d.mismatch,
-                d.reproducer.display(),
-                d.working_flags
-            ));
+            s.push_str(&format!("; {}", d.describe()));
         }
         s
     }

@@ -646,16 +646,7 @@ impl Pipeline {
                 working_flags: working,
                 reproducer: artifact.c_path.clone(),
             });
-            let d = run.report.evidence.compiler_defect.as_ref().map(|d| {
-                format!(
-                    "; compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
-                    d.compiler,
-                    d.failing_flags,
-                    d.mismatch,
-                    d.reproducer.display(),
-                    d.working_flags
-                )
-            });
+            let d = run.report.evidence.compiler_defect.as_ref().map(|d| format!("; {}", d.describe()));
             run.report.verification.push_str(&d.unwrap_or_default());
             return Ok(Some(run));
         }
@@ -1091,15 +1082,8 @@ fn run_at(
         }
         .describe(),
     };
-    match &full_size {
-        FullSizeCheck::Interpreter => {}
-        FullSizeCheck::Oracle { samples } => note.push_str(&format!(
-            "; full-size kernel checked at {samples} sampled elements against the expression oracle"
-        )),
-        FullSizeCheck::Untransformed { flags } => note.push_str(&format!(
-            "; full-size kernel checked in full against the untransformed program compiled on its own ({flags})"
-        )),
-        FullSizeCheck::Nothing { why } => note.push_str(&format!("; full-size kernel not checked ({why})")),
+    if let Some(f) = full_size.describe() {
+        note.push_str(&format!("; {f}"));
     }
     if untimed && opts.timing.is_some() && opts.time_untransformed {
         note.push_str(&format!(
