@@ -97,6 +97,9 @@ pub struct Artifact {
     pub c_path: PathBuf,
     /// SHA-256 of the C source (hex, first 16 digits).
     pub source_hash: String,
+    /// SHA-256 of the data the kernel started from (hex, first 16 digits): timing starts from
+    /// the same.
+    pub inputs_hash: String,
     /// The compiler's path and version line.
     pub compiler: String,
     /// The optimization flags it was built with.

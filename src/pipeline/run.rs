@@ -509,6 +509,12 @@ impl Pipeline {
         let opts = RunOptions { timing: Some(timing), ..self.opts.clone() };
         check_memory(&self.state, &req.nests, &opts)?;
         let store = initial_store(&self.state, &req.nests, &self.opts)?;
+        if inputs_hash(&kernel, &store) != a.inputs_hash {
+            return Err(RunError::Data(format!(
+                "internal error: kernel {} would be timed on other data than it was verified on: not timed",
+                index_label(which)
+            )));
+        }
         let compiled =
             runtime::Compiled { so_path: a.so_path.clone(), c_path: a.c_path.clone(), cached: true };
         let stats =
@@ -761,6 +767,26 @@ impl Pipeline {
     }
 }
 
+/// SHA-256 (first 16 hex digits) of the data each parameter of `kernel` starts from in `store`
+/// (name, extents and values, in parameter order).
+fn inputs_hash(kernel: &CKernel, store: &Buffers) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in &kernel.params {
+        let from = p.accessed();
+        h.update(from.as_bytes());
+        if let Some(t) = store.get(from) {
+            for d in &t.dims {
+                h.update((*d as u64).to_le_bytes());
+            }
+            for x in &t.data {
+                h.update(x.to_le_bytes());
+            }
+        }
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// The C function of the kernel named `label`.
 pub fn symbol(label: &str) -> String {
     format!("teml_{label}")
@@ -897,6 +923,8 @@ fn run_at(
         None
     };
     let compiled = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
+    // The data the kernel starts from, for the record: timing must start from the same.
+    let inputs = inputs_hash(&kernel, &store);
     // With large data the timed runs of both builds come first, each in its own job, and the
     // checked runs after: the kernel's outputs are never held beside timing snapshots.
     let bytes: usize = kernel
@@ -1126,6 +1154,7 @@ fn run_at(
             so_path: compiled.so_path.clone(),
             c_path: compiled.c_path.clone(),
             source_hash: source_hash(&kernel.source),
+            inputs_hash: inputs,
             compiler: c.identity().to_string(),
             flags: opts.flags.opt.join(" "),
         }),

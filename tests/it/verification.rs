@@ -248,6 +248,7 @@ fn a_full_size_binary_the_oracle_cannot_check_is_compared_with_the_untransformed
     assert_eq!(e["full_size"]["flags"], "-O1", "{v}");
     assert!(e["artifact"]["so_path"].as_str().is_some_and(|p| p.ends_with(".so")), "{v}");
     assert_eq!(e["artifact"]["source_hash"].as_str().map(str::len), Some(16), "{v}");
+    assert_eq!(e["artifact"]["inputs_hash"].as_str().map(str::len), Some(16), "{v}");
     let how = v["kernels"][0]["verification"].as_str().unwrap();
     assert!(how.contains("full-size kernel checked in full against the untransformed program"), "{how}");
     // At full size in the interpreter, the record says so.
