@@ -188,14 +188,14 @@ pub fn export_one(
     let mut about = about.clone();
     about.verification = Some(run.report.verification.clone());
     if let Some(d) = &run.report.evidence.compiler_defect {
-        if d.working_flags.starts_with("CC=") {
+        if let Some(cc) = &d.working_compiler {
             return Err(format!(
                 "{at}: kernel `{name}` verifies only when built by another compiler ({}): not exported; export it \
                  with that compiler as `cc`",
-                d.working_flags
+                cc.display()
             ));
         }
-        about.flags = Flags { opt: d.working_flags.split(' ').map(String::from).collect() };
+        about.flags = Flags { opt: d.working_flags.clone() };
     }
     let about = &about;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -299,14 +299,8 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
         }
         k = next;
     }
-    // Past the last doubling that held, the limit of `int` itself where nothing else failed.
-    let maxima = bound
-        .iter()
-        .map(|(n, v)| {
-            let top = if v.max(&1).checked_shl(k + 1).is_none_or(|x| x > max) { max } else { v.max(&1) << k };
-            (n.clone(), top)
-        })
-        .collect();
+    // The last doubling that held: nothing larger was checked.
+    let maxima = bound.iter().map(|(n, v)| (n.clone(), v.max(&1) << k)).collect();
     Ok(Sizes::RunTime(maxima))
 }
 

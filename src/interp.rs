@@ -214,13 +214,14 @@ impl Compiler<'_> {
     }
 }
 
-struct Machine<'a> {
+/// The interpreter, for one kind of arithmetic (`A`: an [`Arith`] as `u8`, so that the
+/// values' run compiles to plain arithmetic, with no test of the kind per operation).
+struct Machine<'a, const A: u8> {
     data: Vec<&'a mut Vec<f64>>,
     env: Vec<i64>,
     stack: Vec<f64>,
     state: &'a State,
     count: u64,
-    arith: Arith,
 }
 
 /// What the interpreter computes: the values, or, for the rounding bound of a comparison
@@ -241,6 +242,14 @@ pub enum Arith {
 }
 
 impl Arith {
+    const fn of(a: u8) -> Arith {
+        match a {
+            0 => Arith::Values,
+            1 => Arith::Magnitude,
+            _ => Arith::Roundings,
+        }
+    }
+
     fn lit(self, x: f64) -> f64 {
         match self {
             Arith::Values => x,
@@ -286,7 +295,9 @@ impl Arith {
     }
 }
 
-impl Machine<'_> {
+impl<const A: u8> Machine<'_, A> {
+    const ARITH: Arith = Arith::of(A);
+
     fn exec(&mut self, n: &Node) -> Result<(), String> {
         match n {
             Node::Stmt(s) => {
@@ -302,19 +313,19 @@ impl Machine<'_> {
                                 .get(off as usize)
                                 .ok_or_else(|| format!("read out of bounds at offset {off}"))?
                         }
-                        ROp::Lit(x) => self.arith.lit(*x),
+                        ROp::Lit(x) => Self::ARITH.lit(*x),
                         ROp::Call(f) => {
                             let n = f.arity();
                             let mut args = [0.0; 3];
                             for k in (0..n).rev() {
                                 args[k] = self.stack.pop().unwrap_or(0.0);
                             }
-                            self.arith.call(*f, &args[..n])
+                            Self::ARITH.call(*f, &args[..n])
                         }
                         _ => {
                             let r = self.stack.pop().unwrap_or(0.0);
                             let l = self.stack.pop().unwrap_or(0.0);
-                            self.arith.binary(op, l, r)
+                            Self::ARITH.binary(op, l, r)
                         }
                     };
                     self.stack.push(v);
@@ -325,8 +336,8 @@ impl Machine<'_> {
                     .get_mut(off as usize)
                     .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
                 let first = s.first.as_ref().is_some_and(|xs| xs.iter().all(|x| x.eval(&self.env) == 0));
-                *slot = if first { v } else { self.arith.update(s.update, *slot, v) };
-                if s.float && self.arith == Arith::Values {
+                *slot = if first { v } else { Self::ARITH.update(s.update, *slot, v) };
+                if s.float && A == 0 {
                     *slot = *slot as f32 as f64;
                 }
                 self.count += 1;
@@ -388,9 +399,23 @@ pub fn run_with(state: &State, nests: &[Nest], bufs: &mut Buffers, arith: Arith)
             .collect();
         let result = {
             let data: Vec<&mut Vec<f64>> = taken.iter_mut().map(|(_, t)| &mut t.data).collect();
-            let mut m =
-                Machine { data, env: Vec::new(), stack: Vec::with_capacity(16), state, count: 0, arith };
-            code.iter().try_for_each(|c| m.exec(c)).map(|_| m.count)
+            macro_rules! machine {
+                ($a:expr) => {{
+                    let mut m = Machine::<{ $a }> {
+                        data,
+                        env: Vec::new(),
+                        stack: Vec::with_capacity(16),
+                        state,
+                        count: 0,
+                    };
+                    code.iter().try_for_each(|c| m.exec(c)).map(|_| m.count)
+                }};
+            }
+            match arith {
+                Arith::Values => machine!(0),
+                Arith::Magnitude => machine!(1),
+                Arith::Roundings => machine!(2),
+            }
         };
         for (n, t) in taken {
             bufs.insert(n, t);

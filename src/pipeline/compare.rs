@@ -53,27 +53,47 @@ pub fn compare_within(
     magnitude: f64,
     acc: &mut Comparison,
 ) {
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE);
-    let floor = (1e-3 * scale).max(magnitude);
-    for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
+    let floor = floor_of(want.iter().copied(), magnitude);
+    for (k, (g, &w)) in got.into_iter().zip(want).enumerate() {
         let g = *g.borrow();
-        let same_nan = g.is_nan() && w.is_nan();
-        // Equal values agree, equal infinities included (their difference is NaN).
-        let abs = if same_nan || g == *w { 0.0 } else { (g - w).abs() };
-        let rel = abs / w.abs().max(floor);
-        let bad = !same_nan && (rel > tol || abs.is_nan());
-        acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
-        acc.max_rel = acc.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
-        if bad && acc.worst.is_none() {
-            let mut idx = Vec::with_capacity(dims.len());
-            let mut r = k;
-            for d in dims.iter().rev() {
-                idx.push(r % d.max(&1));
-                r /= d.max(&1);
-            }
-            idx.reverse();
-            let at: String = idx.iter().map(|i| format!("[{i}]")).collect();
-            acc.worst = Some(format!("{name}{at}: kernel {g}, reference {w}"));
+        let (abs, rel) = difference(g, w, floor);
+        acc.record(abs, rel, rel > tol || rel.is_nan(), || {
+            format!("{name}{}: kernel {g}, reference {w}", at(k, dims))
+        });
+    }
+}
+
+/// The floor of relative differences: a thousandth of the largest reference value, or the
+/// data's magnitude, whichever is larger (an element near 0 is compared against it).
+fn floor_of(want: impl Iterator<Item = f64>, magnitude: f64) -> f64 {
+    let scale = want.fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE);
+    (1e-3 * scale).max(magnitude)
+}
+
+/// One element's difference from the reference, absolute and relative to `floor` (or to the
+/// reference value where that is larger): both 0 where the two agree exactly, equal infinities
+/// and two NaNs included.
+fn difference(g: f64, w: f64, floor: f64) -> (f64, f64) {
+    if g == w || (g.is_nan() && w.is_nan()) {
+        return (0.0, 0.0);
+    }
+    let abs = (g - w).abs();
+    (abs, abs / w.abs().max(floor))
+}
+
+/// `[i][j]` of the element at row-major offset `k` in `dims`.
+fn at(k: usize, dims: &[usize]) -> String {
+    unravel(k, dims).iter().map(|i| format!("[{i}]")).collect()
+}
+
+impl Comparison {
+    /// Records one element's differences; the first element outside tolerance (`bad`) is
+    /// described by `what`.
+    fn record(&mut self, abs: f64, rel: f64, bad: bool, what: impl FnOnce() -> String) {
+        self.max_abs = self.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
+        self.max_rel = self.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
+        if bad && self.worst.is_none() {
+            self.worst = Some(what());
         }
     }
 }
@@ -107,8 +127,10 @@ pub(super) fn rounding_bounds(
     let mut out: std::collections::BTreeMap<_, _> =
         names.iter().filter_map(|n| mag.remove(n).map(|t| (n.clone(), t.data))).collect();
     drop(mag);
-    let mut count = initial.clone();
-    count.values_mut().for_each(|t| t.data.iter_mut().for_each(|x| *x = 0.0));
+    let mut count: Buffers = initial
+        .iter()
+        .map(|(n, t)| (n.clone(), crate::interp::Tensor::zeros(t.dtype, t.dims.clone())))
+        .collect();
     crate::interp::run_with(state, nests, &mut count, Arith::Roundings).map_err(RunError::Data)?;
     let u = unit_roundoff(dtype);
     for (name, m) in out.iter_mut() {
@@ -140,37 +162,31 @@ pub fn compare_bounded(
     (tol, magnitude, rewritten): (f64, f64, bool),
     acc: &mut Comparison,
 ) -> (usize, usize) {
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE);
-    let floor = (1e-3 * scale).max(magnitude);
+    let floor = floor_of(want.iter().copied(), magnitude);
     let (mut by_bound, mut by_tol) = (0usize, 0usize);
-    for (k, ((g, w), b)) in got.iter().zip(want).zip(bounds).enumerate() {
-        let (g, w) = (*g, *w);
-        let same_nan = g.is_nan() && w.is_nan();
-        // Equal values agree, equal infinities included (their difference is NaN).
-        let abs = if same_nan || g == w { 0.0 } else { (g - w).abs() };
-        let rel = abs / w.abs().max(floor);
+    for (k, ((&g, &w), &b)) in got.iter().zip(want).zip(bounds).enumerate() {
+        let (abs, rel) = difference(g, w, floor);
         let relative_ok = rel <= tol;
+        let same_nan = g.is_nan() && w.is_nan();
         let ok = same_nan
             || if b.is_finite() {
                 by_bound += 1;
-                abs <= *b || (rewritten && relative_ok)
+                abs <= b || (rewritten && relative_ok)
             } else {
                 by_tol += 1;
                 relative_ok
             };
-        acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
-        acc.max_rel = acc.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
-        if !ok && acc.worst.is_none() {
-            let at: String = unravel(k, dims).iter().map(|i| format!("[{i}]")).collect();
+        acc.record(abs, rel, !ok, || {
             let within = if b.is_finite() {
                 format!("its rounding bound {b:.2e}")
             } else {
                 format!("{tol:.0e} relative")
             };
-            acc.worst = Some(format!(
-                "{name}{at}: kernel {g}, reference {w}, differing by {abs:.2e}, more than {within}"
-            ));
-        }
+            format!(
+                "{name}{}: kernel {g}, reference {w}, differing by {abs:.2e}, more than {within}",
+                at(k, dims)
+            )
+        });
     }
     (by_bound, by_tol)
 }
@@ -290,19 +306,12 @@ fn compare_sampled(
     magnitude: f64,
     acc: &mut Comparison,
 ) {
-    let scale = pairs.iter().fold(0.0f64, |m, (_, _, w)| m.max(w.abs())).max(f64::MIN_POSITIVE);
-    let floor = (1e-3 * scale).max(magnitude);
+    let floor = floor_of(pairs.iter().map(|(_, _, w)| *w), magnitude);
     for &(k, g, w) in pairs {
-        let same_nan = g.is_nan() && w.is_nan();
-        // Equal values agree, equal infinities included (their difference is NaN).
-        let abs = if same_nan || g == w { 0.0 } else { (g - w).abs() };
-        let rel = abs / w.abs().max(floor);
-        acc.max_abs = acc.max_abs.max(if abs.is_nan() { f64::INFINITY } else { abs });
-        acc.max_rel = acc.max_rel.max(if rel.is_nan() { f64::INFINITY } else { rel });
-        if !same_nan && (rel > tol || abs.is_nan()) && acc.worst.is_none() {
-            let at: String = unravel(k, dims).iter().map(|i| format!("[{i}]")).collect();
-            acc.worst = Some(format!("{name}{at}: kernel {g}, expression oracle {w}"));
-        }
+        let (abs, rel) = difference(g, w, floor);
+        acc.record(abs, rel, rel > tol || rel.is_nan(), || {
+            format!("{name}{}: kernel {g}, expression oracle {w}", at(k, dims))
+        });
     }
 }
 

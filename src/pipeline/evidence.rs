@@ -28,6 +28,19 @@ pub enum ReferenceCheck {
     },
 }
 
+impl ReferenceCheck {
+    /// Where the reference ran, in words: `full size`, `reduced size (N=40)`, `reduced size
+    /// (N=30) not used: why` (`reduced size` alone for the reduced-size run's own report).
+    pub fn describe(&self) -> String {
+        match self {
+            ReferenceCheck::FullSize => "full size".to_string(),
+            ReferenceCheck::Reduced { size } if size.is_empty() => "reduced size".to_string(),
+            ReferenceCheck::Reduced { size } => format!("reduced size ({size})"),
+            ReferenceCheck::Refused { size, why } => format!("reduced size ({size}) not used: {why}"),
+        }
+    }
+}
+
 /// What compared the full-size binary's outputs with the program's meaning.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "by", rename_all = "snake_case")]
@@ -77,13 +90,14 @@ impl FullSizeCheck {
 impl CompilerDefect {
     /// The defect in words, for reports.
     pub fn describe(&self) -> String {
+        let cc = self.working_compiler.as_ref().map_or(String::new(), |c| format!("CC={} ", c.display()));
         format!(
-            "compiler defect: {} with `{}` computed {} from valid C ({}); built with `{}` instead",
+            "compiler defect: {} with `{}` computed {} from valid C ({}); built with `{cc}{}` instead",
             self.compiler,
             self.failing_flags,
             self.mismatch,
             self.reproducer.display(),
-            self.working_flags
+            self.working_flags.join(" ")
         )
     }
 }
@@ -116,8 +130,10 @@ pub struct CompilerDefect {
     pub failing_flags: String,
     /// The first mismatch of that build.
     pub mismatch: String,
-    /// The flags whose build verified, and that the kernel now uses.
-    pub working_flags: String,
+    /// The flags whose build verified, and that the kernel now uses (their words).
+    pub working_flags: Vec<String>,
+    /// The compiler of that build where it is another one (clang), else `None`: the same.
+    pub working_compiler: Option<PathBuf>,
     /// The reproducer: the C source both builds were made from.
     pub reproducer: PathBuf,
 }
@@ -138,13 +154,7 @@ pub struct Evidence {
 impl Evidence {
     /// One line for reports: what checked the kernel, at which size.
     pub fn describe(&self) -> String {
-        let reference = match &self.reference {
-            ReferenceCheck::FullSize => "full size".to_string(),
-            ReferenceCheck::Reduced { size } => format!("reduced size ({size})"),
-            ReferenceCheck::Refused { size, why } => {
-                format!("reduced size ({size}) not used: {why}")
-            }
-        };
+        let reference = self.reference.describe();
         let mut s = match self.full_size.describe() {
             Some(f) => format!("{reference}; {f}"),
             None => reference,
@@ -158,9 +168,33 @@ impl Evidence {
 
 /// SHA-256 of `source`, the first 16 hex digits.
 pub fn source_hash(source: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let d = Sha256::digest(source.as_bytes());
-    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    use sha2::Digest;
+    short(sha2::Sha256::digest(source.as_bytes()).as_slice())
+}
+
+/// SHA-256 (the first 16 hex digits) of the data each parameter of `kernel` starts from in
+/// `store` (name, extents and values, in parameter order).
+pub fn inputs_hash(kernel: &crate::codegen::CKernel, store: &crate::interp::Buffers) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for p in &kernel.params {
+        let from = p.accessed();
+        h.update(from.as_bytes());
+        if let Some(t) = store.get(from) {
+            for d in &t.dims {
+                h.update((*d as u64).to_le_bytes());
+            }
+            for x in &t.data {
+                h.update(x.to_le_bytes());
+            }
+        }
+    }
+    short(h.finalize().as_slice())
+}
+
+/// The first 8 bytes of a digest, in hex.
+fn short(digest: &[u8]) -> String {
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -492,6 +492,18 @@ pub fn polly_flags() -> Flags {
     Flags::parse(POLLY_FLAGS, "Polly").unwrap_or_default()
 }
 
+/// A clang on the `PATH` (the newest `clang-N`, else `clang`), if one is installed: the second
+/// compiler a kernel that did not match is built with, to tell a compiler defect from a wrong
+/// path.
+pub fn installed_clang() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    (14..=20)
+        .rev()
+        .map(|v| format!("clang-{v}"))
+        .chain(["clang".to_string()])
+        .find_map(|c| std::env::split_paths(&path).map(|d| d.join(&c)).find(|f| f.is_file()))
+}
+
 /// The line that installs Polly on Debian.
 pub const POLLY_INSTALL: &str = "apt-get install clang-16 libpolly-16-dev libomp-16-dev";
 
