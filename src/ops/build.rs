@@ -210,7 +210,7 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
     // An assignment `factor` or `expand` made: verification runs the one as written.
     let mut nest = nest;
     if let Some(before) = &t.before {
-        nest.rewrites.extend(super::rewrite::record(state, t, before));
+        nest.rewrites.extend(super::algebra::record(state, t, before));
     }
     Ok(nest)
 }

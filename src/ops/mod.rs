@@ -1,12 +1,13 @@
 //! The core builtins: one pure function per builtin of Fig. 1 and Sec. 3.3.3, their shape
 //! inference, and the table both front-ends read (range inference: `analysis::infer`).
 
+pub mod algebra;
 pub mod build;
+pub mod equivalence;
 pub mod explore;
 pub mod fm;
 pub mod lift;
 pub mod registry;
-pub mod rewrite;
 pub mod tensor;
 pub mod transform;
 

@@ -1002,7 +1002,7 @@ fn run_at(
             let terms = if r.by == "lift" {
                 crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms)
             } else {
-                crate::ops::rewrite::terms(state, &r.original)
+                crate::ops::algebra::terms(state, &r.original)
             };
             (r, r.rounding_bound(unit, mag, terms), terms)
         })

@@ -130,7 +130,7 @@ fn finish(state: &State, builtin: &str, t: &TExpr, acc: Option<TExpr>, v: TExpr)
                 vec![x.clone(), y.clone()],
             )
         };
-        super::lift::check(builtin, state, &assign(t), &[assign(&v)], &result)?;
+        super::equivalence::agrees_on_small_data(builtin, state, &assign(t), &[assign(&v)], &result)?;
         return Ok(v);
     }
     let x = t.children[0].clone();
@@ -140,7 +140,7 @@ fn finish(state: &State, builtin: &str, t: &TExpr, acc: Option<TExpr>, v: TExpr)
     };
     let new = Arc::new(TNode { children: vec![x.clone(), value], ..(**t).clone() });
     let result = x.id().cloned().unwrap_or_else(|| Name::from("x"));
-    super::lift::check(builtin, state, t, std::slice::from_ref(&new), &result)?;
+    super::equivalence::agrees_on_small_data(builtin, state, t, std::slice::from_ref(&new), &result)?;
     // The assignment as written: the first of a chain of rewrites (`expand(factor(Y))`: `Y`).
     let before = match &t.before {
         Some(b) => Arc::new(Before { by: builtin.into(), t: b.t.clone() }),

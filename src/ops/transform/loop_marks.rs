@@ -1,0 +1,161 @@
+//! Loop marks (Sec. 3.3.3): parallel, vector lanes, a collapsed parallel band.
+
+use super::*;
+
+/// `parallelize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run on several threads.
+/// Refused inside a vectorized loop: OpenMP has no `parallel for` inside `simd`.
+pub fn parallelize(nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "parallelize";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(outer) = nest.path().iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+        return Err(simd_around_parallel(b, outer, &l));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.parallel = true;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// `vectorize(l, r)` (Sec. 3.3.3): marks the loop at level `r` to run in SIMD lanes.
+/// Refused around a parallelized loop: OpenMP has no `parallel for` inside `simd`.
+///
+/// `bits` (128, 256 or 512; 0: the target's widest) asks for narrower vectors than the target's
+/// widest (AVX2-width lanes on an AVX-512 machine, to compare, or to tune); a width the target
+/// lacks is refused.
+pub fn vectorize(nest: &Nest, level: i64, bits: u32) -> Result<Nest> {
+    let b = "vectorize";
+    let widest = crate::analysis::vector::Target::native().vector_bits;
+    if bits != 0 && (![128, 256, 512].contains(&bits) || bits > widest) {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "bits"),
+            expected: if widest >= 128 {
+                format!(
+                    "a vector width this target has: {}",
+                    [128, 256, 512]
+                        .iter()
+                        .filter(|w| **w <= widest)
+                        .map(|w| w.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "no width: this target has no explicit vectors (TEML_VECTOR_BITS=0 or no SIMD)".to_string()
+            },
+            found: bits.to_string(),
+        });
+    }
+    let l = locate(nest, level, b, &level_arg(2))?;
+    if let Some(inner) = l.body.iter().find_map(parallel_loop) {
+        return Err(simd_around_parallel(b, &l, &inner));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.vectorize = true;
+        l2.annot.vector_bits = bits;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// `collapse(l, r, n)` (OpenMP `collapse(n)`): the `n` loops from level `r`, perfectly nested
+/// on the nest's single path, run as one parallel iteration space, for parallel loops whose
+/// outer trip count alone is too small to feed every thread. Every loop of the band is marked
+/// parallel (so the registry checks that none carries a dependence) and the outermost says
+/// how many it collapses. Refused where an inner loop's bounds depend on an outer loop of the
+/// band (OpenMP's rectangular collapse), where a loop of the band is vectorized, or inside a
+/// vectorized loop.
+///
+/// ```text
+/// for i in [0, 3]                  for i in [0, 3]  parallel collapse(2)
+///   for j in [0, N-1]      →         for j in [0, N-1]  parallel
+///     S(i, j)                           S(i, j)
+/// ```
+pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
+    let b = "collapse";
+    let first = locate(nest, level, b, &level_arg(2))?;
+    let depth = nest.path().len() as i64;
+    if n < 2 || level + n - 1 > depth {
+        return Err(Error::BadArgument {
+            builtin: b.into(),
+            arg: Arg::new(3, "count"),
+            expected: if depth - level + 1 >= 2 {
+                format!(
+                    "2..={} (the loops from level {level} on the single path of the nest)",
+                    depth - level + 1
+                )
+            } else {
+                format!(
+                    "at least 2 loops from level {level} on the single path of the nest, which has {} there",
+                    depth - level + 1
+                )
+            },
+            found: n.to_string(),
+        });
+    }
+    let path = nest.path();
+    let band: Vec<&Loop> = path[level as usize - 1..(level + n - 1) as usize].iter().map(|l| &**l).collect();
+    if let Some(outer) = path.iter().take(level as usize - 1).find(|o| o.annot.vectorize) {
+        return Err(simd_around_parallel(b, outer, &first));
+    }
+    if let Some((x, o)) = not_rectangular(&band) {
+        return Err(Error::Illegal {
+            builtin: b.into(),
+            reason: format!(
+                "the bounds of loop `{}` ({}) depend on `{}`: expected a rectangular band (OpenMP \
+                 collapses loops whose bounds are independent)",
+                x.iter,
+                x.range(),
+                o.iter
+            ),
+        });
+    }
+    for x in &band {
+        if x.annot.vectorize {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` is vectorized: expected a band of loops that run on threads only (vectorize \
+                     the loop inside the band instead)",
+                    x.iter
+                ),
+            });
+        }
+    }
+    // Code between the loops of the band (a buffer per iteration, a packed block, registers)
+    // would leave them not perfectly nested.
+    for x in &band[..band.len() - 1] {
+        let a = &x.annot;
+        if !(a.store_at.is_empty() && a.pack.is_empty() && a.registers.is_empty()) {
+            return Err(Error::Illegal {
+                builtin: b.into(),
+                reason: format!(
+                    "loop `{}` has {} of its own (code before its body): expected a band whose loops are \
+                     perfectly nested (mark the innermost loop of the band instead)",
+                    x.iter,
+                    a.words()
+                        .into_iter()
+                        .filter(|w| w.starts_with("store_at")
+                            || w.starts_with("pack")
+                            || w.starts_with("registers"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    fn mark(l: &Arc<Loop>, k: usize, n: usize) -> Arc<Loop> {
+        let mut l2 = (**l).clone();
+        l2.annot.parallel = true;
+        if k == 0 {
+            l2.annot.collapse = n;
+        }
+        if k + 1 < n
+            && let [LNode::Loop(inner)] = l.body.as_slice()
+        {
+            l2.body = vec![LNode::Loop(mark(inner, k + 1, n))];
+        }
+        Arc::new(l2)
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(mark(l, 0, n as usize))]))
+}
