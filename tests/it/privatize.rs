@@ -5,7 +5,7 @@
 //! a witness, and a random path over the expanded nest either is refused or computes what the
 //! program computes.
 
-use crate::common::{nest, program, refused, small_integers, teml_bits};
+use crate::common::{nest, program, proptest_cases, refused, small_integers, teml_bits};
 use proptest::prelude::*;
 use teml::interp::run as interp;
 use teml::ir::State;
@@ -126,7 +126,7 @@ fn privatize_refuses_what_would_change_the_values_at_the_line() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(24), .. ProptestConfig::default() })]
     /// temp2 privatized along i or j (or not), then a random sequence of steps: each is refused
     /// or the nest computes exactly what the program does (C and everything else but temp2,
     /// which the expanded nest does not keep); privatized along j, the whole of PATH is

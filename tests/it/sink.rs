@@ -6,7 +6,7 @@
 //! is refused with a witness, and a random mix of updates either is refused or computes what
 //! the program computes.
 
-use crate::common::{nest, program, refused, small_integers, teml_bits};
+use crate::common::{nest, program, proptest_cases, refused, small_integers, teml_bits};
 use proptest::prelude::*;
 use teml::interp::run as interp;
 use teml::ir::State;
@@ -165,7 +165,7 @@ fn split_anywhere_keeps_every_instance_in_order() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(24), .. ProptestConfig::default() })]
     /// Any mix of updates, sunk anywhere: each step is refused with an error or the nest
     /// computes exactly what the program does; with every update a `max` (or every one a
     /// `min`) sunk last, the whole path is accepted.

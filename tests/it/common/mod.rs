@@ -275,3 +275,9 @@ pub fn small_integers(s: &State, nest: &Nest) -> teml::interp::Buffers {
     })
     .unwrap()
 }
+
+/// The number of cases of a property test: `default` (sized for CI's two cores), or
+/// `PROPTEST_CASES` where set (a longer campaign: `PROPTEST_CASES=500 cargo test ...`).
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(default)
+}

@@ -1,0 +1,176 @@
+//! Buffers per loop: packed panels (`pack`) copied before a loop, and tensors stored per
+//! iteration (`store_at`).
+
+use super::*;
+
+/// A tensor packed by a loop around the one being printed.
+#[derive(Clone, Debug)]
+pub(super) struct Packed {
+    pub(super) tensor: Name,
+    /// The buffer's C name.
+    pub(super) buf: String,
+    /// The block's first element in the tensor.
+    pub(super) lo: Vec<Expr>,
+    /// The block's dimensions in the buffer's order (those of extent 1 in a buffer per
+    /// iteration left out).
+    pub(super) order: Vec<usize>,
+    /// The tensor's rank.
+    pub(super) rank: usize,
+}
+
+impl NestPrinter<'_> {
+    /// A loop marked `pack`: each packed tensor's block copied into a buffer before it (row by
+    /// row, up to the tensor's edge; element by element where the layout reorders the block),
+    /// the loop reading the buffer, the buffer freed after it.
+    pub(super) fn packed_loop(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[GNode],
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        self.helpers.packs = true;
+        let mut bufs: Vec<Packed> = Vec::new();
+        self.line(depth, "{");
+        for t in &l.annot.pack {
+            if self.laid.contains_key(t) {
+                return Err(format!("cannot pack `{t}`: it has a layout of its own for the whole kernel"));
+            }
+            let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
+            let fp = crate::analysis::packing::footprint(&outer, l, t)?;
+            let layout = l.annot.pack_layout.get(t).cloned().unwrap_or_default();
+            let rank = fp.extent.len();
+            let order = layout.order(rank);
+            let tc = self.helpers.names.tensor(t).to_string();
+            let buf = format!("teml_{tc}_pack");
+            let ty = fp.dtype.c_name();
+            let dims = self
+                .params
+                .iter()
+                .find(|p| p.accessed() == t)
+                .map(|p| p.dims.clone())
+                .ok_or_else(|| format!("cannot pack `{t}`: not a tensor of the kernel"))?;
+            let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+            // The buffer's extents: the block's, in the layout's order, the last rounded up.
+            let mut shape: Vec<String> = order.iter().map(|d| ext[*d].clone()).collect();
+            if layout.pad > 1 {
+                let p = layout.pad;
+                let last = fp.extent[order[rank - 1]].clone();
+                shape[rank - 1] = match last.as_const() {
+                    Some(n) => ((n + p as i64 - 1) / p as i64 * p as i64).to_string(),
+                    None => format!("(({} + {}) / {p} * {p})", ext[order[rank - 1]], p - 1),
+                };
+            }
+            let from: Vec<String> =
+                fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+            let how =
+                if layout.is_plain() { String::new() } else { format!(", laid out {}", layout.describe()) };
+            self.line(
+                depth + 1,
+                &format!(
+                    "/* `{tc}` packed for loop `{}`: the {} block from {tc}{}{how} */",
+                    self.helpers.names.var(&l.iter),
+                    ext.join(" x "),
+                    from.join("")
+                ),
+            );
+            let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
+            let decl = if rank == 1 {
+                format!("{ty} *restrict {buf}")
+            } else {
+                format!("{ty} (*restrict {buf}){tail}")
+            };
+            let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
+            self.line(depth + 1, &format!("{decl} = malloc(sizeof({ty}{bytes}));"));
+            self.line(
+                depth + 1,
+                &format!(
+                    "if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"
+                ),
+            );
+            // One loop per buffer dimension, up to the block's extent and the tensor's edge (a
+            // strip-mined tail's block reaches past it); the last, a row copy where the block's
+            // last dimension stays last.
+            self.helpers.min = true;
+            let keeps_rows = order[rank - 1] == rank - 1;
+            let loops = if keeps_rows { rank - 1 } else { rank };
+            let mut d2 = depth + 1;
+            let mut src_idx: Vec<String> = vec![String::new(); rank];
+            let mut idx: Vec<String> = Vec::new();
+            for (k, d) in order.iter().enumerate().take(loops) {
+                let p = format!("teml_p{k}");
+                let edge = c_expr(&dims[*d].add_int(-1).sub(&fp.lo[*d]), self.helpers, false);
+                let last = c_expr(&fp.extent[*d].add_int(-1), self.helpers, true);
+                self.line(d2, &format!("for (int {p} = 0; {p} <= teml_min({last}, {edge}); {p}++)"));
+                idx.push(format!("[{p}]"));
+                src_idx[*d] = format!("[{} + {p}]", c_expr(&fp.lo[*d], self.helpers, true));
+                d2 += 1;
+            }
+            if keeps_rows {
+                let lo_last = c_expr(&fp.lo[rank - 1], self.helpers, false);
+                let edge = c_expr(&dims[rank - 1].sub(&fp.lo[rank - 1]), self.helpers, false);
+                let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
+                let src = format!("&{tc}{}[{lo_last}]", src_idx[..rank - 1].join(""));
+                self.line(
+                    d2,
+                    &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[rank - 1]),
+                );
+            } else {
+                self.line(d2, &format!("{buf}{} = {tc}{};", idx.join(""), src_idx.join("")));
+            }
+            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank });
+        }
+        let n = bufs.len();
+        self.packed.extend(bufs.iter().cloned());
+        let mut inner = (**l).clone();
+        inner.annot.pack.clear();
+        inner.annot.pack_layout.clear();
+        let r = self.part(l, inner, body, depth + 1);
+        self.packed.truncate(self.packed.len() - n);
+        r?;
+        for p in &bufs {
+            self.line(depth + 1, &format!("free({});", p.buf));
+        }
+        self.line(depth, "}");
+        Ok(())
+    }
+
+    /// The buffers of the tensors loop `l` stores per iteration (`store_at`): their declarations,
+    /// at the start of its body, and how accesses find them.
+    pub(super) fn locals(&mut self, l: &Loop) -> std::result::Result<Vec<(String, Packed)>, String> {
+        if l.annot.store_at.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The loops around `l` (its own header is the last of `outer` while it prints).
+        let mut outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
+        if outer.last() == Some(&l.iter) {
+            outer.pop();
+        }
+        let mut out = Vec::new();
+        for t in &l.annot.store_at {
+            let fp = storage::block(&outer, l, t)?;
+            let tc = self.helpers.names.tensor(t).to_string();
+            let buf = format!("teml_{tc}_local");
+            let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+            let from: String =
+                fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+            // A dimension the iteration fixes (extent 1) is left out of the buffer.
+            let order: Vec<usize> =
+                (0..fp.extent.len()).filter(|d| fp.extent[*d].as_const() != Some(1)).collect();
+            let dims: String = order.iter().map(|d| format!("[{}]", ext[*d])).collect();
+            let who = if self.auto.contains(t) {
+                " (by code generation: no iteration reads what another wrote)"
+            } else {
+                ""
+            };
+            let decl = format!(
+                "{} {buf}{dims};  /* `{tc}` stored per iteration of `{}`{who}: the {} block from {tc}{from} */",
+                fp.dtype.c_name(),
+                self.helpers.names.var(&l.iter),
+                ext.join(" x ")
+            );
+            let rank = fp.extent.len();
+            out.push((decl, Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank }));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,177 @@
+//! The kernel's plan, decided before any C is printed: the nests after storage contraction
+//! (temporaries that live within one iteration of a fused loop, `analysis::storage`), the
+//! tensors stored per iteration or held by the kernel, the layouts (one per tensor), the
+//! parameters in order with their C spellings, and the named constants. The printer
+//! ([`super::print`]) reads the plan and prints it; it decides nothing about the kernel as a
+//! whole.
+
+use super::*;
+
+/// What one kernel is, before it is printed.
+pub(super) struct KernelPlan {
+    /// The nests in order, after storage contraction.
+    pub(super) nests: Vec<(Name, Nest)>,
+    /// Per nest, the tensors code generation stores per iteration on its own (not the program's
+    /// `store_at`).
+    pub(super) auto: Vec<Vec<Name>>,
+    /// The parameters, in order, before the kernel's own buffers are taken out of them.
+    pub(super) params: Vec<Param>,
+    /// Tensors with a copy per iteration of a loop (`privatize`) or temporaries of `lift`: the
+    /// kernel allocates them (never parameters, never converted).
+    pub(super) internal: BTreeSet<Name>,
+    /// Tensors held by a copy per iteration of a loop (`privatize`).
+    pub(super) expanded: BTreeSet<Name>,
+    /// Tensors stored in another layout for the whole kernel, one layout each.
+    pub(super) layouts: BTreeMap<Name, crate::ir::Layout>,
+    /// The named constants the kernel uses.
+    pub(super) consts: Vec<Name>,
+    /// The C spelling of every name.
+    pub(super) names: Rc<CNames>,
+}
+
+impl KernelPlan {
+    /// The parameters the kernel function takes: all but the buffers it holds itself.
+    pub(super) fn taken(&self) -> Vec<Param> {
+        self.params.iter().filter(|p| !self.internal.contains(&p.name)).cloned().collect()
+    }
+}
+
+/// Plans kernel `name` running `nests` in order, keeping the tensors of `keep` whole (`-o`
+/// saves them). Refuses what cannot be realized: a kept tensor stored per iteration or
+/// privatized, a tensor with two layouts, or a layout on a tensor stored per iteration.
+pub(super) fn plan_kernel(
+    state: &State,
+    name: &str,
+    nests: &[(Name, Nest)],
+    keep: &BTreeSet<Name>,
+) -> Result<KernelPlan> {
+    if !is_c_ident(name) {
+        return Err(Error::BadArgument {
+            builtin: "codegen".into(),
+            arg: crate::error::Arg::new(nests.len() + 1, "name"),
+            expected: "a C identifier as kernel name".into(),
+            found: format!("`{name}`"),
+        });
+    }
+    // Temporaries that live within one iteration of a loop after fusion are stored there.
+    let (contracted, auto) = storage::contract(state, nests, keep);
+    let nests = contracted;
+    let mut local: BTreeSet<Name> = BTreeSet::new();
+    for (_, n) in &nests {
+        for (_, l) in storage::marked(n.items()) {
+            local.extend(l.annot.store_at.iter().cloned());
+        }
+    }
+    // Tensors with a copy per iteration of a loop (`privatize`): the kernel holds them.
+    let expanded: BTreeSet<Name> =
+        nests.iter().flat_map(|(_, n)| n.expanded.values().map(|x| x.buffer.clone())).collect();
+    if let Some(t) = nests.iter().flat_map(|(_, n)| n.expanded.keys()).find(|t| keep.contains(*t)) {
+        return Err(unrealizable(format!(
+            "`{t}` has a copy per iteration of a loop (privatize), so its values are not kept after the \
+             kernel; expected no -o for it, or no privatize"
+        )));
+    }
+    if let Some(t) = local.iter().find(|t| keep.contains(*t)) {
+        return Err(unrealizable(format!(
+            "`{t}` is stored per iteration of a loop (store_at), so its values are not kept after the \
+             kernel; expected no -o for it, or no store_at"
+        )));
+    }
+    let layouts = kernel_layouts(&nests, &local)?;
+    let (tensors, iters, consts) = kernel::layout(state, &nests)?;
+    let mut params: Vec<Param> = tensors
+        .into_iter()
+        .map(|t| Param {
+            c_name: t.name.to_string(),
+            name: t.name,
+            dtype: t.dtype,
+            dims: t.dims,
+            written: t.written,
+            holds: None,
+            fresh: false,
+        })
+        .collect();
+    let names = Rc::new(CNames::new(name, iters.iter().chain(&consts), params.iter().map(|p| &p.name)));
+    for p in params.iter_mut() {
+        p.c_name = names.tensor(&p.name).to_string();
+    }
+    // A result stored over its operand: the operand's buffer is the result's parameter.
+    for (_, n) in &nests {
+        for (y, x) in &n.over {
+            if let Some(p) = params.iter_mut().find(|p| &p.name == x) {
+                p.holds = Some(x.clone());
+                p.name = y.clone();
+            }
+        }
+    }
+    // A tensor stored per iteration is no parameter: the kernel holds it.
+    params.retain(|p| !local.contains(&p.name));
+    for p in params.iter_mut() {
+        p.fresh = p.written
+            && p.holds.is_none()
+            && !layouts.contains_key(&p.name)
+            && computed_afresh(&nests, &p.name);
+    }
+    // The temporaries of `lift` (not kept with -o, not stored per iteration) are the kernel's
+    // own: allocated per call, never parameters, never converted.
+    let internal: BTreeSet<Name> = nests
+        .iter()
+        .flat_map(|(_, n)| n.temps().cloned())
+        .chain(expanded.iter().cloned())
+        .filter(|t| !keep.contains(t) && !local.contains(t) && params.iter().any(|p| &p.name == t))
+        .collect();
+    let auto = (0..nests.len())
+        .map(|k| auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect())
+        .collect();
+    Ok(KernelPlan { nests, auto, params, internal, expanded, layouts, consts, names })
+}
+
+/// The refusal of a kernel code generation cannot realize.
+pub(super) fn unrealizable(reason: String) -> Error {
+    Error::Unrealizable { builtin: "codegen".into(), reason }
+}
+
+/// The tensors stored in another layout: one layout per tensor across the kernel's nests, none
+/// on a tensor stored per iteration (`local`).
+pub(super) fn kernel_layouts(
+    nests: &[(Name, Nest)],
+    local: &BTreeSet<Name>,
+) -> Result<BTreeMap<Name, crate::ir::Layout>> {
+    let mut layouts: BTreeMap<Name, crate::ir::Layout> = BTreeMap::new();
+    for (nname, n) in nests {
+        for (t, lay) in &n.layouts {
+            if local.contains(t) {
+                return Err(unrealizable(format!(
+                    "`{t}` has a layout in `{nname}` and is stored per iteration of a loop: expected one of the two"
+                )));
+            }
+            match layouts.get(t) {
+                Some(other) if other != lay => {
+                    return Err(unrealizable(format!(
+                        "`{t}` has two layouts in the kernel: expected one layout per tensor"
+                    )));
+                }
+                _ => {
+                    layouts.insert(t.clone(), lay.clone());
+                }
+            }
+        }
+    }
+    Ok(layouts)
+}
+
+/// element or summing into it from zero (an accumulator zeroed at its first update; `build`
+/// makes statements that write their whole target): the kernel's result does not depend on
+/// what `t` held at entry.
+pub(super) fn computed_afresh(nests: &[(Name, Nest)], t: &Name) -> bool {
+    let Some((_, n)) = nests.iter().find(|(_, n)| n.rank_of(t).is_some()) else { return false };
+    n.stmts().iter().all(|s| {
+        let Some(lw) = lower(s) else { return false };
+        let mut reads = false;
+        lw.rhs.visit(&mut |x| reads |= x.id() == Some(t));
+        let target = lw.target.id() == Some(t);
+        // A statement writing affine positions (an interior, a slice) leaves the rest as it was.
+        let whole = lw.target.index_list().is_none_or(|xs| xs.iter().all(|x| x.as_var().is_some()));
+        !reads && (!target || (whole && (lw.update == Update::Set || lw.first.is_some())))
+    })
+}
