@@ -133,6 +133,17 @@ fn level_range(depth: usize, level: i64) -> String {
 }
 
 impl Error {
+    /// An argument of the right kind with an unacceptable value: `builtin: argument pos (role):
+    /// expected ..., found ...` ([`Error::BadArgument`]).
+    pub fn bad_argument(
+        builtin: impl Into<String>,
+        arg: Arg,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> Error {
+        Error::BadArgument { builtin: builtin.into(), arg, expected: expected.into(), found: found.into() }
+    }
+
     /// The argument the error names, for the variants that name one.
     pub fn arg(&self) -> Option<&Arg> {
         match self {

@@ -249,7 +249,7 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
     }
     let req = which.request(state).map_err(|e| e.to_string())?;
     for (n, nest) in req.names.iter().zip(&req.nests) {
-        match crate::analysis::check(state, nest) {
+        match crate::analysis::decide(state, nest) {
             Ok(Ok(crate::analysis::Verdict::AllSizes)) => {}
             Ok(Ok(crate::analysis::Verdict::TheseSizes(at))) => {
                 return baked(format!("`{n}` is proven legal at {at} only"));

@@ -91,7 +91,7 @@ struct CStmt {
 
 #[derive(Clone, Debug)]
 enum Node {
-    Loop { slot: usize, lb: Bound, ub: Bound, step: i64, body: Vec<Node> },
+    Loop { slot: usize, lb: Bound, ub: Bound, body: Vec<Node> },
     Stmt(CStmt),
 }
 
@@ -208,7 +208,7 @@ impl Compiler<'_> {
                 let slot = self.slots.len() - 1;
                 let body = l.body.iter().map(|c| self.node(c, bufs)).collect::<Result<Vec<_>, _>>()?;
                 self.slots.pop();
-                Ok(Node::Loop { slot, lb, ub, step: l.step, body })
+                Ok(Node::Loop { slot, lb, ub, body })
             }
         }
     }
@@ -346,7 +346,7 @@ impl<const A: u8> Machine<'_, A> {
                 }
                 Ok(())
             }
-            Node::Loop { slot, lb, ub, step, body } => {
+            Node::Loop { slot, lb, ub, body } => {
                 let (lb, ub) = (lb.eval(&self.env, self.state)?, ub.eval(&self.env, self.state)?);
                 if self.env.len() <= *slot {
                     self.env.resize(slot + 1, 0);
@@ -357,7 +357,7 @@ impl<const A: u8> Machine<'_, A> {
                     for c in body {
                         self.exec(c)?;
                     }
-                    i += step;
+                    i += 1;
                 }
                 Ok(())
             }

@@ -182,12 +182,12 @@ pub fn eval_note(e: &Expr, state: &State) -> String {
 
 /// Index arithmetic on `leaf` that leaves the 64-bit range.
 pub fn overflow(builtin: &str, arg: &Arg, leaf: &TNode) -> Error {
-    Error::BadArgument {
-        builtin: builtin.into(),
-        arg: arg.clone(),
-        expected: format!("indices and extents of at most {}", crate::ir::expr::INT_MAX),
-        found: format!("an integer overflow computing the range of {}", leaf.access()),
-    }
+    Error::bad_argument(
+        builtin,
+        arg.clone(),
+        format!("indices and extents of at most {}", crate::ir::expr::INT_MAX),
+        format!("an integer overflow computing the range of {}", leaf.access()),
+    )
 }
 
 fn is_const(x: &Name, state: &State, trees: &[&TNode]) -> bool {

@@ -14,7 +14,7 @@
 //!   inside the loop that sums into it, is refused with the reason.
 
 use super::reduction::{self, Plan};
-use super::zeroing::{self, GNode};
+use super::zeroing::{self, PlacedNode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Dim, Expr, LNode, Loop, Name, Nest, State, TNode, lower};
 use std::collections::BTreeSet;
@@ -36,7 +36,7 @@ pub struct Tensor {
 /// Refuses, with the reason, a kernel of `nests` that code generation could not realise: a
 /// tensor used with two shapes ([`Error::Unrealizable`]), an integer outside C `int`
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
-pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
+pub fn realizable(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     // A tensor with a copy per iteration of a loop (`privatize`) in one nest is not kept: no
     // other nest of the kernel may access it as it is (each nest that accesses it gives it
@@ -64,10 +64,10 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
         state: &State,
         nest: &Nest,
         laid: &super::vector::Layouts,
-        g: &'a GNode,
+        g: &'a PlacedNode,
         outer: &mut Vec<&'a Loop>,
     ) -> std::result::Result<(), String> {
-        if let GNode::Loop(l, body) = g {
+        if let PlacedNode::Loop(l, body) = g {
             realise(state, nest, l, body)?;
             // `registers` marks moved by interchange or fusion are checked where they are now.
             for t in &l.annot.registers {
@@ -119,7 +119,7 @@ pub fn check(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
     for (k, (name, n)) in nests.iter().enumerate() {
         for (outer, l) in super::storage::marked(n.items()) {
             for t in &l.annot.store_at {
-                super::storage::check(state, n, &outer, l, t).map_err(unrealizable)?;
+                super::storage::per_iteration_block(state, n, &outer, l, t).map_err(unrealizable)?;
                 let elsewhere = nests.iter().enumerate().find(|(j, (_, m))| {
                     *j != k
                         && m.stmts().iter().any(|s| {
@@ -159,7 +159,7 @@ pub fn realise(
     state: &State,
     nest: &Nest,
     l: &Loop,
-    body: &[GNode],
+    body: &[PlacedNode],
 ) -> std::result::Result<Option<Plan>, String> {
     // Marks moved by interchange or fusion can still put `parallel for` inside `simd`.
     if l.annot.vectorize
@@ -214,14 +214,19 @@ pub fn realise(
 /// nested (no zeroing between them), each marked parallel, each one's bounds free of the
 /// band's outer iterators (OpenMP's rectangular `collapse`), and none carrying a dependence,
 /// reductions included (a reduction would need private accumulators per loop).
-fn realise_band(state: &State, nest: &Nest, l: &Loop, body: &[GNode]) -> std::result::Result<Plan, String> {
+fn realise_band(
+    state: &State,
+    nest: &Nest,
+    l: &Loop,
+    body: &[PlacedNode],
+) -> std::result::Result<Plan, String> {
     let n = l.annot.collapse;
     let cannot = |why: String| format!("cannot collapse the {n} loops from `{}`: {why}", l.iter);
     let mut band: Vec<&Loop> = vec![l];
     let mut rest = body;
     while band.len() < n {
         match rest {
-            [GNode::Loop(inner, b)] => {
+            [PlacedNode::Loop(inner, b)] => {
                 band.push(inner);
                 rest = b;
             }
@@ -299,11 +304,11 @@ pub fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
 }
 
 /// True if a zeroing of `access` is among `body`'s items, at any depth.
-fn zeroes_inside(body: &[GNode], access: &str) -> bool {
+fn zeroes_inside(body: &[PlacedNode], access: &str) -> bool {
     body.iter().any(|g| match g {
-        GNode::Zero(z) => z.target.access() == access,
-        GNode::Loop(_, b) => zeroes_inside(b, access),
-        GNode::Stmt(_) => false,
+        PlacedNode::Zero(z) => z.target.access() == access,
+        PlacedNode::Loop(_, b) => zeroes_inside(b, access),
+        PlacedNode::Stmt(_) => false,
     })
 }
 

@@ -16,4 +16,4 @@ pub mod storage;
 pub mod vector;
 pub mod zeroing;
 
-pub use legality::{Illegal, Verdict, check};
+pub use legality::{Decision, Illegal, Verdict, decide};

@@ -203,7 +203,7 @@ fn independent_in_some_dim(p: &Loop, acc: &[&(Access, Vec<Loop>)]) -> bool {
             max_b = max_b.max(ob);
         }
         if let Some(c) = c0
-            && let (Some(width), Some(stride)) = (max_b.checked_sub(min_a), c.checked_mul(p.step))
+            && let (Some(width), Some(stride)) = (max_b.checked_sub(min_a), Some(c))
             && width < stride
         {
             return true;

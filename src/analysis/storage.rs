@@ -37,7 +37,7 @@ pub fn block(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, Strin
 /// The conditions of storing `tensor` per iteration of loop `l` of `nest` (inside the loops
 /// `outer`) that do not need dependence analysis, and the block an iteration stores; or why
 /// not.
-pub fn check(
+pub fn per_iteration_block(
     state: &State,
     nest: &Nest,
     outer: &[&Loop],
@@ -265,7 +265,7 @@ fn place(state: &State, nest: &Nest, tensor: &Name) -> Option<(Nest, Name)> {
     for d in (0..common.len()).rev() {
         let l = &common[d];
         let outer: Vec<&Loop> = common[..d].iter().map(|x| &**x).collect();
-        let Ok(fp) = check(state, nest, &outer, l, tensor) else { continue };
+        let Ok(fp) = per_iteration_block(state, nest, &outer, l, tensor) else { continue };
         let elements = fp
             .extent
             .iter()

@@ -105,9 +105,6 @@ pub type Layouts = std::collections::BTreeMap<Name, crate::ir::Layout>;
 /// reduction across the lanes) is allowed: a band keeps that element as a vector of partial
 /// sums, one per lane, added up when it is stored (`registers`, rfactor).
 pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<DType, String> {
-    if l.step != 1 {
-        return Err(format!("loop `{}` has step {}", l.iter, l.step));
-    }
     let mut dtype: Option<DType> = None;
     for x in &l.body {
         let LNode::Stmt(s) = x else {
@@ -183,7 +180,7 @@ pub fn lane_access(leaf: &TNode, iter: &str, write: bool, layouts: &Layouts) -> 
 pub fn constant_trip(l: &Loop) -> Option<i64> {
     let span = l.ub.checked_sub(&l.lb).ok()?;
     let d = span.as_const()?;
-    Some(if d < 0 { 0 } else { d / l.step + 1 })
+    Some(if d < 0 { 0 } else { d + 1 })
 }
 
 /// A loop of at most `trip` iterations from its lower bound: a constant trip count, or the
@@ -200,11 +197,8 @@ pub struct Block {
     pub full_when: Vec<(Expr, Expr)>,
 }
 
-/// `l` as a [`Block`], if it is one (step 1).
+/// `l` as a [`Block`], if it is one.
 pub fn block(l: &Loop) -> Option<Block> {
-    if l.step != 1 {
-        return None;
-    }
     if let Some(trip) = constant_trip(l) {
         return Some(Block { trip, full_ub: l.ub.clone(), full_when: Vec::new() });
     }
@@ -315,14 +309,7 @@ mod tests {
         let o = Expr::var("o");
         let lb = o.scale(16);
         let ub = Expr::min(&lb.add_int(15), &Expr::var("N").add_int(-1));
-        let l = Loop {
-            iter: "j".into(),
-            lb: lb.clone(),
-            ub,
-            step: 1,
-            annot: Default::default(),
-            body: Vec::new(),
-        };
+        let l = Loop { iter: "j".into(), lb: lb.clone(), ub, annot: Default::default(), body: Vec::new() };
         let b = block(&l).unwrap();
         assert_eq!((b.trip, b.full_ub.clone()), (16, lb.add_int(15)));
         assert_eq!(b.full_when, vec![(lb.add_int(15), Expr::var("N").add_int(-1))]);

@@ -47,26 +47,26 @@ pub struct Zero {
 
 /// The items of a nest with zeroings placed.
 #[derive(Clone, Debug)]
-pub enum GNode {
+pub enum PlacedNode {
     /// A loop of the nest (its header) with its items.
-    Loop(Arc<Loop>, Vec<GNode>),
+    Loop(Arc<Loop>, Vec<PlacedNode>),
     /// A statement of the nest.
     Stmt(TExpr),
     /// A zeroing.
     Zero(Zero),
 }
 
-impl GNode {
+impl PlacedNode {
     /// The accesses to `tensor` below, as (text, indices).
     pub fn accesses(&self, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) {
         match self {
-            GNode::Loop(_, body) => body.iter().for_each(|g| g.accesses(tensor, out)),
-            GNode::Stmt(s) => {
+            PlacedNode::Loop(_, body) => body.iter().for_each(|g| g.accesses(tensor, out)),
+            PlacedNode::Stmt(s) => {
                 if let Some(lw) = lower(s) {
                     accesses_of(&lw, tensor, out);
                 }
             }
-            GNode::Zero(z) => {
+            PlacedNode::Zero(z) => {
                 if z.target.id() == Some(tensor) {
                     out.push((z.target.access(), z.target.index_list().unwrap_or(&[]).to_vec()));
                 }
@@ -85,21 +85,21 @@ impl GNode {
             }
         };
         match self {
-            GNode::Loop(_, body) => body.iter().for_each(|g| g.conditions(out)),
-            GNode::Stmt(s) => add(s.guard()),
-            GNode::Zero(z) => add(&z.when),
+            PlacedNode::Loop(_, body) => body.iter().for_each(|g| g.conditions(out)),
+            PlacedNode::Stmt(s) => add(s.guard()),
+            PlacedNode::Zero(z) => add(&z.when),
         }
     }
 
     /// The iterators of the loops below (those of a zeroing's own loops included).
     pub fn iters(&self, out: &mut Vec<Name>) {
         match self {
-            GNode::Loop(l, body) => {
+            PlacedNode::Loop(l, body) => {
                 out.push(l.iter.clone());
                 body.iter().for_each(|g| g.iters(out));
             }
-            GNode::Stmt(_) => {}
-            GNode::Zero(z) => out.extend(z.loops.iter().map(|l| l.iter.clone())),
+            PlacedNode::Stmt(_) => {}
+            PlacedNode::Zero(z) => out.extend(z.loops.iter().map(|l| l.iter.clone())),
         }
     }
 }
@@ -116,7 +116,7 @@ fn accesses_of(lw: &Lowered, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) 
 }
 
 /// Places the zeroings of every accumulator statement in `items`.
-pub fn place(items: &[LNode]) -> Vec<GNode> {
+pub fn place(items: &[LNode]) -> Vec<PlacedNode> {
     let mut out = Vec::new();
     for x in items {
         match x {
@@ -125,20 +125,20 @@ pub fn place(items: &[LNode]) -> Vec<GNode> {
                     && let Some(first) = lw.first
                     && let Some(guard) = simplify(first)
                 {
-                    out.push(GNode::Zero(Zero {
+                    out.push(PlacedNode::Zero(Zero {
                         target: lw.target,
                         guard,
                         loops: Vec::new(),
                         when: lw.when,
                     }));
                 }
-                out.push(GNode::Stmt(s.clone()));
+                out.push(PlacedNode::Stmt(s.clone()));
             }
             LNode::Loop(l) => {
                 let body = place(&l.body);
                 let (hoisted, body) = hoist(l, body);
                 out.extend(hoisted);
-                out.push(GNode::Loop(l.clone(), body));
+                out.push(PlacedNode::Loop(l.clone(), body));
             }
         }
     }
@@ -163,20 +163,20 @@ fn simplify(guard: Vec<Expr>) -> Option<Vec<Expr>> {
 }
 
 /// Moves the zeroings at the front of `l`'s body that may run before the loop out of it.
-fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
+fn hoist(l: &Arc<Loop>, body: Vec<PlacedNode>) -> (Vec<PlacedNode>, Vec<PlacedNode>) {
     let mut hoisted = Vec::new();
-    let mut kept: Vec<GNode> = Vec::new();
+    let mut kept: Vec<PlacedNode> = Vec::new();
     let all = body.clone();
     // The iterators that move inside the loop (its own, those of its loops and zeroings).
     let mut moving: Vec<Name> = vec![l.iter.clone()];
     all.iter().for_each(|g| g.iters(&mut moving));
     for g in body {
-        let GNode::Zero(z) = g else {
+        let PlacedNode::Zero(z) = g else {
             kept.push(g);
             continue;
         };
         let Some(tensor) = z.target.id().cloned() else {
-            kept.push(GNode::Zero(z));
+            kept.push(PlacedNode::Zero(z));
             continue;
         };
         // Only past items that do not touch the elements it zeroes.
@@ -185,9 +185,9 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
         let clear = before.iter().all(|(_, index)| apart(&z.target, index, &moving));
         let out = if clear { hoist_one(l, &z, &tensor, &all, &moving) } else { None };
         match out {
-            Some(Some(z2)) => hoisted.push(GNode::Zero(z2)),
+            Some(Some(z2)) => hoisted.push(PlacedNode::Zero(z2)),
             Some(None) => {} // never runs
-            None => kept.push(GNode::Zero(z)),
+            None => kept.push(PlacedNode::Zero(z)),
         }
     }
     (hoisted, kept)
@@ -195,7 +195,13 @@ fn hoist(l: &Arc<Loop>, body: Vec<GNode>) -> (Vec<GNode>, Vec<GNode>) {
 
 /// The zeroing as it reads outside loop `l`: `Some(None)` if it never runs, `None` if it
 /// cannot move.
-fn hoist_one(l: &Loop, z: &Zero, tensor: &Name, body: &[GNode], moving: &[Name]) -> Option<Option<Zero>> {
+fn hoist_one(
+    l: &Loop,
+    z: &Zero,
+    tensor: &Name,
+    body: &[PlacedNode],
+    moving: &[Name],
+) -> Option<Option<Zero>> {
     let v = &l.iter;
     // Its own conditions hold at some iterations only: it stays where they are tested.
     if z.when.iter().any(|g| g.mentions(v)) {

@@ -15,9 +15,9 @@ pub(super) struct Tail {
 
 /// The vectorized loops below that are strip-mined blocks with a partial last one, whose
 /// fullness does not change inside the band (none of the `inner` iterators decides it).
-pub(super) fn partial_lanes(body: &[GNode], inner: &[Name], out: &mut Vec<Tail>) {
+pub(super) fn partial_lanes(body: &[PlacedNode], inner: &[Name], out: &mut Vec<Tail>) {
     for g in body {
-        if let GNode::Loop(l, b) = g {
+        if let PlacedNode::Loop(l, b) = g {
             if l.annot.vectorize
                 && let Some(block) = vector::block(l)
                 && !block.full_when.is_empty()
@@ -34,13 +34,13 @@ pub(super) fn partial_lanes(body: &[GNode], inner: &[Name], out: &mut Vec<Tail>)
 /// `body` with the loops of `tails` running full blocks; each new loop and the one it stands
 /// for are added to `parts`.
 pub(super) fn full_blocks(
-    body: &[GNode],
+    body: &[PlacedNode],
     tails: &[Tail],
     parts: &mut Vec<(Arc<Loop>, Arc<Loop>)>,
-) -> Vec<GNode> {
+) -> Vec<PlacedNode> {
     body.iter()
         .map(|g| match g {
-            GNode::Loop(l, b) => {
+            PlacedNode::Loop(l, b) => {
                 let full = tails.iter().find(|t| t.iter == l.iter && t.ub == l.ub);
                 let l2 = match full {
                     Some(t) => {
@@ -51,7 +51,7 @@ pub(super) fn full_blocks(
                     }
                     None => l.clone(),
                 };
-                GNode::Loop(l2, full_blocks(b, tails, parts))
+                PlacedNode::Loop(l2, full_blocks(b, tails, parts))
             }
             other => other.clone(),
         })
@@ -92,7 +92,7 @@ impl NestPrinter<'_> {
     pub(super) fn band(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
@@ -125,10 +125,10 @@ impl NestPrinter<'_> {
                 }
             }
             let n = self.split.parts.len();
-            let full: Vec<GNode> = full_blocks(body, &tails, &mut self.split.parts);
+            let full: Vec<PlacedNode> = full_blocks(body, &tails, &mut self.split.parts);
             self.line(depth, &format!("if ({})  /* full blocks of lanes */", conds.join(" && ")));
             self.line(depth, "{");
-            let r = self.kept(l, &full, depth + 1);
+            let r = self.band_with_registers(l, &full, depth + 1);
             self.split.parts.truncate(n);
             r?;
             self.line(depth, "}");
@@ -141,14 +141,14 @@ impl NestPrinter<'_> {
             self.line(depth, "}");
             return Ok(());
         }
-        self.kept(l, body, depth)
+        self.band_with_registers(l, body, depth)
     }
 
     /// The band `l` with its variables (every block of lanes inside it full).
-    pub(super) fn kept(
+    pub(super) fn band_with_registers(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         let mut inner = vec![l.iter.clone()];

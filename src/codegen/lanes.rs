@@ -31,13 +31,13 @@ impl NestPrinter<'_> {
     /// The block of a vectorized loop inside a band whose lanes sum into an element the band
     /// keeps, where the block is partial at some iteration of the band (a strip-mined
     /// reduction loop whose extent the factor does not divide).
-    pub(super) fn summing_block(&self, l: &Loop, body: &[GNode]) -> Option<vector::Block> {
+    pub(super) fn summing_block(&self, l: &Loop, body: &[PlacedNode]) -> Option<vector::Block> {
         if !l.annot.vectorize || self.bands.is_empty() {
             return None;
         }
         let block = vector::block(l).filter(|b| !b.full_when.is_empty())?;
         let sums = body.iter().any(|g| match g {
-            GNode::Stmt(s) => lower(s).is_some_and(|lw| {
+            PlacedNode::Stmt(s) => lower(s).is_some_and(|lw| {
                 lw.update == Update::Add
                     && lw.target.id().is_some_and(|t| self.bands.iter().any(|b| b.tensors.contains(t)))
                     && !lw.target.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter))
@@ -52,7 +52,7 @@ impl NestPrinter<'_> {
     pub(super) fn summing_lanes(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         block: &vector::Block,
         depth: usize,
     ) -> std::result::Result<(), String> {
@@ -77,7 +77,7 @@ impl NestPrinter<'_> {
 
     /// The lanes of a vectorized loop that carries no dependence, printed with explicit
     /// vectors, or why it keeps its pragma.
-    pub(super) fn explicit_lanes(&self, l: &Loop, body: &[GNode]) -> std::result::Result<Lanes, String> {
+    pub(super) fn explicit_lanes(&self, l: &Loop, body: &[PlacedNode]) -> std::result::Result<Lanes, String> {
         let mut conds = Vec::new();
         body.iter().for_each(|g| g.conditions(&mut conds));
         if let Some(g) = conds.iter().find(|g| g.mentions(&l.iter) && !self.split.known.contains(g)) {
@@ -112,12 +112,13 @@ impl NestPrinter<'_> {
         }
         for g in body {
             match g {
-                GNode::Stmt(_) => {}
-                GNode::Zero(z) if z.loops.is_empty() && z.guard.iter().all(|g| !g.mentions(&l.iter)) => {}
-                GNode::Zero(_) => {
+                PlacedNode::Stmt(_) => {}
+                PlacedNode::Zero(z) if z.loops.is_empty() && z.guard.iter().all(|g| !g.mentions(&l.iter)) => {
+                }
+                PlacedNode::Zero(_) => {
                     return Err(format!("an accumulator is zeroed by a loop inside `{}`", l.iter));
                 }
-                GNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
+                PlacedNode::Loop(..) => return Err(format!("loop `{}` has a loop inside", l.iter)),
             }
         }
         // A scalar function (`sqrt`, `exp`, ...) has no vector form in C's vector extensions:
@@ -125,7 +126,7 @@ impl NestPrinter<'_> {
         // `fmax` and `fmin` have one (`extreme_helper`), except as a reduction across the lanes
         // (its partial results would be summed).
         for g in body {
-            let GNode::Stmt(s) = g else { continue };
+            let PlacedNode::Stmt(s) = g else { continue };
             if let Some(f) = s.value().and_then(|v| {
                 let mut found = None;
                 v.visit(&mut |n| {
@@ -162,7 +163,7 @@ impl NestPrinter<'_> {
     pub(super) fn vector_loop(
         &mut self,
         l: &Loop,
-        body: &[GNode],
+        body: &[PlacedNode],
         lanes: &Lanes,
         depth: usize,
     ) -> std::result::Result<(), String> {
@@ -258,7 +259,7 @@ impl NestPrinter<'_> {
     pub(super) fn scalar_loop(
         &mut self,
         header: &str,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         self.line(depth, header);
@@ -276,14 +277,14 @@ impl NestPrinter<'_> {
     pub(super) fn streamed(
         &self,
         l: &Loop,
-        body: &[GNode],
+        body: &[PlacedNode],
     ) -> std::result::Result<Option<crate::ir::TExpr>, String> {
         let Some(t) = l.annot.stream.first() else { return Ok(None) };
         if self.bands.iter().any(|b| b.tensors.contains(t)) {
             return Err(format!("`{t}` not streamed: it is kept in registers around `{}`", l.iter));
         }
         let target = body.iter().find_map(|g| match g {
-            GNode::Stmt(s) => {
+            PlacedNode::Stmt(s) => {
                 lower(s).filter(|lw| lw.update == Update::Set).map(|lw| lw.target).filter(|x| {
                     x.id() == Some(t)
                         && x.index_list().and_then(|xs| xs.last()).is_some_and(|x| x.mentions(&l.iter))
@@ -299,18 +300,18 @@ impl NestPrinter<'_> {
 
     pub(super) fn lanes_body(
         &mut self,
-        body: &[GNode],
+        body: &[PlacedNode],
         lane: &Lane,
         depth: usize,
     ) -> std::result::Result<(), String> {
         for g in body {
             match g {
-                GNode::Stmt(s) => {
+                PlacedNode::Stmt(s) => {
                     let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
                     self.stmt(&lw, Some(lane), depth)?;
                 }
-                GNode::Zero(z) => self.zero(z, Some(lane), depth)?,
-                GNode::Loop(..) => return Err("a loop inside explicit vector lanes".into()),
+                PlacedNode::Zero(z) => self.zero(z, Some(lane), depth)?,
+                PlacedNode::Loop(..) => return Err("a loop inside explicit vector lanes".into()),
             }
         }
         Ok(())

@@ -6,7 +6,7 @@
 //! laid out one per line. Marks become OpenMP pragmas. Whether a mark is legal is decided
 //! before code generation, by isl: the builtin registry refuses, after every transformation
 //! (`parallelize` and `vectorize` included), a nest with a marked loop that carries a
-//! dependence other than a reduction ([`crate::ops::registry::legal`],
+//! dependence other than a reduction ([`crate::ops::registry::legality_gate`],
 //! [`crate::analysis::legality`]; skipped under `--unchecked`). How a legal mark is realized is
 //! asked of [`crate::analysis::kernel::realise`], the same question a `codegen` statement asks
 //! to validate its request: its pragma as it is (iterations that carry no dependence, or write
@@ -44,7 +44,7 @@ use crate::analysis::kernel;
 use crate::analysis::reduction::Plan;
 use crate::analysis::storage;
 use crate::analysis::vector::{self, Lanes, Target};
-use crate::analysis::zeroing::{self, GNode, Zero};
+use crate::analysis::zeroing::{self, PlacedNode, Zero};
 use crate::error::{Error, Result};
 use crate::ir::{
     Atom, DType, Expr, Func, Iters, Loop, Lowered, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,

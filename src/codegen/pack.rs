@@ -25,7 +25,7 @@ impl NestPrinter<'_> {
     pub(super) fn packed_loop(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         self.helpers.packs = true;

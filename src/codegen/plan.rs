@@ -46,12 +46,12 @@ pub(super) fn plan_kernel(
     keep: &BTreeSet<Name>,
 ) -> Result<KernelPlan> {
     if !is_c_ident(name) {
-        return Err(Error::BadArgument {
-            builtin: "codegen".into(),
-            arg: crate::error::Arg::new(nests.len() + 1, "name"),
-            expected: "a C identifier as kernel name".into(),
-            found: format!("`{name}`"),
-        });
+        return Err(Error::bad_argument(
+            "codegen",
+            crate::error::Arg::new(nests.len() + 1, "name"),
+            "a C identifier as kernel name",
+            format!("`{name}`"),
+        ));
     }
     // Temporaries that live within one iteration of a loop after fusion are stored there.
     let (contracted, auto) = storage::contract(state, nests, keep);

@@ -53,9 +53,9 @@ pub(super) struct Accumulators<'a> {
 /// loop of `x` (or below) has an affine trip count in one of the loops around it up to that
 /// one (a triangle `j in [i+1, M-1]`, in a block of rows or not). A block's own loop
 /// (`i in [8*io, min(8*io+7, M-2)]`) runs the same count each time but the last.
-pub(super) fn bounds_move_with(x: &GNode, outer: &mut Vec<Name>) -> bool {
+pub(super) fn bounds_move_with(x: &PlacedNode, outer: &mut Vec<Name>) -> bool {
     match x {
-        GNode::Loop(l, body) => {
+        PlacedNode::Loop(l, body) => {
             let trip = l.ub.sub(&l.lb);
             if trip.is_affine() && outer.iter().any(|o| trip.mentions(o)) {
                 return true;
@@ -74,14 +74,14 @@ impl NestPrinter<'_> {
         let _ = writeln!(self.out, "{}{s}", "  ".repeat(depth));
     }
 
-    pub(super) fn node(&mut self, x: &GNode, depth: usize) -> std::result::Result<(), String> {
+    pub(super) fn node(&mut self, x: &PlacedNode, depth: usize) -> std::result::Result<(), String> {
         match x {
-            GNode::Zero(z) => self.zero(z, None, depth),
-            GNode::Stmt(s) => {
+            PlacedNode::Zero(z) => self.zero(z, None, depth),
+            PlacedNode::Stmt(s) => {
                 let Some(lw) = lower(s) else { return Err(format!("not an assignment: {s}")) };
                 self.stmt(&lw, None, depth)
             }
-            GNode::Loop(l, body) => self.loop_(l, body, depth),
+            PlacedNode::Loop(l, body) => self.loop_(l, body, depth),
         }
     }
 
@@ -187,14 +187,14 @@ impl NestPrinter<'_> {
             i = self.helpers.names.clone().var(&l.iter),
             lb = c_expr(&l.lb, self.helpers, false),
             ub = c_expr(&l.ub, self.helpers, true),
-            step = if l.step == 1 { "++".to_string() } else { format!(" += {}", l.step) }
+            step = "++"
         )
     }
 
     pub(super) fn loop_(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         if let Some((at, conds)) = self.split_point(l, body) {
@@ -218,7 +218,7 @@ impl NestPrinter<'_> {
     pub(super) fn marked_loop(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         // An inner loop of a collapsed band: the band's one pragma covers it.
@@ -318,8 +318,8 @@ impl NestPrinter<'_> {
         let locals = self.locals(l)?;
         let single = locals.is_empty()
             && match body {
-                [GNode::Stmt(_)] => true,
-                [GNode::Loop(c, b)] => {
+                [PlacedNode::Stmt(_)] => true,
+                [PlacedNode::Loop(c, b)] => {
                     !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
                         && self.split_point(c, b).is_none()
                 }

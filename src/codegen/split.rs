@@ -30,13 +30,8 @@ impl NestPrinter<'_> {
     /// (`g >= 0`, affine, decreasing in `l`'s iterator, and not mentioning the loops below)
     /// hold in the first part: `l <= at`. `None` where nothing splits: no such conditions,
     /// or a loop that cannot be cut in two (vector lanes, a collapsed band, a step).
-    pub(super) fn split_point(&self, l: &Loop, body: &[GNode]) -> Option<(Expr, Vec<Expr>)> {
-        if !self.split.guarded
-            || self.collapsed > 0
-            || l.annot.collapse > 1
-            || l.annot.vectorize
-            || l.step != 1
-        {
+    pub(super) fn split_point(&self, l: &Loop, body: &[PlacedNode]) -> Option<(Expr, Vec<Expr>)> {
+        if !self.split.guarded || self.collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize {
             return None;
         }
         let mut conds = Vec::new();
@@ -80,7 +75,7 @@ impl NestPrinter<'_> {
     pub(super) fn split(
         &mut self,
         l: &Arc<Loop>,
-        body: &[GNode],
+        body: &[PlacedNode],
         at: &Expr,
         conds: Vec<Expr>,
         depth: usize,
@@ -111,7 +106,7 @@ impl NestPrinter<'_> {
         &mut self,
         l: &Arc<Loop>,
         part: Loop,
-        body: &[GNode],
+        body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
         let part = Arc::new(part);

@@ -181,8 +181,6 @@ pub struct Loop {
     pub lb: Expr,
     /// Upper bound (inclusive).
     pub ub: Expr,
-    /// Step (>= 1).
-    pub step: i64,
     /// Marks.
     #[serde(default)]
     pub annot: Annotations,
@@ -196,13 +194,9 @@ impl Loop {
         Arc::new(Loop { body, ..self.clone() })
     }
 
-    /// `(lb, ub, step)` as text.
+    /// `[lb, ub]` as text.
     pub fn range(&self) -> String {
-        if self.step == 1 {
-            format!("[{}, {}]", self.lb, self.ub)
-        } else {
-            format!("[{}, {}] step {}", self.lb, self.ub, self.step)
-        }
+        format!("[{}, {}]", self.lb, self.ub)
     }
 
     /// True if the bounds use iterator `iter` (the loop cannot move outside that loop, nor be
@@ -213,7 +207,7 @@ impl Loop {
 
     /// True if both loops iterate over the same range (iterator names may differ).
     pub fn same_range(&self, other: &Loop) -> bool {
-        self.lb == other.lb && self.ub == other.ub && self.step == other.step
+        self.lb == other.lb && self.ub == other.ub
     }
 
     /// `iter [lb, ub]` as a short description.
@@ -274,7 +268,6 @@ impl LNode {
                 iter: l.iter.clone(),
                 lb: l.lb.subst_with(f),
                 ub: l.ub.subst_with(f),
-                step: l.step,
                 annot: l.annot.clone(),
                 body: l.body.iter().map(|c| c.subst(f)).collect(),
             })),
@@ -879,7 +872,7 @@ fn run(
                     run(c, consts, env, f)?;
                 }
                 env.pop();
-                let Some(next) = i.checked_add(l.step) else { break };
+                let Some(next) = i.checked_add(1) else { break };
                 i = next;
             }
             Ok(())
@@ -896,7 +889,6 @@ mod tests {
             iter: Name::from(iter),
             lb: Expr::int(0),
             ub: Expr::var("N"),
-            step: 1,
             annot: Annotations::default(),
             body,
         }))

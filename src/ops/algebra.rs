@@ -21,12 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn refuse(builtin: &str, expected: &str, found: String) -> Error {
-    Error::BadArgument {
-        builtin: builtin.into(),
-        arg: Arg::new(1, "expression"),
-        expected: expected.into(),
-        found,
-    }
+    Error::bad_argument(builtin, Arg::new(1, "expression"), expected, found)
 }
 
 /// A product: its factors, and the iterators a `vcontract` around it sums over (with that

@@ -60,12 +60,7 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         }
     });
     if let Some(found) = empty {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg,
-            expected: "tensors of positive extents".into(),
-            found,
-        });
+        return Err(Error::bad_argument(b, arg, "tensors of positive extents", found));
     }
     let consts = constants(state, &[t]);
     let dom = t.domain();
@@ -119,11 +114,13 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
                 ),
             });
         }
-        let ub = extent.checked_add_int(-1).map_err(|_| Error::BadArgument {
-            builtin: b.into(),
-            arg: arg.clone(),
-            expected: format!("extents of at most {}", crate::ir::expr::INT_MAX),
-            found: format!("the extent {extent} of iterator `{v}` (an integer overflow)"),
+        let ub = extent.checked_add_int(-1).map_err(|_| {
+            Error::bad_argument(
+                b,
+                arg.clone(),
+                format!("extents of at most {}", crate::ir::expr::INT_MAX),
+                format!("the extent {extent} of iterator `{v}` (an integer overflow)"),
+            )
         })?;
         ranges.push((v.clone(), Expr::int(0), ub, false));
     }
@@ -164,7 +161,6 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             iter: v.clone(),
             lb: lb.clone(),
             ub: ub.clone(),
-            step: 1,
             annot: Annotations::default(),
             body,
         }))];
@@ -175,12 +171,12 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         if let Some(why) = crate::analysis::legality::out_of_bounds(state, &nest.items).map_err(|e| {
             Error::Internal { builtin: b.into(), reason: format!("the bounds check failed: {e}") }
         })? {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: Arg::new(2, "ranges"),
-                expected: "ranges over which every access stays in bounds (TeIL's rule)".into(),
-                found: why,
-            });
+            return Err(Error::bad_argument(
+                b,
+                Arg::new(2, "ranges"),
+                "ranges over which every access stays in bounds (TeIL's rule)",
+                why,
+            ));
         }
     }
     // A sum into `x` that reads `x` (`x = M x`): its loops zero `x[i]` at the first update and
@@ -216,12 +212,12 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
 }
 
 fn overflow_in(b: &str, arg: &Arg, v: &Name) -> Error {
-    Error::BadArgument {
-        builtin: b.into(),
-        arg: arg.clone(),
-        expected: format!("bounds of at most {}", crate::ir::expr::INT_MAX),
-        found: format!("an integer overflow in the range of `{v}`"),
-    }
+    Error::bad_argument(
+        b,
+        arg.clone(),
+        format!("bounds of at most {}", crate::ir::expr::INT_MAX),
+        format!("an integer overflow in the range of `{v}`"),
+    )
 }
 
 /// Checks the explicit ranges of `t`'s domain: one per iterator of the statement, bounds
@@ -237,12 +233,7 @@ fn check_ranges(
 ) -> Result<()> {
     let b = "build";
     let arg = Arg::new(2, "ranges");
-    let bad = |expected: String, found: String| Error::BadArgument {
-        builtin: b.into(),
-        arg: arg.clone(),
-        expected,
-        found,
-    };
+    let bad = |expected: String, found: String| Error::bad_argument(b, arg.clone(), expected, found);
     let target = t.target().map(|x| x.index_vars()).unwrap_or_default();
     let accumulator = matches!(t.op, crate::ir::Op::Assign(crate::ir::AssignMode::Accumulator));
     for (k, r) in dom.ranges.iter().enumerate() {
@@ -303,12 +294,12 @@ fn bounds_first(order: &[Name], dom: &crate::ir::Domain, arg: &Arg) -> Result<Ve
             Some(v) => out.push(v.clone()),
             None => {
                 let left: Vec<&str> = order.iter().filter(|v| !out.contains(v)).map(|v| &**v).collect();
-                return Err(Error::BadArgument {
-                    builtin: "build".into(),
-                    arg: arg.clone(),
-                    expected: "ranges whose bounds depend on one another without a cycle".into(),
-                    found: format!("the ranges of {} bound each other", left.join(", ")),
-                });
+                return Err(Error::bad_argument(
+                    "build",
+                    arg.clone(),
+                    "ranges whose bounds depend on one another without a cycle",
+                    format!("the ranges of {} bound each other", left.join(", ")),
+                ));
             }
         }
     }
@@ -397,11 +388,8 @@ pub fn around_dir(
     nests: &[Nest],
 ) -> Result<Nest> {
     let b = "around";
-    let bad = |pos: usize, role: &str, expected: String, found: String| Error::BadArgument {
-        builtin: b.into(),
-        arg: Arg::new(pos, role),
-        expected,
-        found,
+    let bad = |pos: usize, role: &str, expected: String, found: String| {
+        Error::bad_argument(b, Arg::new(pos, role), expected, found)
     };
     if !crate::ir::is_c_ident(it) || state.constant(it).is_some() {
         return Err(bad(1, "iterator", "a new iterator name".into(), format!("`{it}`")));
@@ -506,7 +494,6 @@ pub fn around_dir(
             iter: it.clone(),
             lb: hlb.clone(),
             ub: hub.clone(),
-            step: 1,
             annot: Annotations::default(),
             body,
         }))]

@@ -2,7 +2,7 @@
 //! permutations of a nest, the legal fusion levels of two nests. A tuning script prunes with
 //! these before it compiles anything.
 
-use crate::analysis::legality::{Verdict, check, check_here};
+use crate::analysis::legality::{Verdict, decide, decide_at_sizes};
 use crate::ir::{Nest, State};
 
 /// The most levels [`permutations`] permutes (5! = 120 checks).
@@ -10,7 +10,7 @@ pub const MAX_PERMUTED: usize = 5;
 
 /// `Ok` with the verdict, or `Err` with the reason (`illegal: ...` with a witness).
 pub fn legal(state: &State, nest: &Nest) -> Result<Verdict, String> {
-    match check(state, nest)? {
+    match decide(state, nest)? {
         Ok(v) => Ok(v),
         Err(e) => Err(format!("illegal: {}", e.message)),
     }
@@ -62,7 +62,7 @@ pub fn permutations(state: &State, nest: &Nest, depth: usize) -> Result<Vec<Vec<
     let mut perm: Vec<usize> = (1..=d).collect();
     loop {
         if let Some(n) = permute(&view, &perm).map(|p| nest.splice(p))
-            && check_here(state, &n)?.is_ok()
+            && decide_at_sizes(state, &n)?.is_ok()
         {
             out.push(perm.clone());
         }
@@ -115,7 +115,7 @@ pub fn parallelism(state: &State, nest: &Nest) -> Result<Vec<(usize, crate::ir::
             Parallelism::Independent
         } else {
             match super::transform::parallelize(&view, level as i64).map(|p| nest.splice(p)) {
-                Ok(n) if check_here(state, &n)?.is_ok() => Parallelism::Reduction,
+                Ok(n) if decide_at_sizes(state, &n)?.is_ok() => Parallelism::Reduction,
                 _ => Parallelism::Carried,
             }
         };
@@ -129,7 +129,7 @@ pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, 
     let mut out = Vec::new();
     for r in 1..=n1.path().len().min(n2.path().len()) {
         if let Ok(f) = super::transform::fuse_outer(n1, n2, r as i64)
-            && check_here(state, &f)?.is_ok()
+            && decide_at_sizes(state, &f)?.is_ok()
         {
             out.push(r);
         }

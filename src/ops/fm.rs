@@ -122,11 +122,8 @@ fn fold(xs: Vec<Expr>, is_max: bool) -> Option<Expr> {
 
 /// The new ranges of `inner` (now outside) and `outer` (now inside) when the two adjacent
 /// loops, `outer` around `inner`, are interchanged: `((lb_y, ub_y), (lb_x, ub_x))`. `None`
-/// where a bound has a form the elimination does not read, or a step is not 1.
+/// where a bound has a form the elimination does not read.
 pub fn swap(outer: &Loop, inner: &Loop) -> Option<((Expr, Expr), (Expr, Expr))> {
-    if outer.step != 1 || inner.step != 1 {
-        return None;
-    }
     let (x, y) = (&outer.iter, &inner.iter);
     let mut all = constraints(outer, x, x, y)?;
     all.extend(constraints(inner, y, x, y)?);
@@ -157,7 +154,7 @@ mod tests {
     use crate::ir::{Annotations, name};
 
     fn lp(i: &str, lb: Expr, ub: Expr) -> Loop {
-        Loop { iter: name(i), lb, ub, step: 1, annot: Annotations::default(), body: Vec::new() }
+        Loop { iter: name(i), lb, ub, annot: Annotations::default(), body: Vec::new() }
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub struct Product {
 }
 
 fn refuse(pos: usize, role: &str, expected: &str, found: String) -> Error {
-    Error::BadArgument { builtin: "lift".into(), arg: Arg::new(pos, role), expected: expected.into(), found }
+    Error::bad_argument("lift", Arg::new(pos, role), expected, found)
 }
 
 const FORM: &str = "an assignment whose value is a product of three or more tensors summed over some \

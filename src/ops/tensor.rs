@@ -90,32 +90,32 @@ pub fn tensor(state: &State, builtin: &str, dims: &[Expr], dtype: DType) -> Resu
             || !d.within(INT_MAX)
             || value.as_ref().is_ok_and(|v| *v > INT_MAX)
         {
-            return Err(Error::BadArgument {
-                builtin: builtin.into(),
-                arg: arg.clone(),
-                expected: format!("extents of at most {INT_MAX} (the generated loops run over C int)"),
-                found: format!(
+            return Err(Error::bad_argument(
+                builtin,
+                arg.clone(),
+                format!("extents of at most {INT_MAX} (the generated loops run over C int)"),
+                format!(
                     "extent {d} in dimension {}{}",
                     k + 1,
                     if value.is_err() { " (an integer overflow)".into() } else { with_value }
                 ),
-            });
+            ));
         }
         if value.as_ref().is_ok_and(|v| *v < 1) || nonneg(&d.add_int(-1), state) == Some(false) {
-            return Err(Error::BadArgument {
-                builtin: builtin.into(),
-                arg: arg.clone(),
-                expected: "positive extents".into(),
-                found: format!("extent {d} in dimension {}{with_value}", k + 1),
-            });
+            return Err(Error::bad_argument(
+                builtin,
+                arg.clone(),
+                "positive extents",
+                format!("extent {d} in dimension {}{with_value}", k + 1),
+            ));
         }
         if !d.is_affine() {
-            return Err(Error::BadArgument {
-                builtin: builtin.into(),
-                arg: Arg::new(1, "shape"),
-                expected: "extents that are integers or affine in named constants".into(),
-                found: d.to_string(),
-            });
+            return Err(Error::bad_argument(
+                builtin,
+                Arg::new(1, "shape"),
+                "extents that are integers or affine in named constants",
+                d.to_string(),
+            ));
         }
     }
     Ok(TNode::leaf(Op::Hole, Shape::known(dims.to_vec()), Iters::Unset, dtype))
@@ -559,22 +559,12 @@ pub fn vcontract(state: &State, t0: &TExpr, t1: &TExpr, pairs: &[(i64, i64)]) ->
     };
     let (s0, s1) = (shape_of(t0, 1)?, shape_of(t1, 2)?);
     if pairs.is_empty() {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: pair_arg,
-            expected: "at least one pair [r0, r1]".into(),
-            found: "[]".into(),
-        });
+        return Err(Error::bad_argument(b, pair_arg, "at least one pair [r0, r1]", "[]"));
     }
     let mut used0 = BTreeSet::new();
     let mut used1 = BTreeSet::new();
     for &(r0, r1) in pairs {
-        let bad = |expected: String, found: String| Error::BadArgument {
-            builtin: b.into(),
-            arg: pair_arg.clone(),
-            expected,
-            found,
-        };
+        let bad = |expected: String, found: String| Error::bad_argument(b, pair_arg.clone(), expected, found);
         if r0 < 1 || r0 as usize > s0.len() {
             return Err(bad(format!("a dimension of operand 1 in 1..={}", s0.len()), r0.to_string()));
         }

@@ -120,8 +120,7 @@ fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u6
         if ub < lb {
             return 0;
         }
-        let step = l.step.max(1);
-        let n = ((ub - lb) / step).saturating_add(1) as u64;
+        let n = (ub - lb).saturating_add(1) as u64;
         let bounds_inner = *w
             .bounds
             .entry(std::sync::Arc::as_ptr(l))
@@ -134,11 +133,11 @@ fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u6
                 w.env.push((l.iter.clone(), v));
                 sum = sum.saturating_add(body(w, l));
                 w.env.pop();
-                v = v.saturating_add(step);
+                v = v.saturating_add(1);
             }
             return sum;
         }
-        w.env.push((l.iter.clone(), lb + (ub - lb) / step / 2 * step));
+        w.env.push((l.iter.clone(), lb + (ub - lb) / 2));
         let one = body(w, l);
         w.env.pop();
         n.saturating_mul(one)

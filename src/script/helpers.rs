@@ -273,7 +273,7 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
         let p = full.splice(p);
         let state = sh.state.borrow();
         if !state.unchecked {
-            ops::registry::legal(&state, "permute", &p).map_err(|e| sh.fail(e))?;
+            ops::registry::legality_gate(&state, "permute", &p).map_err(|e| sh.fail(e))?;
         }
         Ok(to_dynamic(Value::Nest(p)))
     });
@@ -423,12 +423,12 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
               found: Dynamic|
               -> RhaiResult<Dynamic> {
             let found = if found.is_string() { found.to_string() } else { short(&found) };
-            Err(sh.fail(Error::BadArgument {
-                builtin: builtin.to_string(),
-                arg: Arg::new(usize::try_from(pos).unwrap_or(0), &role),
-                expected: expected.to_string(),
+            Err(sh.fail(Error::bad_argument(
+                builtin.to_string(),
+                Arg::new(usize::try_from(pos).unwrap_or(0), &role),
+                expected.to_string(),
                 found,
-            }))
+            )))
         },
     );
 }

@@ -119,12 +119,12 @@ impl Stdlib {
             if let EvalAltResult::ErrorFunctionNotFound(sig, _) = e
                 && sig.starts_with(&format!("{name} ("))
             {
-                return Error::BadArgument {
-                    builtin: name.into(),
-                    arg: Arg::new(args.len(), "arguments"),
-                    expected: Self::signatures(name),
-                    found: format!("{} arguments", args.len()),
-                };
+                return Error::bad_argument(
+                    name,
+                    Arg::new(args.len(), "arguments"),
+                    Self::signatures(name),
+                    format!("{} arguments", args.len()),
+                );
             }
             let err = host.error("stdlib", &call, e, None);
             // Stopped from outside (Ctrl-C, the time limit) or by a sandbox limit: not a bug.

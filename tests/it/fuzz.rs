@@ -13,7 +13,7 @@
 //!    that does not verify while the transformed interpretation equals the untransformed one is
 //!    a lowering/codegen bug; a verified kernel whose transformed interpretation differs is a
 //!    verification bug. Only an illegal reordering (both differ) may give `verified: false`.
-//! 4. The legality check (`analysis::check`, isl) agrees with what the paths compute: every
+//! 4. The legality check (`analysis::decide`, isl) agrees with what the paths compute: every
 //!    path it accepts computes what the untransformed statements compute (interpreted), and
 //!    every path that changes the result is refused. Programs are generated `unchecked`, so
 //!    that refused paths reach the kernels too.
@@ -1101,7 +1101,7 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
         let t = std::time::Instant::now();
         let mut refusal = None;
         for (name, nest) in req.names.iter().zip(&req.nests) {
-            match teml::analysis::check(state, nest) {
+            match teml::analysis::decide(state, nest) {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
                     refusal.get_or_insert(format!("{name}: {}", e.message));

@@ -2,7 +2,7 @@
 //! witness in the message at the line that asked for it; parametric and fixed-size verdicts;
 //! reductions reordered and parallelized; the paper's paths legal.
 
-use teml::analysis::{Verdict, check};
+use teml::analysis::{Verdict, decide};
 use teml::ir::{Nest, State, Value};
 
 fn eval(src: &str, consts: &[(&str, i64)]) -> Result<State, String> {
@@ -29,7 +29,7 @@ fn nest(s: &State, id: &str) -> Nest {
 }
 
 fn verdict(s: &State, id: &str) -> Result<Verdict, String> {
-    check(s, &nest(s, id)).unwrap().map_err(|e| e.message)
+    decide(s, &nest(s, id)).unwrap().map_err(|e| e.message)
 }
 
 const MM: &str = "A = tensor([N, N])\nB = tensor([N, N])\nC = contract(A, B, [2, 1])\nl = build(C)\n";
@@ -162,7 +162,7 @@ fn paper_paths_are_legal() {
             let s = teml::pipeline::eval_file(&p, &State::new()).unwrap_or_else(|e| panic!("{e}"));
             for (k, v) in &s.vars {
                 if let Value::Nest(nest) = v {
-                    let r = check(&s, nest).unwrap();
+                    let r = decide(&s, nest).unwrap();
                     assert!(r.is_ok(), "{}: {k}: {r:?}", p.display());
                 }
             }
@@ -351,12 +351,12 @@ fn an_isl_question_past_the_operation_limit_is_refused_at_its_line() {
 fn the_gate_checks_that_the_original_instances_run() {
     let s = ok(&format!("N = 6\n{MM}"), &[]);
     let mut n = nest(&s, "l");
-    assert!(matches!(teml::analysis::legality::check_here(&s, &n), Ok(Ok(()))));
+    assert!(matches!(teml::analysis::legality::decide_at_sizes(&s, &n), Ok(Ok(()))));
     let teml::ir::LNode::Loop(outer) = &mut n.items[0] else { panic!("a loop") };
     let mut short = (**outer).clone();
     short.ub = short.ub.add_int(-1);
     *outer = std::sync::Arc::new(short);
-    match teml::analysis::legality::check_here(&s, &n) {
+    match teml::analysis::legality::decide_at_sizes(&s, &n) {
         Ok(Err(e)) => {
             assert!(e.message.contains("does not run exactly the original instances"), "{}", e.message)
         }

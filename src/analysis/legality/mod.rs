@@ -46,6 +46,11 @@ use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Upd
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// What the analysis decided: `Ok(Ok(x))` legal, `Ok(Err(illegal))` illegal with a witness,
+/// `Err(message)` undecided (isl could not build or answer the question, or its operation
+/// limit ran out).
+pub type Decision<T> = Result<Result<T, Illegal>, String>;
+
 /// What the check concluded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
@@ -64,14 +69,14 @@ pub struct Illegal {
 
 /// Checks the order of `nest` and its marks against the dependences of its origins, for every
 /// size first, then at the program's sizes; and that it runs exactly the original instances.
-pub fn check(state: &State, nest: &Nest) -> Result<Result<Verdict, Illegal>, String> {
+pub fn decide(state: &State, nest: &Nest) -> Decision<Verdict> {
     analyze(state, nest, true)
 }
 
-/// [`check`] at the program's sizes only (the named constants fixed from the start, which is
+/// [`decide`] at the program's sizes only (the named constants fixed from the start, which is
 /// faster): what every transformation builtin asks before it returns: the order, the marks,
 /// and that the nest runs exactly the original instances at those sizes.
-pub fn check_here(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, String> {
+pub fn decide_at_sizes(state: &State, nest: &Nest) -> Result<Result<(), Illegal>, String> {
     Ok(analyze(state, nest, false)?.map(|_| ()))
 }
 

@@ -272,7 +272,7 @@ pub(super) fn domain(o: &Origin, names: &Names, prefix: &str) -> String {
             .iter()
             .zip(&o.iters)
             .zip(&o.inst.at)
-            .all(|((l, i), at)| l.iter == *i && l.step == 1 && at.as_var() == Some(i));
+            .all(|((l, i), at)| l.iter == *i && at.as_var() == Some(i));
     if direct {
         if o.iters.is_empty() {
             return "true".into();
@@ -290,9 +290,6 @@ pub(super) fn domain(o: &Origin, names: &Names, prefix: &str) -> String {
     let mut cons = Vec::new();
     for l in &o.loops {
         cons.push(bounded(&l.lb, &format!("{wp}{}", l.iter), &l.ub, &w));
-        if l.step > 1 {
-            cons.push(format!("exists (e : {wp}{} = {} + {}*e)", l.iter, isl(&l.lb, &w), l.step));
-        }
     }
     for (i, at) in o.iters.iter().zip(&o.inst.at) {
         cons.push(format!("{} = {}", var(i), isl(at, &w)));
@@ -365,14 +362,6 @@ pub(super) fn new_schedule(
             time.push(format!("v_{}", l.iter));
             time.push(p.pos[d + 1].to_string());
             cons.push(bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v));
-            if l.step > 1 {
-                cons.push(format!(
-                    "exists (e_{0} : v_{0} = {1} + {2}*e_{0})",
-                    l.iter,
-                    isl(&l.lb, &v),
-                    l.step
-                ));
-            }
         }
         for (i, at) in o.iters.iter().zip(&p.inst.at) {
             cons.push(format!("o_{i} = {}", isl(at, &v)));

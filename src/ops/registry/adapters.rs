@@ -394,12 +394,9 @@ pub(super) fn b_focus(s: &State, a: &[ArgVal]) -> Result<Value> {
         ArgVal::Word(w) if s.constant(w).is_none() => crate::ir::LoopAddr::Iter(w.to_string(), None),
         _ => crate::ir::LoopAddr::Level(a.int(2, "level")?),
     };
-    l.focus_on(&addr).map(nest_value).map_err(|(expected, found)| Error::BadArgument {
-        builtin: "focus".into(),
-        arg: Arg::new(2, "loop"),
-        expected,
-        found,
-    })
+    l.focus_on(&addr)
+        .map(nest_value)
+        .map_err(|(expected, found)| Error::bad_argument("focus", Arg::new(2, "loop"), expected, found))
 }
 
 pub(super) fn b_interchange(s: &State, a: &[ArgVal]) -> Result<Value> {
@@ -447,11 +444,13 @@ pub(super) fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
         ArgVal::Omitted => 0,
         _ => {
             let b = a.int(3, "bits")?;
-            u32::try_from(b).map_err(|_| Error::BadArgument {
-                builtin: "vectorize".into(),
-                arg: Arg::new(3, "bits"),
-                expected: "a vector width: 128, 256 or 512".into(),
-                found: b.to_string(),
+            u32::try_from(b).map_err(|_| {
+                Error::bad_argument(
+                    "vectorize",
+                    Arg::new(3, "bits"),
+                    "a vector width: 128, 256 or 512",
+                    b.to_string(),
+                )
             })?
         }
     };
@@ -604,14 +603,12 @@ pub(super) fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
         if let Some((o, v)) =
             nest.origin.iter().find_map(|o| o.domain().free.first().map(|v| (o.clone(), v.clone())))
         {
-            return Err(Error::BadArgument {
-                builtin: "codegen".into(),
-                arg: Arg::new(pos, "nest"),
-                expected: format!(
-                    "a nest whose every iterator a loop binds (wrap it: around({v}, [lb, ub], ...))"
-                ),
-                found: format!("`{o}`, which uses `{v}` and has no loop over it"),
-            });
+            return Err(Error::bad_argument(
+                "codegen",
+                Arg::new(pos, "nest"),
+                format!("a nest whose every iterator a loop binds (wrap it: around({v}, [lb, ub], ...))"),
+                format!("`{o}`, which uses `{v}` and has no loop over it"),
+            ));
         }
         req.nests.push(nest);
         req.names.push(a.word(pos).cloned().unwrap_or_else(|| Name::from(format!("nest{pos}").as_str())));
@@ -620,7 +617,7 @@ pub(super) fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     // realized, ...): the refusal is then this statement's error, in every front-end and in
     // `teml check`. No C is generated here.
     let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-    crate::analysis::kernel::check(s, &named)?;
+    crate::analysis::kernel::realizable(s, &named)?;
     let mut out = s.clone();
     out.kernels.push(req);
     Ok(out)

@@ -26,12 +26,12 @@ impl<'a> Args<'a> {
             } else {
                 format!("{min} to {max} arguments: {usage}")
             };
-            return Err(Error::BadArgument {
-                builtin: builtin.into(),
-                arg: Arg::new(args.len().min(max.saturating_add(1)), "arguments"),
+            return Err(Error::bad_argument(
+                builtin,
+                Arg::new(args.len().min(max.saturating_add(1)), "arguments"),
                 expected,
-                found: format!("{} arguments", args.len()),
-            });
+                format!("{} arguments", args.len()),
+            ));
         }
         Ok(Args { builtin, state, args })
     }
@@ -256,12 +256,7 @@ impl<'a> Args<'a> {
         let ArgVal::List(rs) = self.get(pos) else { return Err(self.wrong(pos, role, usage)) };
         let mut dom = crate::ir::Domain::default();
         for r in rs {
-            let bad = |found: String| Error::BadArgument {
-                builtin: self.builtin.into(),
-                arg: Arg::new(pos, role),
-                expected: usage.into(),
-                found,
-            };
+            let bad = |found: String| Error::bad_argument(self.builtin, Arg::new(pos, role), usage, found);
             let ArgVal::List(xs) = r else { return Err(bad(format!("{} in the list", r.describe()))) };
             let it = match xs.first() {
                 Some(ArgVal::Word(w)) => w.clone(),

@@ -89,7 +89,7 @@ pub struct Builtin {
     /// What it returns.
     pub returns: Returns,
     /// It reorders a nest or marks its loops: after the rewrite, the registry checks the
-    /// result against the dependences of the nest's statements ([`legal`], isl) and refuses it
+    /// result against the dependences of the nest's statements ([`legality_gate`], isl) and refuses it
     /// with a witness (skipped under `--unchecked`).
     pub checked: bool,
     /// The implementation.
@@ -127,7 +127,7 @@ pub fn call(state: &State, name: &str, args: &[ArgVal]) -> Result<Value> {
             };
             if let Value::Nest(n) = &mut v {
                 if lookup(name).is_some_and(|b| b.checked) && !state.unchecked {
-                    legal(state, name, n)?;
+                    legality_gate(state, name, n)?;
                 }
                 n.history = History::step(name, args.iter().map(|a| step_arg(state, a)).collect());
             }
@@ -164,14 +164,13 @@ fn focused_first(state: &State, name: &str, args: &[ArgVal]) -> Result<Option<(N
     if name == "fuse_outer" {
         for (k, a) in args.iter().enumerate().take(2) {
             if let Some(l) = nest_at(a).as_ref().and_then(|n| n.focused().cloned()) {
-                return Err(Error::BadArgument {
-                    builtin: name.into(),
-                    arg: Arg::new(k + 1, "nest"),
-                    expected: "a whole nest (fuse_outer fuses top-level loops; `focus(l)` drops a focus, \
-                               `fuse_inner` fuses loops inside one)"
-                        .into(),
-                    found: format!("a nest focused on the loop {}", l.header()),
-                });
+                return Err(Error::bad_argument(
+                    name,
+                    Arg::new(k + 1, "nest"),
+                    "a whole nest (fuse_outer fuses top-level loops; `focus(l)` drops a focus, \
+                               `fuse_inner` fuses loops inside one)",
+                    format!("a nest focused on the loop {}", l.header()),
+                ));
             }
         }
         return Ok(None);
@@ -286,8 +285,8 @@ pub fn named_accumulator(id: &str) -> Error {
 
 /// Refuses a transformed nest that reverses a dependence of its statements, or marks a loop
 /// that carries one, with a witness.
-pub fn legal(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()> {
-    match crate::analysis::legality::check_here(state, nest) {
+pub fn legality_gate(state: &State, builtin: &str, nest: &crate::ir::Nest) -> Result<()> {
+    match crate::analysis::legality::decide_at_sizes(state, nest) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             Err(Error::Illegal { builtin: builtin.into(), reason: format!("illegal: {}", e.message) })

@@ -25,7 +25,7 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
     let path = nest.path();
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let span = l.ub.checked_sub(&l.lb).map_err(|_| overflow(b, l))?;
-        let trip = |d: i64| if d < 0 { 0 } else { d / l.step + 1 };
+        let trip = |d: i64| if d < 0 { 0 } else { d + 1 };
         let constant = span.as_const().or_else(|| span.checked_eval(&|v| state.constant(v)).ok());
         let (k, tail) = match constant {
             Some(d) => (trip(d), Vec::new()),
@@ -56,7 +56,7 @@ pub fn unroll(state: &State, nest: &Nest, level: i64) -> Result<Nest> {
         let outer: Vec<&Loop> = path[..level as usize - 1].iter().map(|x| &**x).collect();
         let mut out = Vec::new();
         for j in 0..k {
-            let val = l.step.checked_mul(j).and_then(|x| l.lb.checked_add_int(x).ok());
+            let val = l.lb.checked_add_int(j).ok();
             let val = val.ok_or_else(|| overflow(b, l))?;
             let sub = |v: &str| (v == &*l.iter).then(|| val.clone());
             // A copy past the end of a partial block does not run: it is guarded by the bounds

@@ -165,19 +165,10 @@ pub fn fuse_inner(nest: &Nest, level: i64) -> Result<Nest> {
         let mut annot = first.annot.clone();
         // Loops over other ranges (shifted, or of other extents) run over the hull of all,
         // each body guarded by its own range.
-        let same = loops.iter().all(|l| l.same_range(first));
         let (lb, ub) = loops.iter().skip(1).fold((first.lb.clone(), first.ub.clone()), |(lb, ub), l| {
             (Expr::min(&lb, &l.lb), Expr::max(&ub, &l.ub))
         });
         for l in &loops {
-            if l.step != first.step || (!same && l.step != 1) {
-                return Err(Error::FuseMismatch {
-                    builtin: b.into(),
-                    level: level as usize,
-                    expected: format!("loops of one step (as the first loop, {})", first.header()),
-                    found: format!("loop {}", l.header()),
-                });
-            }
             let l = rename_loop(l, &first.iter, b, level as usize)?;
             annot = annot.union(&l.annot);
             // The guards `i - lb >= 0`, `ub - i >= 0`, affine: one per argument of a `max`
@@ -235,12 +226,12 @@ pub fn distribute(nest: &Nest, level: i64) -> Result<Nest> {
     let b = "distribute";
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         if l.body.len() < 2 {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(2),
-                expected: "a loop whose body is a sequence of two or more items".into(),
-                found: format!("loop {} around one item", l.header()),
-            });
+            return Err(Error::bad_argument(
+                b,
+                level_arg(2),
+                "a loop whose body is a sequence of two or more items",
+                format!("loop {} around one item", l.header()),
+            ));
         }
         Ok(l.body.iter().map(|x| LNode::Loop(l.with_body(vec![x.clone()]))).collect())
     })
@@ -283,70 +274,69 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<N
     let (pos, inner) = match (into, &loops[..]) {
         (None, [one]) => *one,
         (None, _) => {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(2),
-                expected: format!(
+            return Err(Error::bad_argument(
+                b,
+                level_arg(2),
+                format!(
                     "{expected}, or the inner loop named (sink(l, {level}, \"first\", \"{}\"))",
                     loops.last().map_or("k", |l| &*l.1.iter)
                 ),
-                found: format!("loop {} around {} loops", outer.header(), loops.len()),
-            });
+                format!("loop {} around {} loops", outer.header(), loops.len()),
+            ));
         }
         (Some(k), _) => {
             let named: Vec<&(usize, &Arc<Loop>)> = loops.iter().filter(|l| &*l.1.iter == k).collect();
             let [one] = named[..] else {
                 let have: Vec<String> = loops.iter().map(|l| format!("`{}`", l.1.iter)).collect();
-                return Err(Error::BadArgument {
-                    builtin: b.into(),
-                    arg: Arg::new(4, "into"),
-                    expected: format!(
+                return Err(Error::bad_argument(
+                    b,
+                    Arg::new(4, "into"),
+                    format!(
                         "the iterator of exactly one loop directly inside loop {} (it holds loops {})",
                         outer.header(),
                         have.join(", ")
                     ),
-                    found: format!("\"{k}\" ({} such loops)", named.len()),
-                });
+                    format!("\"{k}\" ({} such loops)", named.len()),
+                ));
             };
             *one
         }
     };
     if outer.body.len() < 2 {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: level_arg(2),
+        return Err(Error::bad_argument(
+            b,
+            level_arg(2),
             expected,
-            found: format!("loop {} around one loop and no statement", outer.header()),
-        });
+            format!("loop {} around one loop and no statement", outer.header()),
+        ));
     }
-    unit_step(b, 2, inner)?;
     // Runs at least once wherever the loop around it runs (else its guarded statements would
     // not run there).
     let path = nest.path();
     let chain: Vec<&Loop> = path[..level as usize].iter().map(|l| &**l).collect();
     if crate::analysis::legality::never_for_any(&chain, &[inner.lb.sub(&inner.ub).add_int(-1)]) != Some(true)
     {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: level_arg(2),
-            expected: format!(
+        return Err(Error::bad_argument(
+            b,
+            level_arg(2),
+            format!(
                 "an inner loop that runs at least once in every iteration of loop `{}` (the statements \
                  sunk into it run at one of its iterations)",
                 outer.iter
             ),
-            found: format!("loop {}, which can be empty there", inner.header()),
-        });
+            format!("loop {}, which can be empty there", inner.header()),
+        ));
     }
     let k = Expr::var_name(&inner.iter);
     let end = |first: bool| -> Result<Expr> {
         let bound = if first { &inner.lb } else { &inner.ub };
         if !bound.is_affine() {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(2),
-                expected: "an inner loop whose bound at that end is affine (sink before strip-mining)".into(),
-                found: format!("loop {}", inner.header()),
-            });
+            return Err(Error::bad_argument(
+                b,
+                level_arg(2),
+                "an inner loop whose bound at that end is affine (sink before strip-mining)",
+                format!("loop {}", inner.header()),
+            ));
         }
         // `k == lb` is `lb - k >= 0` inside the loop; `k == ub` is `k - ub >= 0`.
         Ok(if first { bound.sub(&k) } else { k.sub(bound) })
@@ -361,15 +351,15 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<N
     let mut used: Vec<Name> = vec![inner.iter.clone()];
     used.extend(inner.lb.vars().into_iter().chain(inner.ub.vars()));
     if let Some(v) = bound.iter().find(|v| used.contains(v)) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: level_arg(2),
-            expected: format!(
+        return Err(Error::bad_argument(
+            b,
+            level_arg(2),
+            format!(
                 "statements and loops beside loop `{}` that do not bind `{v}` (the guard that places them reads it)",
                 inner.iter
             ),
-            found: format!("a loop over `{v}` beside {}", inner.header()),
-        });
+            format!("a loop over `{v}` beside {}", inner.header()),
+        ));
     }
     let mut head = Vec::new();
     let mut tail = Vec::new();
@@ -408,19 +398,15 @@ pub fn sink(nest: &Nest, level: i64, at: SinkAt, into: Option<&str>) -> Result<N
 pub fn split(nest: &Nest, level: i64, at: &Expr) -> Result<Nest> {
     let b = "split";
     let l = locate(nest, level, b, &level_arg(2))?;
-    unit_step(b, 2, &l)?;
     let mut below = Vec::new();
     l.body.iter().for_each(|x| x.loop_iters(&mut below));
     if !at.is_affine() || at.mentions(&l.iter) || below.iter().any(|v| at.mentions(v)) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "at"),
-            expected: format!(
-                "an affine expression in the iterators of loops around `{}` and named constants",
-                l.iter
-            ),
-            found: format!("`{at}`"),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "at"),
+            format!("an affine expression in the iterators of loops around `{}` and named constants", l.iter),
+            format!("`{at}`"),
+        ));
     }
     let path = nest.path();
     let above: Vec<&Loop> = path[..level as usize - 1].iter().map(|l| &**l).collect();
@@ -440,7 +426,7 @@ pub fn split(nest: &Nest, level: i64, at: &Expr) -> Result<Nest> {
         if crate::analysis::legality::never_for_any(&chain, &[]) == Some(true) {
             continue;
         }
-        let body: Vec<LNode> = part.body.iter().filter_map(|x| settle(&chain, x)).collect();
+        let body: Vec<LNode> = part.body.iter().filter_map(|x| drop_settled_guards(&chain, x)).collect();
         if !body.is_empty() {
             out.push(LNode::Loop(Arc::new(Loop { body, ..part.clone() })));
         }
@@ -450,7 +436,7 @@ pub fn split(nest: &Nest, level: i64, at: &Expr) -> Result<Nest> {
 
 /// `x` inside the loops `chain` with the guards they decide settled: a guard that always holds
 /// dropped, a statement whose guards never all hold (or a loop left empty) gone (`None`).
-pub(super) fn settle(chain: &[&Loop], x: &LNode) -> Option<LNode> {
+pub(super) fn drop_settled_guards(chain: &[&Loop], x: &LNode) -> Option<LNode> {
     use crate::analysis::legality::never_for_any;
     match x {
         LNode::Loop(l) => {
@@ -463,7 +449,7 @@ pub(super) fn settle(chain: &[&Loop], x: &LNode) -> Option<LNode> {
             if never_for_any(&inner, &[]) == Some(true) {
                 return None;
             }
-            let body: Vec<LNode> = l.body.iter().filter_map(|c| settle(&inner, c)).collect();
+            let body: Vec<LNode> = l.body.iter().filter_map(|c| drop_settled_guards(&inner, c)).collect();
             (!body.is_empty()).then(|| LNode::Loop(l.with_body(body)))
         }
         LNode::Stmt(s) => {

@@ -6,12 +6,7 @@ use super::*;
 /// checking that the nest accesses it and does not store it per iteration.
 pub(super) fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::ir::Layout, usize)> {
     let rank = nest.rank_of(tensor);
-    let bad = |expected: &str, found: String| Error::BadArgument {
-        builtin: b.into(),
-        arg: Arg::new(2, "tensor"),
-        expected: expected.into(),
-        found,
-    };
+    let bad = |expected: &str, found: String| Error::bad_argument(b, Arg::new(2, "tensor"), expected, found);
     let rank =
         rank.ok_or_else(|| bad("a tensor the nest accesses", format!("`{tensor}`, which it does not")))?;
     if rank == 0 {
@@ -51,20 +46,20 @@ pub fn regroup(state: &State, nest: &Nest, tensor: &Name, dim: i64, width: i64, 
     let b = "regroup";
     let (mut layout, rank) = layout_of(nest, b, tensor)?;
     if dim < 1 || dim as usize > rank {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "dimension"),
-            expected: format!("a dimension of `{tensor}`, from 1 to {rank}"),
-            found: dim.to_string(),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "dimension"),
+            format!("a dimension of `{tensor}`, from 1 to {rank}"),
+            dim.to_string(),
+        ));
     }
     if !(2..=4096).contains(&width) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(4, "width"),
-            expected: "a block width from 2 to 4096".into(),
-            found: width.to_string(),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(4, "width"),
+            "a block width from 2 to 4096",
+            width.to_string(),
+        ));
     }
     if !layout.is_plain(rank) {
         return Err(Error::Illegal {
@@ -84,15 +79,15 @@ pub fn regroup(state: &State, nest: &Nest, tensor: &Name, dim: i64, width: i64, 
         && n % width != 0
         && !pad
     {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(4, "width"),
-            expected: format!(
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(4, "width"),
+            format!(
                 "a width that divides dimension {dim} of `{tensor}` (extent {n}), or regroup(l, {tensor}, {dim}, \
                  {width}, true) to pad its last block"
             ),
-            found: width.to_string(),
-        });
+            width.to_string(),
+        ));
     }
     layout.regroup = Some((k, width));
     Ok(with_layout(nest, tensor, layout, rank))
@@ -108,12 +103,12 @@ pub fn permute_layout(nest: &Nest, tensor: &Name, order: &[i64]) -> Result<Nest>
     let mut sorted: Vec<i64> = order.to_vec();
     sorted.sort_unstable();
     if sorted != (1..=r as i64).collect::<Vec<_>>() {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "order"),
-            expected: format!("a permutation of 1..{r}: the {r} dimensions of `{tensor}`'s buffer"),
-            found: format!("[{}]", order.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "order"),
+            format!("a permutation of 1..{r}: the {r} dimensions of `{tensor}`'s buffer"),
+            format!("[{}]", order.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        ));
     }
     if layout.pad.iter().any(|(m, e)| *m > 1 || *e > 0) {
         return Err(Error::Illegal {
@@ -134,11 +129,8 @@ pub fn pad(nest: &Nest, tensor: &Name, dim: i64, multiple: i64, extra: i64) -> R
     let b = "pad";
     let (mut layout, rank) = layout_of(nest, b, tensor)?;
     let r = layout.rank(rank);
-    let bad = |pos: usize, role: &str, expected: String, found: i64| Error::BadArgument {
-        builtin: b.into(),
-        arg: Arg::new(pos, role),
-        expected,
-        found: found.to_string(),
+    let bad = |pos: usize, role: &str, expected: String, found: i64| {
+        Error::bad_argument(b, Arg::new(pos, role), expected, found.to_string())
     };
     if dim < 1 || dim as usize > r {
         return Err(bad(3, "dimension", format!("a dimension of `{tensor}`'s buffer, from 1 to {r}"), dim));

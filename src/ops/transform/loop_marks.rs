@@ -27,10 +27,10 @@ pub fn vectorize(nest: &Nest, level: i64, bits: u32) -> Result<Nest> {
     let b = "vectorize";
     let widest = crate::analysis::vector::Target::native().vector_bits;
     if bits != 0 && (![128, 256, 512].contains(&bits) || bits > widest) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "bits"),
-            expected: if widest >= 128 {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "bits"),
+            if widest >= 128 {
                 format!(
                     "a vector width this target has: {}",
                     [128, 256, 512]
@@ -43,8 +43,8 @@ pub fn vectorize(nest: &Nest, level: i64, bits: u32) -> Result<Nest> {
             } else {
                 "no width: this target has no explicit vectors (TEML_VECTOR_BITS=0 or no SIMD)".to_string()
             },
-            found: bits.to_string(),
-        });
+            bits.to_string(),
+        ));
     }
     let l = locate(nest, level, b, &level_arg(2))?;
     if let Some(inner) = l.body.iter().find_map(parallel_loop) {
@@ -76,10 +76,10 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
     let first = locate(nest, level, b, &level_arg(2))?;
     let depth = nest.path().len() as i64;
     if n < 2 || level + n - 1 > depth {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "count"),
-            expected: if depth - level + 1 >= 2 {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "count"),
+            if depth - level + 1 >= 2 {
                 format!(
                     "2..={} (the loops from level {level} on the single path of the nest)",
                     depth - level + 1
@@ -90,8 +90,8 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
                     depth - level + 1
                 )
             },
-            found: n.to_string(),
-        });
+            n.to_string(),
+        ));
     }
     let path = nest.path();
     let band: Vec<&Loop> = path[level as usize - 1..(level + n - 1) as usize].iter().map(|l| &**l).collect();

@@ -5,7 +5,7 @@
 //! interchange moves them past, new bounds within C's `int`, a constant trip count to unroll),
 //! rewrite second. None of these functions looks at dependences: the builtin registry checks
 //! the result's legality after the rewrite ([`crate::ops::registry::call`], through
-//! [`crate::ops::registry::legal`]: isl, `analysis::legality`, docs/legality.md) unless the
+//! [`crate::ops::registry::legality_gate`]: isl, `analysis::legality`, docs/legality.md) unless the
 //! state says `unchecked` (`--unchecked`); called directly, these functions return the rewrite
 //! unchecked. Unchanged sub-trees are shared, not copied. A level `r` counts loops along the
 //! single path from the root; a level below a branch is an error.
@@ -31,7 +31,7 @@ pub use tensor_marks::*;
 use crate::analysis::kernel::{not_rectangular, parallel_loop, simd_around_parallel_reason};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
-use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, Overflow, PackLayout, State};
+use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, PackLayout, State};
 use crate::ops::tensor::fresh;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -66,17 +66,4 @@ fn illegal_move(b: &str, dependent: &Loop, on: &Loop) -> Error {
 /// The refusal of a parallel loop inside a vectorized one.
 fn simd_around_parallel(builtin: &str, outer: &Loop, inner: &Loop) -> Error {
     Error::Illegal { builtin: builtin.into(), reason: simd_around_parallel_reason(outer, inner) }
-}
-
-/// Refuses a loop whose step is not 1 (argument `pos` names its level).
-fn unit_step(b: &str, pos: usize, l: &Loop) -> Result<()> {
-    if l.step == 1 {
-        return Ok(());
-    }
-    Err(Error::BadArgument {
-        builtin: b.into(),
-        arg: level_arg(pos),
-        expected: "a loop of step 1".into(),
-        found: format!("loop {}", l.header()),
-    })
 }

@@ -29,22 +29,22 @@ pub fn stripmine(state: &State, nest: &Nest, level: i64, factor: i64) -> Result<
 pub fn stripmine_aligned(state: &State, nest: &Nest, level: i64, factor: i64, aligned: bool) -> Result<Nest> {
     let b = "stripmine";
     if !(1..=INT_MAX).contains(&factor) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "factor"),
-            expected: if factor < 1 {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "factor"),
+            if factor < 1 {
                 "a factor of 1 or more".into()
             } else {
                 format!("a factor of at most {INT_MAX}")
             },
-            found: factor.to_string(),
-        });
+            factor.to_string(),
+        ));
     }
     let taken = names_in(nest, state);
     let iters: BTreeSet<Name> = nest.path().iter().map(|l| l.iter.clone()).collect();
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
         let outer_name = fresh(&format!("{}o", l.iter), &taken);
-        if aligned && l.step == 1 && l.lb.vars().iter().any(|v| iters.contains(v)) {
+        if aligned && l.lb.vars().iter().any(|v| iters.contains(v)) {
             let o = Expr::var_name(&outer_name);
             let ovf = |_| overflow(b, l);
             let start = o.checked_scale(factor).map_err(ovf)?;
@@ -54,23 +54,21 @@ pub fn stripmine_aligned(state: &State, nest: &Nest, level: i64, factor: i64, al
                 iter: outer_name,
                 lb: l.lb.floordiv(factor),
                 ub: l.ub.floordiv(factor),
-                step: 1,
                 annot: Default::default(),
                 body: vec![LNode::Loop(Arc::new(inner))],
             };
             return Ok(vec![LNode::Loop(Arc::new(outer))]);
         }
-        let (lb, ub, s) = (&l.lb, &l.ub, l.step);
+        let (lb, ub) = (&l.lb, &l.ub);
         let o = Expr::var_name(&outer_name);
         let ovf = |_| overflow(b, l);
-        let block = s.checked_mul(factor).ok_or(Overflow).map_err(ovf)?;
-        let inner_lb = lb.checked_add(&o.checked_scale(block).map_err(ovf)?).map_err(ovf)?;
-        let full_ub = inner_lb.checked_add_int(block - s).map_err(ovf)?;
+        let inner_lb = lb.checked_add(&o.checked_scale(factor).map_err(ovf)?).map_err(ovf)?;
+        let full_ub = inner_lb.checked_add_int(factor - 1).map_err(ovf)?;
         // The trip count, with the named constants the state binds (as `unroll` does): where v
         // divides it, the last block is full and needs no `min`.
         let span = ub.checked_sub(lb).map_err(ovf)?;
         let trip = match span.checked_eval(&|c| state.constant(c)) {
-            Ok(d) => Some(d.div_euclid(s) + 1),
+            Ok(d) => Some(d + 1),
             Err(EvalError::Unbound(_)) => None,
             Err(EvalError::Overflow) => return Err(overflow(b, l)),
         };
@@ -85,15 +83,13 @@ pub fn stripmine_aligned(state: &State, nest: &Nest, level: i64, factor: i64, al
             iter: l.iter.clone(),
             lb: inner_lb,
             ub: inner_ub,
-            step: s,
             annot: l.annot.clone(),
             body: l.body.clone(),
         };
         let outer = Loop {
             iter: outer_name,
             lb: Expr::int(0),
-            ub: span.floordiv(block),
-            step: 1,
+            ub: span.floordiv(factor),
             annot: Default::default(),
             body: vec![LNode::Loop(Arc::new(inner))],
         };
@@ -200,26 +196,23 @@ pub fn skew(nest: &Nest, r1: i64, r2: i64, f: i64) -> Result<Nest> {
     let outer = locate(nest, r1, b, &level_arg(2))?;
     locate(nest, r2, b, &level_arg(3))?;
     if r2 <= r1 {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: level_arg(3),
-            expected: format!("a level inside level {r1} (the loop it is skewed by)"),
-            found: format!("level {r2}"),
-        });
+        return Err(Error::bad_argument(
+            b,
+            level_arg(3),
+            format!("a level inside level {r1} (the loop it is skewed by)"),
+            format!("level {r2}"),
+        ));
     }
     if f == 0 || f.checked_abs().is_none_or(|a| a > INT_MAX) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(4, "factor"),
-            expected: "a non-zero integer factor".into(),
-            found: format!("{f}"),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(4, "factor"),
+            "a non-zero integer factor",
+            format!("{f}"),
+        ));
     }
     let by = Expr::var_name(&outer.iter).scale(f);
-    rewrite_loop(nest, r2, b, &level_arg(3), &mut |l| {
-        unit_step(b, 3, l)?;
-        Ok(vec![LNode::Loop(moved(l, &by, b)?)])
-    })
+    rewrite_loop(nest, r2, b, &level_arg(3), &mut |l| Ok(vec![LNode::Loop(moved(l, &by, b)?)]))
 }
 
 /// `shift(l, r, c)` (Pluto's shifting): the loop at level `r` runs `i' = i + c`, its body
@@ -228,12 +221,12 @@ pub fn skew(nest: &Nest, r1: i64, r2: i64, f: i64) -> Result<Nest> {
 pub fn shift(nest: &Nest, level: i64, c: i64) -> Result<Nest> {
     let b = "shift";
     if c.checked_abs().is_none_or(|a| a > INT_MAX) {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(3, "offset"),
-            expected: format!("an offset within ±{INT_MAX}"),
-            found: format!("{c}"),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(3, "offset"),
+            format!("an offset within ±{INT_MAX}"),
+            format!("{c}"),
+        ));
     }
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(moved(l, &Expr::int(c), b)?)]))
 }
@@ -248,15 +241,13 @@ pub fn shift(nest: &Nest, level: i64, c: i64) -> Result<Nest> {
 pub fn reverse(nest: &Nest, level: i64) -> Result<Nest> {
     let b = "reverse";
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
-        unit_step(b, 2, l)?;
         if !l.lb.is_affine() || !l.ub.is_affine() {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: level_arg(2),
-                expected: "a loop with affine bounds (indices stay affine: reverse before strip-mining)"
-                    .into(),
-                found: format!("loop {}", l.header()),
-            });
+            return Err(Error::bad_argument(
+                b,
+                level_arg(2),
+                "a loop with affine bounds (indices stay affine: reverse before strip-mining)",
+                format!("loop {}", l.header()),
+            ));
         }
         let i = l.iter.clone();
         let mirror =

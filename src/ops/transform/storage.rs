@@ -29,11 +29,8 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
     // Levels count from the focus; the checks see the whole nest.
     let view = nest.view();
     let l = locate(&view, level, b, &level_arg(2))?;
-    let bad = |k: usize, name: &str, expected: &str, found: String| Error::BadArgument {
-        builtin: b.into(),
-        arg: Arg::new(k, name),
-        expected: expected.into(),
-        found,
+    let bad = |k: usize, name: &str, expected: &str, found: String| {
+        Error::bad_argument(b, Arg::new(k, name), expected, found)
     };
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     let accesses = |s: &crate::ir::TExpr| s.mentions_tensor(tensor);
@@ -74,7 +71,6 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
     if let Some(h) = marked {
         return Err(bad(3, "tensor", own, format!("`{tensor}`, marked on loop {h}")));
     }
-    unit_step(b, 2, &l)?;
     if let Some(v) = l.lb.vars().into_iter().chain(l.ub.vars()).find(|v| state.constant(v).is_none()) {
         return Err(bad(
             2,
@@ -210,11 +206,8 @@ pub(super) fn expanded_leaves(
 /// ```
 pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> {
     let b = "in_place";
-    let bad = |k: usize, name: &str, expected: String, found: String| Error::BadArgument {
-        builtin: b.into(),
-        arg: Arg::new(k, name),
-        expected,
-        found,
+    let bad = |k: usize, name: &str, expected: String, found: String| {
+        Error::bad_argument(b, Arg::new(k, name), expected, found)
     };
     if y == x {
         return Err(bad(

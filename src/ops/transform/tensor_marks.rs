@@ -101,12 +101,12 @@ pub(super) fn mark_tensor(
 pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Result<Nest> {
     let b = "pack";
     if layout.pad < 1 || layout.pad > MAX_PAD {
-        return Err(Error::BadArgument {
-            builtin: b.into(),
-            arg: Arg::new(5, "pad"),
-            expected: format!("a padding multiple from 1 to {MAX_PAD}"),
-            found: layout.pad.to_string(),
-        });
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(5, "pad"),
+            format!("a padding multiple from 1 to {MAX_PAD}"),
+            layout.pad.to_string(),
+        ));
     }
     // The block's rank, from the footprint the mark's check computes.
     let rank = std::cell::Cell::new(0);
@@ -127,15 +127,15 @@ pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Resu
         let mut sorted = layout.order.clone();
         sorted.sort_unstable();
         if sorted != (0..rank).collect::<Vec<_>>() {
-            return Err(Error::BadArgument {
-                builtin: b.into(),
-                arg: Arg::new(4, "order"),
-                expected: format!("a permutation of 1..{rank}: the {rank} dimensions of `{tensor}`'s block"),
-                found: format!(
+            return Err(Error::bad_argument(
+                b,
+                Arg::new(4, "order"),
+                format!("a permutation of 1..{rank}: the {rank} dimensions of `{tensor}`'s block"),
+                format!(
                     "[{}]",
                     layout.order.iter().map(|d| (d + 1).to_string()).collect::<Vec<_>>().join(", ")
                 ),
-            });
+            ));
         }
     }
     let order = layout.order(rank);
@@ -309,6 +309,6 @@ pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result
         "store_at",
         tensor,
         TensorMark { get: |a| &a.store_at, get_mut: |a| &mut a.store_at, what: "stored per iteration of" },
-        &|outer, l| crate::analysis::storage::check(state, nest, outer, l, tensor).map(|_| ()),
+        &|outer, l| crate::analysis::storage::per_iteration_block(state, nest, outer, l, tensor).map(|_| ()),
     )
 }
