@@ -730,5 +730,24 @@ pub fn reference() -> String {
         ));
     }
     out.push_str(&crate::script::Stdlib::reference());
+    out.push_str(WORKS_CITED);
     out
 }
+
+/// The works the reference names, in full.
+const WORKS_CITED: &str = "
+## Works cited
+
+- *Sec. N, eq. N, Fig. N*: Susungi, Rink, Cohen, Castrillon, Tadonki, \"Meta-programming for
+  Cross-Domain Tensor Optimizations\", GPCE 2018 (the TeML paper).
+- *TeIL*: Rink, Castrillon, \"TeIL: A Type-Safe Imperative Tensor Intermediate Language\", ARRAY
+  2019 (in-bounds accesses, equational rewrites, lifting nested contractions).
+- *Rink 2018*: Rink, \"Modeling of languages for tensor manipulation\", report, TU Dresden, 2018
+  (padding of tensor storage, proven equivalent: Sec. 4).
+- *Ullrich 2018*: Ullrich, \"Detection and exploitation of data-parallelism in assignments of
+  multi-dimensional tensors\", bachelor thesis, TU Dresden, 2018 (compatible statements: when
+  `x = e` can be computed in place; data-parallel loops).
+- *Sinkarovs and Scholz 2013*: \"Semantics-Preserving Data Layout Transformations for Improved
+  Vectorisation\", FHPC 2013 (layout types: an axis regrouped into vectors of width V).
+- *Feautrier 1988*: \"Array expansion\", ICS 1988 (privatization: a copy per iteration).
+";

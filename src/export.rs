@@ -327,10 +327,43 @@ fn write(
     sizes: &Sizes,
     compiler: &crate::runtime::Compiler,
 ) -> Result<Vec<PathBuf>, String> {
-    let inner = &kernel.name;
     let flags: Vec<String> = about.flags.opt.clone();
+    let c = library_source(name, kernel, sizes)?;
+    let h = header(about, req, name, kernel, sizes, compiler);
+    let put = |file: &str, text: &str| -> Result<PathBuf, String> {
+        let p = dir.join(file);
+        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        Ok(p)
+    };
+    let mut files = vec![put(&format!("{name}.c"), &c)?, put(&format!("{name}.h"), &h)?];
+    // The libraries, with the compiler and flags the kernel was verified with.
+    files.extend(libraries(dir, name, compiler, &flags)?);
+    let cc = compiler.path().display().to_string();
+    let openmp = if flags.iter().any(|f| f.contains("openmp")) { " -fopenmp" } else { "" };
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    files.push(put(
+        &format!("{name}.pc"),
+        &format!(
+            "prefix={}\n\nName: {name}\nDescription: the teml kernel {name} (see {name}.h)\nVersion: {}\n\
+             Cflags: -I${{prefix}}\nLibs: -L${{prefix}} -Wl,-rpath,${{prefix}} -l{name}{openmp} -lm\n",
+            abs.display(),
+            env!("CARGO_PKG_VERSION")
+        ),
+    )?);
+    files.push(put("Makefile", &makefile(&kernel_names_in(dir, name)?, &cc, &flags, openmp))?);
+    files.push(put(&format!("{name}.py"), &python(name, kernel, sizes))?);
+    if about.rust {
+        files.extend(rust_crate(dir, name, kernel, sizes, openmp)?);
+    }
+    Ok(files)
+}
+
+/// The library's C: the kernel's function made static (no entry point; the sizes its first
+/// arguments where they are given at run time), then the public function, which checks the
+/// sizes and the pointers before it calls it.
+fn library_source(name: &str, kernel: &CKernel, sizes: &Sizes) -> Result<String, String> {
+    let inner = &kernel.name;
     let run_time = matches!(sizes, Sizes::RunTime(_));
-    // The kernel's own C: its function static, no entry point, the sizes its arguments.
     let mut body = if run_time { without_defines(kernel) } else { kernel.source.clone() };
     if let Some(at) = body.find(&format!("void {}(void **args)", crate::codegen::ENTRY)) {
         body.truncate(at);
@@ -346,12 +379,6 @@ fn write(
     // The public function.
     let arg = |c: &str| if run_time { c.to_string() } else { format!("teml_{c}") };
     let mut args: Vec<String> = kernel.const_c_names.iter().map(|c| format!("int64_t {}", arg(c))).collect();
-    let header_args: Vec<String> = kernel
-        .const_c_names
-        .iter()
-        .map(|c| format!("int64_t {c}"))
-        .chain(kernel.params.iter().map(|p| format!("{}{}", c_pointer(p.dtype, p.written), p.c_name)))
-        .collect();
     args.extend(kernel.params.iter().map(|p| format!("{}{}", c_pointer(p.dtype, p.written), p.c_name)));
     let mut c = String::new();
     let _ = writeln!(c, "/* {name}: exported by teml {} (see {name}.h). */", env!("CARGO_PKG_VERSION"));
@@ -384,7 +411,26 @@ fn write(
     );
     let _ = writeln!(c, "  {inner}({});\n  return TEML_OK;\n}}", call.join(", "));
 
-    // The header.
+    Ok(c)
+}
+
+/// The header: the program, the path, the compiler and flags, the verification, the sizes, each
+/// argument, and the public function's declaration.
+fn header(
+    about: &About,
+    req: &crate::ir::KernelRequest,
+    name: &str,
+    kernel: &CKernel,
+    sizes: &Sizes,
+    compiler: &crate::runtime::Compiler,
+) -> String {
+    let flags = &about.flags.opt;
+    let header_args: Vec<String> = kernel
+        .const_c_names
+        .iter()
+        .map(|c| format!("int64_t {c}"))
+        .chain(kernel.params.iter().map(|p| format!("{}{}", c_pointer(p.dtype, p.written), p.c_name)))
+        .collect();
     let mut h = String::new();
     let guard = format!("TEML_EXPORT_{}_H", name.to_uppercase());
     let _ = writeln!(h, "/* {name}: a kernel exported by teml {}.", env!("CARGO_PKG_VERSION"));
@@ -462,13 +508,17 @@ fn write(
     let _ = writeln!(h, "int {name}({});\n", header_args.join(", "));
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif");
 
-    let put = |file: &str, text: &str| -> Result<PathBuf, String> {
-        let p = dir.join(file);
-        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        Ok(p)
-    };
-    let mut files = vec![put(&format!("{name}.c"), &c)?, put(&format!("{name}.h"), &h)?];
-    // The libraries, with the compiler and flags the kernel was verified with.
+    h
+}
+
+/// The shared and the static library, built in `dir` with the compiler and flags the kernel was
+/// verified with.
+fn libraries(
+    dir: &Path,
+    name: &str,
+    compiler: &crate::runtime::Compiler,
+    flags: &[String],
+) -> Result<Vec<PathBuf>, String> {
     let cc = compiler.path().display().to_string();
     let so = format!("lib{name}.so");
     let a = format!("lib{name}.a");
@@ -492,25 +542,7 @@ fn write(
     run([base.clone(), vec!["-c".into(), "-o".into(), obj.clone(), format!("{name}.c")]].concat())?;
     run(vec!["ar".into(), "rcs".into(), a.clone(), obj.clone()])?;
     let _ = std::fs::remove_file(dir.join(&obj));
-    files.push(dir.join(&so));
-    files.push(dir.join(&a));
-    let openmp = if flags.iter().any(|f| f.contains("openmp")) { " -fopenmp" } else { "" };
-    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    files.push(put(
-        &format!("{name}.pc"),
-        &format!(
-            "prefix={}\n\nName: {name}\nDescription: the teml kernel {name} (see {name}.h)\nVersion: {}\n\
-             Cflags: -I${{prefix}}\nLibs: -L${{prefix}} -Wl,-rpath,${{prefix}} -l{name}{openmp} -lm\n",
-            abs.display(),
-            env!("CARGO_PKG_VERSION")
-        ),
-    )?);
-    files.push(put("Makefile", &makefile(&kernel_names_in(dir, name)?, &cc, &flags, openmp))?);
-    files.push(put(&format!("{name}.py"), &python(name, kernel, sizes))?);
-    if about.rust {
-        files.extend(rust_crate(dir, name, kernel, sizes, openmp)?);
-    }
-    Ok(files)
+    Ok(vec![dir.join(&so), dir.join(&a)])
 }
 
 /// The kernels already exported to `dir` (their `.c` files with a `.h` beside), `name` included.

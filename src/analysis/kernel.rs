@@ -16,6 +16,7 @@
 use super::reduction::{self, Plan};
 use super::zeroing::{self, PlacedNode};
 use crate::error::{Error, Result};
+use crate::ir::marks::{self, Mark, Scope};
 use crate::ir::{DType, Dim, Expr, LNode, Loop, Name, Nest, State, TNode, lower};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -90,17 +91,7 @@ pub fn realizable(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
             .try_for_each(|g| walk(state, n, &laid, g, &mut Vec::new()))
             .map_err(unrealizable)?;
     }
-    // One layout per tensor across the kernel's nests.
-    let mut layouts: std::collections::BTreeMap<&Name, &crate::ir::Layout> = Default::default();
-    for (_, n) in nests {
-        for (t, lay) in &n.layouts {
-            if layouts.insert(t, lay).is_some_and(|other| other != lay) {
-                return Err(unrealizable(format!(
-                    "`{t}` has two layouts in the kernel: expected one layout per tensor"
-                )));
-            }
-        }
-    }
+    one_layout_per_tensor(nests, &Default::default()).map_err(unrealizable)?;
     // A result stored over an operand: no other nest of the kernel accesses either.
     for (k, (name, n)) in nests.iter().enumerate() {
         for (y, x) in &n.over {
@@ -240,13 +231,9 @@ fn realise_band(
         }
     }
     // A packed copy or a register band's loads would be printed between the collapsed loops.
-    if let Some(x) = band[1..].iter().find(|x| !x.annot.pack.is_empty() || !x.annot.registers.is_empty()) {
-        return Err(cannot(format!(
-            "loop `{}` is marked {}: its copies or loads would stand between the collapsed loops; \
-             expected the band's inner loops unmarked (mark a loop outside or inside the band)",
-            x.iter,
-            x.annot.words().join(" ")
-        )));
+    let row = marks::rule(Mark::Collapse, Mark::Pack, Scope::Kernel);
+    if let Some(x) = band[1..].iter().find(|x| x.annot.marks().iter().any(|(m, _)| row.others.contains(m))) {
+        return Err(cannot(row.words(&[("loop", &x.iter), ("marks", &x.annot.words().join(" "))])));
     }
     if let Some((x, o)) = not_rectangular(&band) {
         return Err(cannot(format!(
@@ -294,13 +281,32 @@ pub fn parallel_loop(x: &LNode) -> Option<Arc<Loop>> {
     l.body.iter().find_map(parallel_loop)
 }
 
+/// The layouts of the kernel's tensors: one per tensor across its nests, none on a tensor
+/// stored per iteration of a loop (`local`).
+pub fn one_layout_per_tensor(
+    nests: &[(Name, Nest)],
+    local: &std::collections::BTreeSet<Name>,
+) -> std::result::Result<std::collections::BTreeMap<Name, crate::ir::Layout>, String> {
+    let mut layouts: std::collections::BTreeMap<Name, crate::ir::Layout> = Default::default();
+    for (nname, n) in nests {
+        for (t, lay) in &n.layouts {
+            if local.contains(t) {
+                return Err(marks::rule(Mark::StoreAt, Mark::Layout, Scope::Kernel)
+                    .words(&[("t", t), ("nest", nname)]));
+            }
+            if layouts.get(t).is_some_and(|other| other != lay) {
+                return Err(marks::rule(Mark::Layout, Mark::Layout, Scope::Kernel).words(&[("t", t)]));
+            }
+            layouts.insert(t.clone(), lay.clone());
+        }
+    }
+    Ok(layouts)
+}
+
 /// Why a parallel loop cannot run inside a vectorized one (a transformation's refusal, and code generation's).
 pub fn simd_around_parallel_reason(outer: &Loop, inner: &Loop) -> String {
-    format!(
-        "loop `{}` is parallelized inside loop `{}`, which is vectorized: OpenMP allows no \
-         `parallel for` inside `simd`; expected the parallel loop outside the vectorized one",
-        inner.iter, outer.iter
-    )
+    marks::rule(Mark::Parallel, Mark::Vector, Scope::Around)
+        .words(&[("here", &inner.iter), ("loop", &outer.iter)])
 }
 
 /// True if a zeroing of `access` is among `body`'s items, at any depth.

@@ -21,6 +21,7 @@
 //! `T_local[x - lo]`, injective within the iteration.
 
 use super::packing::{self, Footprint};
+use crate::ir::marks::Mark;
 use crate::ir::{LNode, Loop, Name, Nest, State, lower};
 
 /// Largest buffer of one iteration, in bytes: it lives on the stack of the thread that runs the
@@ -45,14 +46,8 @@ pub fn per_iteration_block(
     tensor: &Name,
 ) -> Result<Footprint, String> {
     let cannot = |why: String| format!("cannot store `{tensor}` per iteration of loop `{}`: {why}", l.iter);
-    if let Some(lay) = nest.layouts.get(tensor) {
-        return Err(cannot(format!(
-            "it has the layout {} for the whole kernel: expected a tensor stored as declared",
-            lay.describe(nest.rank_of(tensor).unwrap_or(0))
-        )));
-    }
-    if nest.in_place(tensor) {
-        return Err(cannot("it is stored in place (in_place): expected a tensor stored as declared".into()));
+    if let Some(r) = nest.refusal(Mark::StoreAt, tensor) {
+        return Err(cannot(format!("{}: expected {}", r.found, r.expected)));
     }
     if l.annot.vectorize {
         return Err(cannot(

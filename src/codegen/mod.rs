@@ -46,6 +46,7 @@ use crate::analysis::storage;
 use crate::analysis::vector::{self, Lanes, Target};
 use crate::analysis::zeroing::{self, PlacedNode, Zero};
 use crate::error::{Error, Result};
+use crate::ir::marks::{self, Mark, Scope};
 use crate::ir::{
     Atom, DType, Expr, Func, Iters, Loop, Lowered, Name, Nest, Op, State, TNode, Update, is_c_ident, lower,
 };

@@ -33,7 +33,7 @@ impl NestPrinter<'_> {
         self.line(depth, "{");
         for t in &l.annot.pack {
             if self.laid.contains_key(t) {
-                return Err(format!("cannot pack `{t}`: it has a layout of its own for the whole kernel"));
+                return Err(marks::rule(Mark::Pack, Mark::Layout, Scope::Kernel).words(&[("t", t)]));
             }
             let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
             let fp = crate::analysis::packing::footprint(&outer, l, t)?;

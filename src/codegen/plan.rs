@@ -77,7 +77,7 @@ pub(super) fn plan_kernel(
              kernel; expected no -o for it, or no store_at"
         )));
     }
-    let layouts = kernel_layouts(&nests, &local)?;
+    let layouts = kernel::one_layout_per_tensor(&nests, &local).map_err(unrealizable)?;
     let (tensors, iters, consts) = kernel::layout(state, &nests)?;
     let mut params: Vec<Param> = tensors
         .into_iter()
@@ -129,35 +129,6 @@ pub(super) fn plan_kernel(
 /// The refusal of a kernel code generation cannot realize.
 pub(super) fn unrealizable(reason: String) -> Error {
     Error::Unrealizable { builtin: "codegen".into(), reason }
-}
-
-/// The tensors stored in another layout: one layout per tensor across the kernel's nests, none
-/// on a tensor stored per iteration (`local`).
-pub(super) fn kernel_layouts(
-    nests: &[(Name, Nest)],
-    local: &BTreeSet<Name>,
-) -> Result<BTreeMap<Name, crate::ir::Layout>> {
-    let mut layouts: BTreeMap<Name, crate::ir::Layout> = BTreeMap::new();
-    for (nname, n) in nests {
-        for (t, lay) in &n.layouts {
-            if local.contains(t) {
-                return Err(unrealizable(format!(
-                    "`{t}` has a layout in `{nname}` and is stored per iteration of a loop: expected one of the two"
-                )));
-            }
-            match layouts.get(t) {
-                Some(other) if other != lay => {
-                    return Err(unrealizable(format!(
-                        "`{t}` has two layouts in the kernel: expected one layout per tensor"
-                    )));
-                }
-                _ => {
-                    layouts.insert(t.clone(), lay.clone());
-                }
-            }
-        }
-    }
-    Ok(layouts)
 }
 
 /// element or summing into it from zero (an accumulator zeroed at its first update; `build`

@@ -6,171 +6,12 @@
 //! sequence `⟨•, [x1, …, xk]⟩` of eq. 3.
 
 use super::expr::{Expr, Name};
+use super::marks::{Annotations, Carried, Mark, Refusal};
 use super::texpr::TExpr;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-
-/// Marks on a loop. Code generation decides how to realize them (Sec. 3.3.3).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Annotations {
-    /// `parallelize`: run the iterations on several threads.
-    #[serde(default)]
-    pub parallel: bool,
-    /// `vectorize`: run the iterations in SIMD lanes.
-    #[serde(default)]
-    pub vectorize: bool,
-    /// `vectorize(l, r, bits)`: the width of the lanes' vectors, where narrower than the
-    /// target's widest; 0: the target's widest.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub vector_bits: u32,
-    /// `collapse`: this loop and the `collapse - 1` loops perfectly nested in it (all marked
-    /// parallel) run as one parallel iteration space (OpenMP `collapse(n)`); 0 where none.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub collapse: usize,
-    /// `registers`: the tensors whose elements this loop's body accesses are kept in local
-    /// variables (registers) for the loop's duration (`analysis::registers`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub registers: Vec<Name>,
-    /// `pack`: the tensors whose block this loop's body reads are copied into a contiguous
-    /// buffer before the loop, and read from it inside (`analysis::packing`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pack: Vec<Name>,
-    /// The layout of a packed tensor's buffer where it is not the block's own (transposed,
-    /// padded); absent: the block as it is in the tensor.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub pack_layout: BTreeMap<Name, PackLayout>,
-    /// `store_at`: the tensors stored per iteration of this loop (storage contraction): each
-    /// iteration has its own buffer of the block its body accesses, instead of the whole
-    /// tensor (`analysis::storage`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub store_at: Vec<Name>,
-    /// `stream`: the tensor whose whole vectors of lanes this vectorized loop stores with
-    /// non-temporal (streaming) stores, its rows peeled to the vector's alignment.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stream: Vec<Name>,
-}
-
-/// How a packed block is laid out in its buffer.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackLayout {
-    /// The block's dimensions in the buffer's order (0-based): dimension `d` of the buffer is
-    /// dimension `order[d]` of the block. Empty: the block's order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub order: Vec<usize>,
-    /// The buffer's innermost dimension is rounded up to a multiple of this (1: no padding).
-    pub pad: usize,
-}
-
-impl PackLayout {
-    /// The buffer dimension order for a block of `rank` dimensions.
-    pub fn order(&self, rank: usize) -> Vec<usize> {
-        if self.order.len() == rank { self.order.clone() } else { (0..rank).collect() }
-    }
-
-    /// True where the buffer is the block as it is (no reordering, no padding).
-    pub fn is_plain(&self) -> bool {
-        self.order.iter().enumerate().all(|(k, d)| k == *d) && self.pad <= 1
-    }
-
-    /// `[2, 1] pad 8` (1-based, as written in a program).
-    pub fn describe(&self) -> String {
-        let mut out = Vec::new();
-        if !self.order.iter().enumerate().all(|(k, d)| k == *d) {
-            let ds: Vec<String> = self.order.iter().map(|d| (d + 1).to_string()).collect();
-            out.push(format!("[{}]", ds.join(", ")));
-        }
-        if self.pad > 1 {
-            out.push(format!("pad {}", self.pad));
-        }
-        out.join(" ")
-    }
-}
-
-fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
-    *n == T::default()
-}
-
-impl Annotations {
-    /// The marks, as words.
-    pub fn words(&self) -> Vec<String> {
-        let mut w = Vec::new();
-        if self.parallel {
-            w.push("parallel".to_string());
-        }
-        if self.vectorize && self.vector_bits > 0 {
-            w.push(format!("vectorize({})", self.vector_bits));
-        } else if self.vectorize {
-            w.push("vectorize".to_string());
-        }
-        if self.collapse > 1 {
-            w.push(format!("collapse({})", self.collapse));
-        }
-        if !self.registers.is_empty() {
-            let ts: Vec<&str> = self.registers.iter().map(|t| &**t).collect();
-            w.push(format!("registers({})", ts.join(", ")));
-        }
-        if !self.pack.is_empty() {
-            let ts: Vec<String> = self
-                .pack
-                .iter()
-                .map(|t| match self.pack_layout.get(t) {
-                    Some(l) if !l.is_plain() => format!("{t} {}", l.describe()),
-                    _ => t.to_string(),
-                })
-                .collect();
-            w.push(format!("pack({})", ts.join(", ")));
-        }
-        if !self.store_at.is_empty() {
-            let ts: Vec<&str> = self.store_at.iter().map(|t| &**t).collect();
-            w.push(format!("store_at({})", ts.join(", ")));
-        }
-        if !self.stream.is_empty() {
-            let ts: Vec<&str> = self.stream.iter().map(|t| &**t).collect();
-            w.push(format!("stream({})", ts.join(", ")));
-        }
-        w
-    }
-
-    /// Both sets of marks.
-    pub fn union(&self, other: &Annotations) -> Annotations {
-        Annotations {
-            parallel: self.parallel || other.parallel,
-            vectorize: self.vectorize || other.vectorize,
-            vector_bits: match (self.vector_bits, other.vector_bits) {
-                (0, b) | (b, 0) => b,
-                (a, b) => a.min(b),
-            },
-            collapse: self.collapse.max(other.collapse),
-            registers: {
-                let mut r = self.registers.clone();
-                r.extend(other.registers.iter().filter(|t| !self.registers.contains(t)).cloned());
-                r
-            },
-            pack: {
-                let mut r = self.pack.clone();
-                r.extend(other.pack.iter().filter(|t| !self.pack.contains(t)).cloned());
-                r
-            },
-            pack_layout: {
-                let mut r = other.pack_layout.clone();
-                r.extend(self.pack_layout.iter().map(|(k, v)| (k.clone(), v.clone())));
-                r
-            },
-            store_at: {
-                let mut r = self.store_at.clone();
-                r.extend(other.store_at.iter().filter(|t| !self.store_at.contains(t)).cloned());
-                r
-            },
-            stream: {
-                let mut r = self.stream.clone();
-                r.extend(other.stream.iter().filter(|t| !self.stream.contains(t)).cloned());
-                r
-            },
-        }
-    }
-}
 
 /// A loop `for iter in [lb, ub] step step { body }` (bounds inclusive, as in eq. 19).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -328,8 +169,8 @@ impl LNode {
     }
 }
 
-/// How a tensor is stored in a kernel where that is not its declared shape (seed 001's
-/// padding, seed 004's layout types): element `x` of the tensor lives at `map(x)` of a buffer
+/// How a tensor is stored in a kernel where that is not its declared shape (Rink 2018's
+/// padding, Sinkarovs and Scholz 2013's layout types): element `x` of the tensor lives at `map(x)` of a buffer
 /// of `extents(dims)`. The program's meaning, its inputs and outputs keep the declared shape;
 /// the kernel converts at entry and back at exit (docs/semantics.md, "Layouts and padding").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -476,7 +317,7 @@ pub struct Nest {
     /// Tensors stored in another layout than their declared shape in a kernel of this nest.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub layouts: BTreeMap<Name, Layout>,
-    /// Results stored over an operand (`in_place(l, y, x)`, seed 000): `y ↦ x`. The nest's
+    /// Results stored over an operand (`in_place(l, y, x)`, Ullrich 2018): `y ↦ x`. The nest's
     /// statements write `x` where they wrote `y`; the kernel's buffer for `y` holds `x` at entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub over: BTreeMap<Name, Name>,
@@ -514,6 +355,37 @@ pub struct Expansion {
 }
 
 impl Nest {
+    /// The marks tensor `t` carries in this nest: its layout, then storage over another
+    /// tensor, then the loops' marks for it, loop by loop in the order of the nest.
+    pub fn carried(&self, t: &Name) -> Vec<Carried> {
+        let mut out = Vec::new();
+        let plain = |mark| Carried { mark, layout: String::new(), on_loop: String::new() };
+        if let Some(lay) = self.layouts.get(t) {
+            out.push(Carried { layout: lay.describe(self.rank_of(t).unwrap_or(0)), ..plain(Mark::Layout) });
+        }
+        if self.in_place(t) {
+            out.push(plain(Mark::InPlace));
+        }
+        fn go(items: &[LNode], t: &Name, out: &mut Vec<Carried>) {
+            for x in items {
+                if let LNode::Loop(l) = x {
+                    for mark in l.annot.marks_for(t) {
+                        out.push(Carried { mark, layout: String::new(), on_loop: l.header() });
+                    }
+                    go(&l.body, t, out);
+                }
+            }
+        }
+        go(self.items(), t, &mut out);
+        out
+    }
+
+    /// Why mark `new` cannot be set on tensor `t` of this nest, given the marks it carries
+    /// ([`super::marks::RULES`]); `None` where they combine.
+    pub fn refusal(&self, new: Mark, t: &Name) -> Option<Refusal> {
+        super::marks::refusal(new, t, &self.carried(t))
+    }
+
     /// The untransformed nest `items`, computing the assignments `origin`.
     pub fn new(items: Vec<LNode>, origin: Vec<TExpr>) -> Nest {
         Nest {

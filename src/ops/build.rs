@@ -30,6 +30,71 @@ pub fn loop_order(stmt: &TExpr, consts: &std::collections::BTreeSet<Name>) -> Ve
 pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
     let b = "build";
     let arg = Arg::new(1, "assignment");
+    refuse_unbuildable(state, t, &arg)?;
+    let consts = constants(state, &[t]);
+    let dom = t.domain();
+    let outside: Vec<Name> = dom.free.iter().chain(&dom.outer).cloned().collect();
+    let mut order = loop_order(t, &consts);
+    order.retain(|v| !outside.contains(v));
+    check_ranges(t, &dom, &order, &consts, &arg)?;
+    let order = bounds_first(&order, &dom, &arg)?;
+    let x = t.target().cloned().unwrap_or_else(|| t.clone());
+    let ranges = loop_ranges(state, t, &dom, &order, &arg)?;
+    let (sub, heads) = loop_heads(&ranges, &arg)?;
+    if dom.ranges.is_empty() && outside.is_empty() {
+        let box_ranges: Vec<(Name, Expr)> =
+            ranges.iter().map(|(v, _, ub, _)| (v.clone(), ub.clone())).collect();
+        check_bounds(&[t], &box_ranges, state, b, &arg)?;
+    }
+    // The statement remembers the instances it runs (see `Instance`).
+    let target: Vec<Name> = x.index_vars();
+    let placed = if sub.is_empty() { t.clone() } else { t.subst_iters(&|n| sub.get(n).cloned()) };
+    let stmt = placed.with_instance(Instance {
+        origin: 0,
+        iters: order.clone(),
+        ubs: ranges.iter().map(|(_, _, ub, _)| ub.clone()).collect(),
+        at: order.iter().map(|v| sub.get(v).cloned().unwrap_or_else(|| Expr::var_name(v))).collect(),
+        reduction: order.iter().map(|v| !target.contains(v)).collect(),
+        guard: Vec::new(),
+    });
+    let mut body = vec![LNode::Stmt(stmt)];
+    for (v, lb, ub) in heads.iter().rev() {
+        body = vec![LNode::Loop(Arc::new(Loop {
+            iter: v.clone(),
+            lb: lb.clone(),
+            ub: ub.clone(),
+            annot: Annotations::default(),
+            body,
+        }))];
+    }
+    let nest = Nest::new(body, vec![t.clone()]);
+    if !(dom.ranges.is_empty() && outside.is_empty()) {
+        // Ranges with affine bounds: every access in bounds at every point (isl).
+        if let Some(why) = crate::analysis::legality::out_of_bounds(state, &nest.items).map_err(|e| {
+            Error::Internal { builtin: b.into(), reason: format!("the bounds check failed: {e}") }
+        })? {
+            return Err(Error::bad_argument(
+                b,
+                Arg::new(2, "ranges"),
+                "ranges over which every access stays in bounds (TeIL's rule)",
+                why,
+            ));
+        }
+    }
+    refuse_sum_reading_target(state, t, &x, &nest)?;
+    // An assignment `factor` or `expand` made: verification runs the one as written.
+    let mut nest = nest;
+    if let Some(before) = &t.before {
+        nest.rewrites.extend(super::algebra::record(state, t, before));
+    }
+    Ok(nest)
+}
+
+/// Refuses what `build` cannot build: not an assignment, an unnamed one, a tensor of an empty
+/// extent (a named constant bound since its declaration can make one empty).
+fn refuse_unbuildable(state: &State, t: &TExpr, arg: &Arg) -> Result<()> {
+    let b = "build";
+    let arg = arg.clone();
     if !t.is_assign() {
         return Err(Error::WrongKind {
             builtin: b.into(),
@@ -46,7 +111,6 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             found: format!("the unnamed assignment `{t}`"),
         });
     }
-    // Extents are checked when declared; a named constant bound since can make one empty.
     let mut empty = None;
     t.visit(&mut |n| {
         for d in n.shape.dims().unwrap_or(&[]) {
@@ -62,18 +126,25 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
     if let Some(found) = empty {
         return Err(Error::bad_argument(b, arg, "tensors of positive extents", found));
     }
-    let consts = constants(state, &[t]);
-    let dom = t.domain();
-    let outside: Vec<Name> = dom.free.iter().chain(&dom.outer).cloned().collect();
-    let mut order = loop_order(t, &consts);
-    order.retain(|v| !outside.contains(v));
-    check_ranges(t, &dom, &order, &consts, &arg)?;
-    let order = bounds_first(&order, &dom, &arg)?;
+    Ok(())
+}
+
+/// The range of each iterator in loop order, `(iterator, lb, ub, backward)`: a range given to
+/// `build`, else the extent of the target's dimension it indexes, else the accesses that bound
+/// it (eq. 19).
+fn loop_ranges(
+    state: &State,
+    t: &TExpr,
+    dom: &crate::ir::Domain,
+    order: &[Name],
+    arg: &Arg,
+) -> Result<Vec<(Name, Expr, Expr, bool)>> {
+    let b = "build";
+    let arg = arg.clone();
     let x = t.target().cloned().unwrap_or_else(|| t.clone());
     let y = t.value().cloned().unwrap_or_else(|| t.clone());
-    // (iterator, lb, ub, backward), in loop order.
     let mut ranges: Vec<(Name, Expr, Expr, bool)> = Vec::new();
-    for v in &order {
+    for v in order {
         if let Some(r) = dom.range(v) {
             ranges.push((v.clone(), r.lb.clone(), r.ub.clone(), r.backward));
             continue;
@@ -124,74 +195,48 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
         })?;
         ranges.push((v.clone(), Expr::int(0), ub, false));
     }
-    // The loops, outermost first: a backward range runs its loop's variable from 0 up, the
-    // iterator being `ub - v` (bounds of inner ranges read through it).
+    Ok(ranges)
+}
+
+/// The loops' headers, outermost first: a backward range runs its loop's variable from 0 up,
+/// the iterator being `ub - v` (bounds of inner ranges read through it); and that substitution.
+#[allow(clippy::type_complexity)]
+fn loop_heads(
+    ranges: &[(Name, Expr, Expr, bool)],
+    arg: &Arg,
+) -> Result<(std::collections::BTreeMap<Name, Expr>, Vec<(Name, Expr, Expr)>)> {
+    let b = "build";
     let mut sub: std::collections::BTreeMap<Name, Expr> = std::collections::BTreeMap::new();
     let mut heads: Vec<(Name, Expr, Expr)> = Vec::new();
-    for (v, lb, ub, backward) in &ranges {
+    for (v, lb, ub, backward) in ranges {
         let through = |e: &Expr| e.subst_with(&|n| sub.get(n).cloned());
         let (lb, ub) = (through(lb), through(ub));
         if *backward {
-            let span = ub.checked_sub(&lb).map_err(|_| overflow_in(b, &arg, v))?;
+            let span = ub.checked_sub(&lb).map_err(|_| overflow_in(b, arg, v))?;
             sub.insert(v.clone(), ub.sub(&Expr::var_name(v)));
             heads.push((v.clone(), Expr::int(0), span));
         } else {
             heads.push((v.clone(), lb, ub));
         }
     }
-    if dom.ranges.is_empty() && outside.is_empty() {
-        let box_ranges: Vec<(Name, Expr)> =
-            ranges.iter().map(|(v, _, ub, _)| (v.clone(), ub.clone())).collect();
-        check_bounds(&[t], &box_ranges, state, b, &arg)?;
-    }
-    // The statement remembers the instances it runs (see `Instance`).
-    let target: Vec<Name> = x.index_vars();
-    let placed = if sub.is_empty() { t.clone() } else { t.subst_iters(&|n| sub.get(n).cloned()) };
-    let stmt = placed.with_instance(Instance {
-        origin: 0,
-        iters: order.clone(),
-        ubs: ranges.iter().map(|(_, _, ub, _)| ub.clone()).collect(),
-        at: order.iter().map(|v| sub.get(v).cloned().unwrap_or_else(|| Expr::var_name(v))).collect(),
-        reduction: order.iter().map(|v| !target.contains(v)).collect(),
-        guard: Vec::new(),
-    });
-    let mut body = vec![LNode::Stmt(stmt)];
-    for (v, lb, ub) in heads.iter().rev() {
-        body = vec![LNode::Loop(Arc::new(Loop {
-            iter: v.clone(),
-            lb: lb.clone(),
-            ub: ub.clone(),
-            annot: Annotations::default(),
-            body,
-        }))];
-    }
-    let nest = Nest::new(body, vec![t.clone()]);
-    if !(dom.ranges.is_empty() && outside.is_empty()) {
-        // Ranges with affine bounds: every access in bounds at every point (isl).
-        if let Some(why) = crate::analysis::legality::out_of_bounds(state, &nest.items).map_err(|e| {
-            Error::Internal { builtin: b.into(), reason: format!("the bounds check failed: {e}") }
-        })? {
-            return Err(Error::bad_argument(
-                b,
-                Arg::new(2, "ranges"),
-                "ranges over which every access stays in bounds (TeIL's rule)",
-                why,
-            ));
-        }
-    }
-    // A sum into `x` that reads `x` (`x = M x`): its loops zero `x[i]` at the first update and
-    // add into it while other instances still read `x`, so what they read depends on where the
-    // partial sums live (memory in the reference, registers in a kernel): refused, with isl's
-    // witness, unless each old element is read before it is first written (seed 000's
-    // compatible statements). Other statements over their own operand (`A = @A: eq(A, [i, j] ->
-    // [j, i])`) mean what their loops do (docs/semantics.md).
+    Ok((sub, heads))
+}
+
+/// Refuses a sum into `x` that reads `x` (`x = M x`) unless each old element is read before it
+/// is first written: its loops zero `x[i]` at the first update and add into it while other
+/// instances still read `x`, so what they read depends on where the partial sums live (memory
+/// in the reference, registers in a kernel). isl gives the witness (Ullrich 2018's compatible
+/// statements). Other statements over their own operand (`A = @A: eq(A, [i, j] -> [j, i])`)
+/// mean what their loops do (docs/semantics.md).
+fn refuse_sum_reading_target(state: &State, t: &TExpr, x: &TExpr, nest: &Nest) -> Result<()> {
+    let b = "build";
     if let (Some(name), Some(lw)) = (x.id(), crate::ir::lower(t))
         && lw.first.is_some()
     {
         let mut reads_target = false;
         lw.rhs.visit(&mut |n| reads_target |= n.id() == Some(name));
         if reads_target
-            && let Ok(Err(why)) = crate::analysis::legality::stays_in_place(state, &nest, name, name)
+            && let Ok(Err(why)) = crate::analysis::legality::stays_in_place(state, nest, name, name)
         {
             return Err(Error::Illegal {
                 builtin: b.into(),
@@ -203,12 +248,7 @@ pub fn build(state: &State, t: &TExpr) -> Result<Nest> {
             });
         }
     }
-    // An assignment `factor` or `expand` made: verification runs the one as written.
-    let mut nest = nest;
-    if let Some(before) = &t.before {
-        nest.rewrites.extend(super::algebra::record(state, t, before));
-    }
-    Ok(nest)
+    Ok(())
 }
 
 fn overflow_in(b: &str, arg: &Arg, v: &Name) -> Error {

@@ -81,7 +81,7 @@ fn next_permutation(p: &mut [usize]) -> bool {
     true
 }
 
-/// How a loop's iterations depend on one another (seed 000's data-parallel loops).
+/// How a loop's iterations depend on one another (data-parallel loops in the sense of Ullrich 2018).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parallelism {
     /// It carries no dependence: its iterations can run in any order, on threads or lanes.

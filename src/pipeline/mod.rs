@@ -16,11 +16,18 @@
 //! - `compare.rs`: tolerances, comparisons, the spot check against the expression oracle;
 //! - `evidence.rs`: the verification record ([`Evidence`]): what checked a kernel, at which size;
 //! - `memory.rs`: the refusal of a run too large for the memory;
-//! - `run.rs`: the run itself ([`Pipeline`], [`Verified`]);
+//! - `run.rs`: the pipeline itself ([`Pipeline`], [`Verified`]): which size checks a kernel,
+//!   the recheck of a compiler defect, timing the checked artifact;
+//! - `check.rs`: one kernel run and checked at one size, and the full-size checks;
+//! - `compiled.rs`: compiling a kernel and running its binary in a worker;
+//! - `cost.rs`: a kernel's untransformed nests, reference instances and flops;
 //! - `measure.rs`: interleaved rounds, `time(l)` in scripts;
 //! - `report.rs`: [`KernelReport`] and its summary.
 
+mod check;
 mod compare;
+mod compiled;
+mod cost;
 mod data;
 mod evidence;
 mod measure;
@@ -32,14 +39,14 @@ mod run;
 
 pub use crate::interp::Buffers;
 pub use crate::runtime::{Flags, Timing};
+pub use check::symbol;
 pub use compare::{Comparison, SPOT_BUDGET, SPOT_SAMPLES, compare, compare_within, magnitude, tolerance};
+pub use compiled::{compile_kernel, run_source, toolchain};
+pub use cost::{flop_count, reference_cost, untransformed};
 pub use data::{initial_data, initial_store, random_data, save_npy};
 pub use evidence::{Artifact, CompilerDefect, Evidence, FullSizeCheck, ReferenceCheck};
 pub use measure::{Rounds, measure, script_env, script_env_with, time_interleaved};
 pub use options::{RunError, RunOptions};
 pub use program::{EvalFn, PROGRAM_DIRECTIVE, Program, eval_file, eval_file_in, program_of};
 pub use report::KernelReport;
-pub use run::{
-    KernelRef, KernelRun, Pipeline, RunAllError, Verified, compile_kernel, flop_count, reference_cost,
-    run_request, run_source, symbol, toolchain, untransformed,
-};
+pub use run::{KernelRef, KernelRun, Pipeline, RunAllError, Verified, run_request};

@@ -3,10 +3,7 @@
 //! when the full one is too big, then the full-size binary at sampled elements), and times it
 //! and its untransformed build; [`Verified`] is the evidence timing asks for.
 
-use super::compare::{
-    Comparison, compare, compare_bounded, compare_within, magnitude, spot_check, tolerance, tolerance_note,
-};
-use super::data::{element_bytes, from_bytes, initial_store, initial_store_cropped, write_bytes};
+use super::data::initial_store;
 use super::evidence::{
     Artifact, CompilerDefect, Evidence, FullSizeCheck, ReferenceCheck, inputs_hash, source_hash,
 };
@@ -14,309 +11,16 @@ use super::memory::check_memory;
 use super::options::{RunError, RunOptions};
 use super::program::Program;
 use super::report::KernelReport;
-use crate::codegen::{self, CKernel, ENTRY};
+use crate::codegen::{self, CKernel};
 use crate::error::ProgramError;
-use crate::interp::{self, Buffers, Tensor};
-use crate::ir::{DType, KernelRequest, LNode, Name, Nest, State, lower};
-use crate::runtime::{self, BufferSpec, Compiler, RunSpec, TimeStats, Timing};
+use crate::interp::Buffers;
+use crate::ir::{KernelRequest, Name, Nest, State};
+use crate::runtime::{self, TimeStats, Timing};
 use std::collections::BTreeMap;
 
-/// Past this many floating-point operations, the untransformed build of a kernel with a
-/// rewrite is not timed (it would run for minutes).
-pub const UNTIMED_FLOPS: u64 = 200_000_000_000;
-
-/// Up to this many interpreted statement instances, each compared element gets its own rounding
-/// bound (two more interpreter runs: docs/verification.md); past it, the relative tolerance.
-pub const ROUNDING_BOUND_INSTANCES: u64 = 100_000_000;
-
-/// The untransformed program behind a request: each origin assignment built anew, in order;
-/// where `lift` rewrote an assignment ([`Nest::rewrites`]), the assignment as the program
-/// wrote it instead of the sequence (the sequence's temporaries are not part of it). This is
-/// what verification runs and what the speedup is measured against.
-pub fn untransformed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> {
-    let mut out = Vec::new();
-    for n in &req.nests {
-        if n.rewrites.is_empty() {
-            out.push(crate::ir::Nest::new(crate::ops::program(state, n)?, n.origin.clone()));
-            continue;
-        }
-        let mut origin = Vec::new();
-        for o in &n.origin {
-            let target = o.target().and_then(|x| x.id());
-            if n.rewrites.iter().any(|r| target.is_some_and(|t| r.temps.contains(t))) {
-                continue;
-            }
-            match n.rewrites.iter().find(|r| target == Some(&r.result)) {
-                Some(r) => origin.push(r.original.clone()),
-                None => origin.push(o.clone()),
-            }
-        }
-        out.push(crate::ops::sequence(state, &origin)?);
-    }
-    Ok(out)
-}
-
-/// The programs of a request's nests as they compute (a lifted assignment as its sequence):
-/// the operations a kernel performs, for its GFLOP/s.
-fn performed(state: &State, req: &KernelRequest) -> Result<Vec<Nest>, RunError> {
-    let mut out = Vec::new();
-    for n in &req.nests {
-        out.push(crate::ir::Nest::new(crate::ops::program(state, n)?, n.origin.clone()));
-    }
-    Ok(out)
-}
-
-/// The temporaries of the rewrites in a request, and the buffers of copies per iteration
-/// (`privatize`): written by the kernel, computed by no statement of the program as written,
-/// never compared.
-fn temporaries(req: &KernelRequest) -> Vec<Name> {
-    req.nests
-        .iter()
-        .flat_map(|n| n.temps().cloned().chain(n.expanded.values().map(|x| x.buffer.clone())))
-        .collect()
-}
-
-/// Sum over every statement instance of `weight(statement)`, trip counts evaluated with the
-/// named constants; saturating (a count too large to represent is too large to interpret). A
-/// loop whose iterator bounds a loop inside it (a triangle, `k in [0, i-1]`) is counted value
-/// by value, up to [`ENUMERATED`] values in all; past that, its body is counted at its middle
-/// iteration, which is exact where the inner trip counts are affine in it.
-fn weigh(state: &State, nests: &[Nest], weight: &dyn Fn(&crate::ir::TExpr) -> u64) -> u64 {
-    struct Weigh<'a> {
-        state: &'a State,
-        weight: &'a dyn Fn(&crate::ir::TExpr) -> u64,
-        /// Loop values still to enumerate.
-        budget: u64,
-        /// The values of the loops around, innermost last.
-        env: Vec<(Name, i64)>,
-        /// Each statement's weight, by its node.
-        seen: std::collections::HashMap<*const crate::ir::TNode, u64>,
-        /// Whether a loop's iterator bounds a loop inside it, by the loop.
-        bounds: std::collections::HashMap<*const crate::ir::Loop, bool>,
-    }
-    fn bounds_use(x: &LNode, it: &str) -> bool {
-        match x {
-            LNode::Stmt(_) => false,
-            LNode::Loop(l) => l.bounds_mention(it) || l.body.iter().any(|c| bounds_use(c, it)),
-        }
-    }
-    fn body(w: &mut Weigh<'_>, l: &crate::ir::Loop) -> u64 {
-        l.body.iter().fold(0u64, |acc, c| acc.saturating_add(go(w, c)))
-    }
-    fn go(w: &mut Weigh<'_>, x: &LNode) -> u64 {
-        let l = match x {
-            LNode::Stmt(s) => {
-                let weight = w.weight;
-                return *w.seen.entry(std::sync::Arc::as_ptr(s)).or_insert_with(|| weight(s));
-            }
-            LNode::Loop(l) => l,
-        };
-        let val = |e: &crate::ir::Expr, w: &Weigh<'_>| {
-            e.eval(&|v| {
-                w.env.iter().rev().find(|(n, _)| &**n == v).map(|(_, x)| *x).or_else(|| w.state.constant(v))
-            })
-        };
-        let (Ok(lb), Ok(ub)) = (val(&l.lb, w), val(&l.ub, w)) else { return 0 };
-        if ub < lb {
-            return 0;
-        }
-        let n = (ub - lb).saturating_add(1) as u64;
-        let bounds_inner = *w
-            .bounds
-            .entry(std::sync::Arc::as_ptr(l))
-            .or_insert_with(|| l.body.iter().any(|c| bounds_use(c, &l.iter)));
-        if bounds_inner && w.budget >= n {
-            w.budget -= n;
-            let mut sum = 0u64;
-            let mut v = lb;
-            while v <= ub {
-                w.env.push((l.iter.clone(), v));
-                sum = sum.saturating_add(body(w, l));
-                w.env.pop();
-                v = v.saturating_add(1);
-            }
-            return sum;
-        }
-        w.env.push((l.iter.clone(), lb + (ub - lb) / 2));
-        let one = body(w, l);
-        w.env.pop();
-        n.saturating_mul(one)
-    }
-    let mut w = Weigh {
-        state,
-        weight,
-        budget: ENUMERATED,
-        env: Vec::new(),
-        seen: Default::default(),
-        bounds: Default::default(),
-    };
-    nests.iter().flat_map(|n| n.items()).fold(0u64, |acc, x| acc.saturating_add(go(&mut w, x)))
-}
-
-/// How many loop values [`weigh`] enumerates at most (microseconds of work each).
-const ENUMERATED: u64 = 1 << 21;
-
-/// Floating-point operations of one run of the untransformed program.
-pub fn flop_count(state: &State, nests: &[Nest]) -> u64 {
-    weigh(state, nests, &|s| lower(s).map_or(0, |l| crate::ir::lower::flops(&l)))
-}
-
-/// Statement instances of the untransformed program (the reference interpreter's work).
-pub fn reference_cost(state: &State, req: &KernelRequest) -> Result<u64, RunError> {
-    Ok(weigh(state, &untransformed(state, req)?, &|_| 1))
-}
-
-fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
-    let c = match &opts.compiler {
-        Some(path) => {
-            let detected = Compiler::detect()?;
-            Compiler::new(path.clone(), Vec::new(), Vec::new(), detected.cache_dir().to_path_buf())?
-        }
-        None => Compiler::detect()?,
-    };
-    let c = c.with_timeout(opts.compile_timeout);
-    Ok(match &opts.cache_dir {
-        Some(d) => c.with_cache_dir(d),
-        None => c,
-    })
-}
-
-/// Outputs of a kernel run: per parameter, its data after the run when it was asked for.
-type Outputs = Vec<Option<Vec<f64>>>;
-
-/// From this many bytes of buffers on, a timed kernel's timed runs and its checked run are
-/// separate worker jobs (see [`run_at`]), so that outputs are never held while the timing
-/// snapshots are: the peak stays near 3x the data.
-const SPLIT_TIMING_BYTES: usize = 256 << 20;
-
-/// Runs the compiled kernel `k` in a worker, its buffers filled from `store` straight into
-/// the shared mapping (no copies): with `timing`,
-/// its timed runs (the returned statistics); `read(i, bytes)` sees buffer `i` after the
-/// checked run.
-///
-/// Before the worker starts, every buffer's size is checked against the parameter's extents in
-/// `state`, and the flags may not redefine the kernel's extents (`-DN=...`).
-fn run_compiled(
-    state: &State,
-    k: &CKernel,
-    compiled: &runtime::Compiled,
-    store: &Buffers,
-    opts: &RunOptions,
-    timing: Option<Timing>,
-    read: &mut dyn FnMut(usize, &[u8]),
-) -> Result<Option<TimeStats>, RunError> {
-    check_extent_flags(k, opts)?;
-    let mut tensors = Vec::new();
-    let mut buffers = Vec::new();
-    for p in &k.params {
-        // A result stored over its operand starts from the operand's data.
-        let from = p.accessed();
-        let t = store.get(from).ok_or_else(|| RunError::Data(format!("no data for tensor `{from}`")))?;
-        let want = p.len(state).map_err(|c| {
-            RunError::Data(format!("the extents of `{}` use `{c}`, which has no value", p.name))
-        })?;
-        if t.data.len() != want || t.dtype != p.dtype {
-            return Err(RunError::Data(format!(
-                "internal error: the buffer of `{}` holds {} {} elements, and the kernel's C reads {want} {} \
-                 elements: not run",
-                p.name,
-                t.data.len(),
-                t.dtype,
-                p.dtype
-            )));
-        }
-        buffers.push(BufferSpec {
-            read_only: !p.written,
-            fresh: p.fresh,
-            ..BufferSpec::new(p.name.to_string(), t.data.len() * element_bytes(t.dtype))
-        });
-        tensors.push(t);
-    }
-    let spec = RunSpec {
-        so_path: compiled.so_path.clone(),
-        symbol: ENTRY.to_string(),
-        buffers,
-        threads: opts.threads,
-        timeout: opts.timeout,
-        timing,
-        worker: opts.worker.clone(),
-    };
-    let times = runtime::run_kernel_with(&spec, &mut |i, dst| write_bytes(tensors[i], dst), read)?;
-    Ok((!times.is_empty()).then(|| TimeStats::from(times.as_slice())))
-}
-
-/// Refuses flags (`--cflags`, or `CFLAGS` in the environment) that define or undefine one of
-/// the kernel's extents: the buffers are sized for the program's constants, and the C's
-/// `#ifndef N` guards are there for exported kernels, not for moving the sizes under them.
-fn check_extent_flags(k: &CKernel, opts: &RunOptions) -> Result<(), RunError> {
-    let env: Vec<String> =
-        std::env::var("CFLAGS").map(|v| v.split_whitespace().map(String::from).collect()).unwrap_or_default();
-    let words: Vec<(&str, &String)> =
-        opts.flags.opt.iter().map(|w| ("--cflags", w)).chain(env.iter().map(|w| ("CFLAGS", w))).collect();
-    for (k2, (origin, w)) in words.iter().enumerate() {
-        // `-DN=4`, `-UN`, or `-D N=4` (the name in the next word).
-        let rest = match (w.strip_prefix("-D"), w.strip_prefix("-U")) {
-            (Some(r), _) | (_, Some(r)) => r,
-            _ => continue,
-        };
-        let rest = if rest.is_empty() { words.get(k2 + 1).map_or("", |(_, w)| w.as_str()) } else { rest };
-        let name = rest.split('=').next().unwrap_or("");
-        if k.const_c_names.iter().any(|c| c == name) {
-            return Err(RunError::Data(format!(
-                "{origin}: `{w}` would redefine the kernel's extent `{name}` under buffers sized for the \
-                 program's value: give the size to teml instead (-D {name}=...)"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The compiler that runs kernels with `opts`, and its exact arguments: how a timing was
-/// taken, for reports.
-pub fn toolchain(opts: &RunOptions) -> Option<(String, String)> {
-    let c = compiler(opts).ok()?;
-    Some((c.identity().to_string(), c.arguments(&opts.flags).join(" ")))
-}
-
-/// Compiles `kernel` into the cache without running it (the compiles of many candidates run
-/// in parallel this way before they run one at a time): whether it was cached, and the seconds
-/// the compile took.
-pub fn compile_kernel(kernel: &CKernel, opts: &RunOptions) -> Result<(bool, f64), RunError> {
-    let start = std::time::Instant::now();
-    let c = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
-    Ok((c.cached, start.elapsed().as_secs_f64()))
-}
-
-/// Compiles a hand-written C translation unit exporting `teml_entry(void **args)` (the
-/// machine probes of `teml bench`) and runs it on `buffers` with `opts` (timing included);
-/// returns the buffers after the checked run and the timing. The source must compute the same
-/// whatever its written buffers hold when it starts (as the probes do): nothing is restored
-/// between timed runs, so no copy of the initial data passes through the caches just before
-/// each one (a 64 MiB restore leaves half of a triad's output in a 32 MiB L3).
-pub fn run_source(
-    source: &str,
-    buffers: &[Vec<u8>],
-    opts: &RunOptions,
-) -> Result<(Vec<Vec<u8>>, Option<TimeStats>), RunError> {
-    let compiled = compiler(opts)?.compile(source, &opts.flags)?;
-    let spec = RunSpec {
-        so_path: compiled.so_path.clone(),
-        symbol: ENTRY.to_string(),
-        buffers: buffers
-            .iter()
-            .enumerate()
-            .map(|(k, b)| BufferSpec { read_only: true, ..BufferSpec::new(format!("b{k}"), b.len()) })
-            .collect(),
-        threads: opts.threads,
-        timeout: opts.timeout,
-        timing: opts.timing,
-        worker: opts.worker.clone(),
-    };
-    let refs: Vec<&[u8]> = buffers.iter().map(|b| b.as_slice()).collect();
-    let out = runtime::run_kernel(&spec, &refs)?;
-    let stats = out.stats();
-    Ok((out.outputs, stats))
-}
+use super::check::*;
+use super::compiled::*;
+use super::cost::*;
 
 /// Which kernel to run: the `k`-th `codegen` statement, or one loop nest by name (the REPL's
 /// `:run l`).
@@ -372,6 +76,12 @@ pub struct KernelRun {
     pub verified: Option<Verified>,
 }
 
+impl From<Checked> for KernelRun {
+    fn from(c: Checked) -> KernelRun {
+        KernelRun { report: c.report, outputs: c.outputs, verified: None }
+    }
+}
+
 /// Why [`Pipeline::run_all`] failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RunAllError {
@@ -387,7 +97,7 @@ pub enum RunAllError {
     Unchecked(Vec<usize>),
 }
 
-fn unchecked_message(ks: &[usize]) -> String {
+pub(super) fn unchecked_message(ks: &[usize]) -> String {
     let list = ks.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
     let (s, was) = if ks.len() == 1 { ("", "was") } else { ("s", "were") };
     format!(
@@ -396,7 +106,7 @@ fn unchecked_message(ks: &[usize]) -> String {
     )
 }
 
-fn mismatch_message(ks: &[usize]) -> String {
+pub(super) fn mismatch_message(ks: &[usize]) -> String {
     match ks {
         [k] => format!("kernel {k} does not match the reference: not reported as a speedup"),
         ks => format!(
@@ -673,7 +383,8 @@ impl Pipeline {
         let cost = reference_cost(&self.state, &req)?;
         let label = which.label(&self.state);
         if cost <= opts.max_reference_instances {
-            return run_at(&self.state, &req, &label, opts, Check::Full { instances: cost });
+            return run_at(&self.state, &req, &label, opts, Check::Full { instances: cost })
+                .map(KernelRun::from);
         }
         let (small, size, small_cost) = self.reduced(which)?;
         let small_req = which.request(&small)?;
@@ -708,6 +419,7 @@ impl Pipeline {
             }
         };
         run_at(&self.state, &req, &label, opts, Check::Sampled { reference, instances: cost })
+            .map(KernelRun::from)
     }
 
     /// The program at the largest size whose kernel `which` the reference can run, what was
@@ -778,460 +490,11 @@ impl Pipeline {
     }
 }
 
-/// The C function of the kernel named `label`.
-pub fn symbol(label: &str) -> String {
-    format!("teml_{label}")
-}
-
-fn index_label(which: &KernelRef) -> String {
+pub(super) fn index_label(which: &KernelRef) -> String {
     match which {
         KernelRef::Codegen(k) => (k + 1).to_string(),
         KernelRef::Nest(n) => format!("`{n}`"),
     }
-}
-
-/// How a kernel is checked; `instances`: the statement instances the reference interpreter
-/// runs (or would run, at full size) for it.
-enum Check {
-    /// Against the reference interpreter on the whole output.
-    Full { instances: u64 },
-    /// At a reduced size: against the reference interpreter; `-i` data cropped to its leading
-    /// block.
-    Reduced { instances: u64 },
-    /// At full size, the reference having run at a reduced size (or been refused there): the
-    /// expression oracle at sampled elements, else the untransformed program compiled on its
-    /// own.
-    Sampled { reference: ReferenceCheck, instances: u64 },
-}
-
-/// Whether the kernel of `small` (the program at a reduced size) is the same path as the
-/// kernel of `full`: the same nests made by the same chain of builtin calls with the same
-/// arguments. The reason they differ, else.
-fn same_path(full: &KernelRequest, small: &KernelRequest) -> Result<(), String> {
-    if full.names != small.names {
-        return Err(format!(
-            "the kernel runs {} at full size and {} at the reduced size",
-            full.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
-            small.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    for ((name, a), b) in full.names.iter().zip(&full.nests).zip(&small.nests) {
-        if !a.history.is_complete() || !b.history.is_complete() {
-            return Err(format!("how `{name}` was made is not known, so the two sizes cannot be compared"));
-        }
-        let (ha, hb) = (a.history.lines(), b.history.lines());
-        if ha != hb {
-            let at = ha.iter().zip(&hb).position(|(x, y)| x != y).unwrap_or(ha.len().min(hb.len()));
-            let line = |h: &[String]| h.get(at).cloned().unwrap_or_else(|| "nothing".into());
-            return Err(format!(
-                "`{name}` is made by another path: `{}` at full size, `{}` at the reduced size",
-                line(&ha),
-                line(&hb)
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Builds of the same C that avoid known compiler defects, in order of preference: the
-/// vectorizers off, `-O2` for `-O3`, and clang where one is installed (with the same flags).
-fn fallback_flags(opts: &RunOptions) -> Vec<(Option<std::path::PathBuf>, runtime::Flags)> {
-    let words = &opts.flags.opt;
-    let mut out = Vec::new();
-    let is_clang = opts.compiler.as_ref().is_some_and(|c| c.to_string_lossy().contains("clang"))
-        || compiler(opts).is_ok_and(|c| c.identity().contains("clang"));
-    if !is_clang {
-        let mut w = words.clone();
-        w.extend(["-fno-tree-loop-vectorize".to_string(), "-fno-tree-slp-vectorize".to_string()]);
-        out.push((opts.compiler.clone(), runtime::Flags { opt: w }));
-    }
-    if words.iter().any(|w| w == "-O3" || w == "-Ofast") {
-        let w = words.iter().map(|w| if w == "-O3" || w == "-Ofast" { "-O2".to_string() } else { w.clone() });
-        out.push((opts.compiler.clone(), runtime::Flags { opt: w.collect() }));
-    }
-    if !is_clang
-        && opts.compiler.is_none()
-        && let Some(c) = runtime::compiler::installed_clang()
-    {
-        out.push((Some(c), opts.flags.clone()));
-    }
-    out
-}
-
-/// The flags of the untransformed program's own build, the full-size check of a kernel the
-/// oracle cannot evaluate: another optimization level than the kernel's and no `-march`, so
-/// that one defect of the compiler's optimizers cannot pass both.
-fn independent_flags(opts: &RunOptions) -> runtime::Flags {
-    let o1 = opts.flags.opt.iter().any(|w| w == "-O1");
-    runtime::Flags { opt: vec![if o1 { "-O0" } else { "-O1" }.to_string()] }
-}
-
-/// Generates, compiles, runs and checks the kernel of `req` in `state`, from fresh initial
-/// data; times it and its untransformed build with `opts.timing`.
-///
-/// Memory: the initial data is held once (it becomes the reference in place once the kernel
-/// and its baseline have run from it), the kernel's buffers once in the shared mapping (the
-/// written ones twice while timing), and the outputs of the tensors the kernel writes once
-/// more. The caller checks that this fits ([`check_memory`]).
-fn run_at(
-    state: &State,
-    req: &KernelRequest,
-    label: &str,
-    opts: &RunOptions,
-    check: Check,
-) -> Result<KernelRun, RunError> {
-    let name = symbol(label);
-    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-    let kernel = codegen::generate_keeping(state, &name, &named, &opts.keep)?;
-    let reference_nests = untransformed(state, req)?;
-    let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
-    let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced { .. }))?;
-    // The temporaries the kernel holds itself (`lift`, `privatize`) need no data here.
-    let temps = temporaries(req);
-    store.retain(|t, _| !temps.contains(t) || kernel.params.iter().any(|p| &p.name == t));
-    let mag = magnitude(&store);
-
-    // The untransformed build, same flags, same run, same initial data: the speedup's
-    // denominator (run before the reference turns the initial data into its outputs). It must
-    // agree with the kernel; its outputs are compared as they come back, never held.
-    // A lifted expression as written can cost orders of magnitude more than its sequence
-    // (helm as one product: 4e13 flops): past UNTIMED_FLOPS it is verified, never timed.
-    let written_flops = flop_count(state, &reference_nests);
-    let untimed = written_flops > UNTIMED_FLOPS && req.nests.iter().any(|n| !n.rewrites.is_empty());
-    let base = if opts.timing.is_some() && opts.time_untransformed && !untimed {
-        let base_named: Vec<(Name, Nest)> = reference_nests
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
-            .collect();
-        let base = codegen::generate(state, &format!("{name}_untransformed"), &base_named)?;
-        let compiled = compiler(opts)?.compile(&base.source, &opts.flags)?;
-        Some((base, compiled))
-    } else {
-        None
-    };
-    let compiled = compiler(opts)?.compile(&kernel.source, &opts.flags)?;
-    // The data the kernel starts from, for the record: timing must start from the same.
-    let inputs = inputs_hash(&kernel, &store);
-    // With large data the timed runs of both builds come first, each in its own job, and the
-    // checked runs after: the kernel's outputs are never held beside timing snapshots.
-    let bytes: usize = kernel
-        .params
-        .iter()
-        .filter_map(|p| store.get(&p.name))
-        .map(|t| t.data.len() * element_bytes(t.dtype))
-        .sum();
-    let split = opts.timing.is_some() && bytes >= SPLIT_TIMING_BYTES;
-    let (mut time, mut base_time) = (None, None);
-    if split {
-        time = run_compiled(state, &kernel, &compiled, &store, opts, opts.timing, &mut |_, _| {})?;
-        if let Some((b, bc)) = &base {
-            base_time = run_compiled(state, b, bc, &store, opts, opts.timing, &mut |_, _| {})?;
-        }
-    }
-    let checked_timing = if split { None } else { opts.timing };
-    let mut outs: Outputs = vec![None; kernel.params.len()];
-    let t = run_compiled(state, &kernel, &compiled, &store, opts, checked_timing, &mut |i, src| {
-        if kernel.params[i].written {
-            outs[i] = Some(from_bytes(src, kernel.params[i].dtype));
-        }
-    })?;
-    time = time.or(t);
-    let baseline = match &base {
-        Some((b, bc)) => {
-            let mut bcmp = Comparison::default();
-            let t = run_compiled(state, b, bc, &store, opts, checked_timing, &mut |i, src| {
-                let p = &b.params[i];
-                let got = kernel.params.iter().position(|q| q.name == p.name).and_then(|k| outs[k].as_ref());
-                if let (true, Some(got), Some(t)) = (p.written, got, store.get(&p.name)) {
-                    compare(
-                        &p.name,
-                        &t.dims,
-                        super::data::values(src, p.dtype),
-                        got,
-                        tolerance(p.dtype),
-                        &mut bcmp,
-                    );
-                }
-            })?;
-            Some((bcmp, base_time.or(t)))
-        }
-        None => None,
-    };
-    // The reference: the untransformed statements, in place on the initial data.
-    let (checked_in_full, instances) = match &check {
-        Check::Full { instances } | Check::Reduced { instances } => (true, *instances),
-        Check::Sampled { instances, .. } => (false, *instances),
-    };
-    // A kernel with any float tensor computes some values in float: every output is compared
-    // at float tolerance.
-    let least =
-        if kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
-    // Each written element's rounding bound, from the initial data (before the reference turns
-    // it into its outputs).
-    // Past ROUNDING_BOUND_INSTANCES the two extra interpreter runs would cost more than they
-    // are worth: the relative tolerance applies, and the report says so.
-    let bounded = checked_in_full && instances <= ROUNDING_BOUND_INSTANCES;
-    let element_bounds = if bounded {
-        let names: Vec<Name> = kernel
-            .params
-            .iter()
-            .filter(|p| p.written && !temps.contains(&p.name))
-            .map(|p| p.name.clone())
-            .collect();
-        super::compare::rounding_bounds(state, &reference_nests, &store, &names, least)?
-    } else {
-        BTreeMap::new()
-    };
-    if checked_in_full {
-        interp::run(state, &reference_nests, &mut store).map_err(RunError::Data)?;
-    }
-    let mut cmp = Comparison::default();
-    let mut written = Buffers::new();
-    // A lifted result may differ from the original by what rounding allows a reassociated sum
-    // (docs/algebra.md): its comparison's floor is that bound over the tolerance.
-    let unit = super::compare::unit_roundoff(least);
-    // Each rewrite's bound at the sizes compared (a reduced size sums fewer terms): (rewrite,
-    // bound, terms).
-    let bounds: Vec<(&crate::ir::Rewrite, f64, f64)> = req
-        .nests
-        .iter()
-        .flat_map(|n| &n.rewrites)
-        .map(|r| {
-            let terms = if r.by == "lift" {
-                crate::ops::lift::terms(state, &r.original).unwrap_or(r.terms)
-            } else {
-                crate::ops::algebra::terms(state, &r.original)
-            };
-            (r, r.rounding_bound(unit, mag, terms), terms)
-        })
-        .collect();
-    let widened = |name: &Name| {
-        bounds
-            .iter()
-            .filter(|(r, _, _)| &r.result == name)
-            .map(|(_, b, _)| b / tolerance(least))
-            .fold(mag, f64::max)
-    };
-    // Per compared tensor: how many elements had a rounding bound, and how many the relative
-    // tolerance (docs/verification.md), for the report.
-    let mut tolerances: Vec<(Name, (usize, usize))> = Vec::new();
-    for (p, got) in kernel.params.iter().zip(outs) {
-        let (Some(got), Some(t)) = (got, store.get(&p.name)) else { continue };
-        if temps.contains(&p.name) {
-            continue;
-        }
-        if checked_in_full {
-            let rewritten = bounds.iter().any(|(r, _, _)| r.result == p.name);
-            match element_bounds.get(&p.name) {
-                Some(b) => {
-                    let rule = (tolerance(least), widened(&p.name), rewritten);
-                    let used = compare_bounded(&p.name, &t.dims, &got, &t.data, b, rule, &mut cmp);
-                    tolerances.push((p.name.clone(), used));
-                }
-                None => compare_within(
-                    &p.name,
-                    &t.dims,
-                    &got,
-                    &t.data,
-                    tolerance(least),
-                    widened(&p.name),
-                    &mut cmp,
-                ),
-            }
-        }
-        written.insert(p.name.clone(), Tensor { dtype: t.dtype, dims: t.dims.clone(), data: got });
-    }
-    let (reference, full_size) = match check {
-        Check::Full { .. } => (ReferenceCheck::FullSize, FullSizeCheck::Interpreter),
-        Check::Reduced { .. } => {
-            (ReferenceCheck::Reduced { size: String::new() }, FullSizeCheck::Interpreter)
-        }
-        Check::Sampled { reference, .. } => {
-            // `store` still holds the initial data here.
-            let stmts: Vec<crate::ir::TExpr> =
-                reference_nests.iter().flat_map(|n| n.origin.clone()).collect();
-            let spot = spot_check(
-                state,
-                &stmts,
-                &kernel,
-                &store,
-                &written,
-                (tolerance(least), &widened),
-                &temps,
-                &mut cmp,
-            )?;
-            let full = match spot.short {
-                None => FullSizeCheck::Oracle { samples: spot.checked },
-                // The oracle could not sample every written tensor: every element against the
-                // untransformed program, compiled on its own.
-                Some(short) => against_untransformed(
-                    state,
-                    &reference_nests,
-                    &name,
-                    &store,
-                    &written,
-                    (tolerance(least), &widened),
-                    &temps,
-                    opts,
-                    written_flops,
-                    &mut cmp,
-                )?
-                .unwrap_or_else(|why| FullSizeCheck::Nothing { why: format!("{short}, and {why}") }),
-            };
-            (reference, full)
-        }
-    };
-    let mut note = reference.describe();
-    if !checked_in_full {
-        let sep = if matches!(reference, ReferenceCheck::Refused { .. }) { ";" } else { ":" };
-        note.push_str(&format!("{sep} the full size needs {instances} interpreted statement instances"));
-    }
-    if let Some(f) = full_size.describe() {
-        note.push_str(&format!("; {f}"));
-    }
-    if untimed && opts.timing.is_some() && opts.time_untransformed {
-        note.push_str(&format!(
-            "; the program as written ({written_flops:.2e} flops) is not timed: no speedup over it"
-        ));
-    }
-    for (r, bound, terms) in &bounds {
-        note.push_str(&format!(
-            "; `{}` {}: compared with the expression as written, within {bound:.1e} absolute or {:.0e} relative \
-             (rounding of {} sums of {} factors on data up to {mag:.3})",
-            r.result,
-            r.done(),
-            tolerance(least),
-            terms,
-            r.factors
-        ));
-    }
-    if let Some(t) = tolerance_note(&tolerances, least) {
-        note.push_str(&t);
-    }
-    if checked_in_full && !bounded {
-        note.push_str(&format!(
-            "; compared within {:.0e} relative (no rounding bounds past {ROUNDING_BOUND_INSTANCES:.0e} interpreted \
-             instances)",
-            tolerance(least)
-        ));
-    }
-    // Verified: every comparison made agreed, and something independent of the kernel's own
-    // transformation checked the full-size binary.
-    let verified = cmp.worst.is_none() && full_size.checked();
-    // A kernel that failed verification has no time anywhere: a fast wrong variant must never
-    // win a comparison.
-    let time = time.filter(|_| verified);
-    let flops = flop_count(state, &performed(state, req)?);
-    let c = compiler(opts)?;
-    let evidence = Evidence {
-        reference,
-        full_size,
-        artifact: Some(Artifact {
-            so_path: compiled.so_path.clone(),
-            c_path: compiled.c_path.clone(),
-            source_hash: source_hash(&kernel.source),
-            inputs_hash: inputs,
-            compiler: c.identity().to_string(),
-            flags: opts.flags.opt.join(" "),
-        }),
-        compiler_defect: None,
-    };
-    let mut report = KernelReport {
-        name: label.to_string(),
-        nests: req.names.iter().map(|n| n.to_string()).collect(),
-        at: req.at.clone(),
-        verified,
-        verification: note,
-        evidence,
-        max_abs_error: cmp.max_abs,
-        max_rel_error: cmp.max_rel,
-        worst: cmp.worst,
-        time,
-        median_s: time.map(|t| t.median_s),
-        flops,
-        gflops: time.map(|t| flops as f64 / t.median_s / 1e9),
-        baseline: None,
-        speedup: None,
-        c_path: compiled.c_path.clone(),
-        cached: compiled.cached,
-    };
-    if let (true, Some((bcmp, bstats))) = (verified, baseline) {
-        // The baseline must agree with the kernel: a disagreement removes the speedup, and says so.
-        match (&bcmp.worst, bstats, time) {
-            (None, Some(b), Some(t)) => {
-                report.baseline = Some(b);
-                report.speedup = Some(b.median_s / t.median_s);
-            }
-            (Some(w), _, _) => report.verification.push_str(&format!(
-                "; the untransformed build with the same flags disagrees with the kernel ({w}): no speedup"
-            )),
-            _ => {}
-        }
-    }
-    // Every tensor the kernel uses, as the kernel left it: the written ones from the run, the
-    // others (never written by kernel or reference) as they started.
-    let mut outputs = Buffers::new();
-    for p in &kernel.params {
-        if let Some(t) = written.remove(&p.name).or_else(|| store.remove(&p.name)) {
-            outputs.insert(p.name.clone(), t);
-        }
-        // The operand a result was stored over keeps its meaning: its data as it started.
-        if let Some(x) = &p.holds
-            && let Some(t) = store.remove(x)
-        {
-            outputs.insert(x.clone(), t);
-        }
-    }
-    Ok(KernelRun { report, outputs, verified: None })
-}
-
-/// Checks the full-size kernel's outputs `written` in full against the untransformed program
-/// (`reference_nests`) compiled on its own ([`independent_flags`]) and run on the same initial
-/// data `initial`: what checked it, or why it could not be checked.
-#[allow(clippy::too_many_arguments)]
-fn against_untransformed(
-    state: &State,
-    reference_nests: &[Nest],
-    name: &str,
-    initial: &Buffers,
-    written: &Buffers,
-    (tol, widened): (f64, &dyn Fn(&Name) -> f64),
-    temps: &[Name],
-    opts: &RunOptions,
-    written_flops: u64,
-    cmp: &mut Comparison,
-) -> Result<Result<FullSizeCheck, String>, RunError> {
-    if written_flops > UNTIMED_FLOPS {
-        return Ok(Err(format!(
-            "the untransformed program ({written_flops:.2e} flops) is too costly to run as a check"
-        )));
-    }
-    let named: Vec<(Name, Nest)> = reference_nests
-        .iter()
-        .enumerate()
-        .map(|(k, n)| (Name::from(format!("untransformed{}", k + 1).as_str()), n.clone()))
-        .collect();
-    let base = codegen::generate(state, &format!("{name}_check"), &named)?;
-    let flags = independent_flags(opts);
-    let check_opts = RunOptions { flags: flags.clone(), timing: None, ..opts.clone() };
-    let compiled = compiler(&check_opts)?.compile(&base.source, &flags)?;
-    let mut compared = 0usize;
-    run_compiled(state, &base, &compiled, initial, &check_opts, None, &mut |i, src| {
-        let p = &base.params[i];
-        if !p.written || temps.contains(&p.name) {
-            return;
-        }
-        if let Some(got) = written.get(&p.name) {
-            let want = from_bytes(src, p.dtype);
-            compare_within(&p.name, &got.dims, &got.data, &want, tol, widened(&p.name), cmp);
-            compared += 1;
-        }
-    })?;
-    if compared == 0 {
-        return Ok(Err("the untransformed program writes none of the kernel's outputs".into()));
-    }
-    Ok(Ok(FullSizeCheck::Untransformed { flags: flags.opt.join(" ") }))
 }
 
 /// Runs the kernel of `req` in `state` at full size (an error if the reference would run more
@@ -1262,6 +525,9 @@ pub fn run_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interp;
+    use crate::ir::DType;
+    use crate::pipeline::compare::{Comparison, compare_bounded, spot_check};
 
     fn mm(n: i64) -> State {
         let src =

@@ -115,6 +115,14 @@ fn fresh_list(prefix: &str, n: i64, avoid: &BTreeSet<Name>) -> Array {
 
 /// Registers every helper on `engine`.
 pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
+    register_values(engine, shared);
+    register_search(engine, shared);
+    register_iterators(engine, shared);
+    register_printing(engine, shared);
+}
+
+/// `at`, `rank`, `shape`: a tensor expression's target and shape.
+fn register_values(engine: &mut Engine, shared: &Rc<Shared>) {
     let sh = shared.clone();
     engine.register_fn(
         "at",
@@ -157,6 +165,11 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             })
             .collect())
     });
+}
+
+/// What a search space asks of a nest: `param`, `time`, `history`, `legal`, the parallel
+/// levels, the legal permutations and fusions, the contraction orders.
+fn register_search(engine: &mut Engine, shared: &Rc<Shared>) {
     let sh = shared.clone();
     engine.register_fn("param", move |name: ImmutableString, choices: Array| -> RhaiResult<Dynamic> {
         if choices.is_empty() {
@@ -299,6 +312,11 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
             })
             .collect())
     });
+}
+
+/// Iterators and named constants: `depth`, `iterators`, `iter`, fresh and free iterators,
+/// `with_iters`, `constant`, `constant_names`.
+fn register_iterators(engine: &mut Engine, shared: &Rc<Shared>) {
     engine.register_fn("depth", |l: Dynamic| -> RhaiResult<i64> {
         Ok(nest_of(&l, "depth")?.view().path().len() as i64)
     });
@@ -389,6 +407,11 @@ pub(crate) fn register(engine: &mut Engine, shared: &Rc<Shared>) {
         }
         out.iter().map(|n| Dynamic::from(n.to_string())).collect()
     });
+}
+
+/// Values as text and the stdlib's own errors: `stmts`, `tree`, `paper`, `infix`,
+/// `describe`, `fail`.
+fn register_printing(engine: &mut Engine, shared: &Rc<Shared>) {
     engine.register_fn("stmts", |l: Dynamic| -> RhaiResult<Array> {
         Ok(nest_of(&l, "stmts")?.stmts().into_iter().map(|s| Dynamic::from(TensorVal(s))).collect())
     });

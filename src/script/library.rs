@@ -186,7 +186,7 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     (
         "data_parallel_levels",
         "data_parallel_levels(l)",
-        "the levels of the loops on l's path that carry no dependence at all (seed 000's data-parallel loops: any order, threads or lanes)",
+        "the levels of the loops on l's path that carry no dependence at all (data-parallel loops in the sense of Ullrich 2018: any order, threads or lanes)",
     ),
     (
         "param",

@@ -1,4 +1,4 @@
-//! In-place statements (seed 000): `in_place(l, y, x)` stores a result over its operand (no
+//! In-place statements (Ullrich 2018, compatible statements): `in_place(l, y, x)` stores a result over its operand (no
 //! second buffer), verified through the real binary in both front-ends, on threads, in lanes
 //! and under `-D`; `-o` saving the result; the C as a user reads it; every refusal with its
 //! reason or isl's witness; and `x = e(x)` refused at `build` where it cannot run in place.
@@ -111,7 +111,7 @@ fn what_cannot_run_in_place_is_refused_with_the_reason() {
             "in_place",
             "x[0] is read by statement 1 (`y[i] += M[i][k] * x[k]`) at (i=1, k=0) after statement 1",
             "wrote y[0]",
-            "not a compatible statement, seed 000",
+            "not a compatible statement, Ullrich 2018",
         ],
     );
     // a transposition reads x[j][i] where it writes y[i][j]

@@ -215,7 +215,7 @@ r
     assert!(out.contains("\"fuse_transposed\": []"), "{out}");
     assert!(out.contains("\"in_place\": [[1, 2]]"), "{out}");
     assert!(out.contains("\"reason\": \"illegal: A[0][1] is written by statement 1"), "{out}");
-    // which loops run in parallel (seed 000): i and j carry nothing, k only the reduction;
+    // which loops run in parallel (data-parallel in the sense of Ullrich 2018): i and j carry nothing, k only the reduction;
     // moved outermost, k is still no data-parallel loop; the in-place transpose's i carries a
     // dependence, its j (a row against a column, in one i) none
     assert!(out.contains("\"par\": [1, 2, 3]") && out.contains("\"data_par\": [1, 2]"), "{out}");

@@ -56,7 +56,7 @@ pub(super) fn element_at(org: &Origin, a: &Access, vals: &[i64], params: &[(Stri
         .collect()
 }
 
-/// Whether the result `y` of `nest` may be stored over its operand `x` (`in_place`, seed 000):
+/// Whether the result `y` of `nest` may be stored over its operand `x` (`in_place`, Ullrich 2018's compatible statements):
 /// in the original order, no element of `x` is read after the element of `y` over it was
 /// written (a read and the write of one instance are in order: the value is read first), and
 /// `y` is never read before it is written (it would read `x`). With `y == x`, whether the
@@ -95,12 +95,12 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
                     let message = if y == x {
                         format!(
                             "{x}{el} is read by {read} after {wrote} overwrote it: in place, a new value \
-                             would be read where the old one is meant (not a compatible statement, seed 000)"
+                             would be read where the old one is meant (not a compatible statement, Ullrich 2018)"
                         )
                     } else {
                         format!(
                             "{x}{el} is read by {read} after {wrote} wrote {y}{el}: stored over `{x}`, `{y}` \
-                             would overwrite a value still to be read (not a compatible statement, seed 000)"
+                             would overwrite a value still to be read (not a compatible statement, Ullrich 2018)"
                         )
                     };
                     return Ok(Err(Illegal { message }));

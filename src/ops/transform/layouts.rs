@@ -12,17 +12,8 @@ pub(super) fn layout_of(nest: &Nest, b: &str, tensor: &Name) -> Result<(crate::i
     if rank == 0 {
         return Err(bad("a tensor with dimensions", format!("the scalar `{tensor}`")));
     }
-    if crate::analysis::storage::marked(nest.items()).iter().any(|(_, l)| l.annot.store_at.contains(tensor)) {
-        return Err(bad(
-            "a tensor with storage of its own",
-            format!("`{tensor}`, stored per iteration of a loop (store_at)"),
-        ));
-    }
-    if nest.in_place(tensor) {
-        return Err(bad(
-            "a tensor with storage of its own",
-            format!("`{tensor}`, stored in place (in_place)"),
-        ));
+    if let Some(r) = nest.refusal(Mark::Layout, tensor) {
+        return Err(bad(r.expected, r.found));
     }
     Ok((nest.layouts.get(tensor).cloned().unwrap_or_default(), rank))
 }
@@ -37,7 +28,7 @@ pub(super) fn with_layout(nest: &Nest, tensor: &Name, layout: crate::ir::Layout,
     out
 }
 
-/// `regroup(l, T, d, V [, pad])` (seed 004's layout type `d`): tensor `T` is stored with its
+/// `regroup(l, T, d, V [, pad])` (Sinkarovs and Scholz 2013's layout type `d`): tensor `T` is stored with its
 /// dimension `d` regrouped into blocks of `V`: element `x` lives at
 /// `[x1, .., xd div V, .., xn, xd mod V]` (its `I_d`), AoS to SoA (`d` the rows of structures)
 /// or AoSoA. The kernel converts `T` at entry and back at exit. `V` must divide the extent, or
@@ -121,7 +112,7 @@ pub fn permute_layout(nest: &Nest, tensor: &Name, order: &[i64]) -> Result<Nest>
     Ok(with_layout(nest, tensor, layout, rank))
 }
 
-/// `pad(l, T, d, m [, extra])` (seed 001's padding): dimension `d` of `T`'s buffer is rounded
+/// `pad(l, T, d, m [, extra])` (Rink 2018's padding): dimension `d` of `T`'s buffer is rounded
 /// up to a multiple of `m`, then `extra` more elements are added (leading-dimension padding
 /// against conflict misses; rows of whole vectors). The padding is never read by the program;
 /// inputs and outputs keep their shape (the kernel converts at entry and exit).

@@ -124,23 +124,18 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
     }
     // Code between the loops of the band (a buffer per iteration, a packed block, registers)
     // would leave them not perfectly nested.
+    let row = marks::RULES.iter().find(|r| r.new == Mark::Collapse && r.scope == Scope::Around);
     for x in &band[..band.len() - 1] {
-        let a = &x.annot;
-        if !(a.store_at.is_empty() && a.pack.is_empty() && a.registers.is_empty()) {
+        let words: Vec<(Mark, String)> = x.annot.marks();
+        let met: Vec<&str> = words
+            .iter()
+            .filter(|(m, _)| row.is_some_and(|r| r.others.contains(m)))
+            .map(|(_, w)| w.as_str())
+            .collect();
+        if let (Some(r), false) = (row, met.is_empty()) {
             return Err(Error::Illegal {
                 builtin: b.into(),
-                reason: format!(
-                    "loop `{}` has {} of its own (code before its body): expected a band whose loops are \
-                     perfectly nested (mark the innermost loop of the band instead)",
-                    x.iter,
-                    a.words()
-                        .into_iter()
-                        .filter(|w| w.starts_with("store_at")
-                            || w.starts_with("pack")
-                            || w.starts_with("registers"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                reason: r.words(&[("loop", &x.iter), ("marks", &met.join(", "))]),
             });
         }
     }

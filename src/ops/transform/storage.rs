@@ -44,32 +44,8 @@ pub fn privatize(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Resul
     if !all.iter().any(accesses) {
         return Err(bad(3, "tensor", "a tensor the nest accesses", format!("`{tensor}`, which it does not")));
     }
-    let own = "a tensor stored as declared (privatize before giving it storage of its own)";
-    if let Some(lay) = nest.layouts.get(tensor) {
-        let rank = nest.rank_of(tensor).unwrap_or(0);
-        return Err(bad(
-            3,
-            "tensor",
-            own,
-            format!("`{tensor}`, which has the layout {}", lay.describe(rank)),
-        ));
-    }
-    if nest.in_place(tensor) {
-        return Err(bad(3, "tensor", own, format!("`{tensor}`, stored in place (in_place)")));
-    }
-    let mut marked = None;
-    for x in nest.items() {
-        x.visit_loops(&mut |o| {
-            let a = &o.annot;
-            if marked.is_none()
-                && [&a.store_at, &a.pack, &a.registers, &a.stream].iter().any(|ts| ts.contains(tensor))
-            {
-                marked = Some(o.header());
-            }
-        });
-    }
-    if let Some(h) = marked {
-        return Err(bad(3, "tensor", own, format!("`{tensor}`, marked on loop {h}")));
+    if let Some(r) = nest.refusal(Mark::Privatize, tensor) {
+        return Err(bad(3, "tensor", r.expected, r.found));
     }
     if let Some(v) = l.lb.vars().into_iter().chain(l.ub.vars()).find(|v| state.constant(v).is_none()) {
         return Err(bad(
@@ -190,13 +166,13 @@ pub(super) fn expanded_leaves(
     Arc::new(node)
 }
 
-/// `in_place(l, y, x)` (seed 000, "other variable vs. in-place"): the result `y` is stored
+/// `in_place(l, y, x)` (Ullrich 2018, "other variable vs. in-place"): the result `y` is stored
 /// over the operand `x`: every statement of the nest that wrote `y` writes `x` instead, and
 /// the kernel's buffer holds `x` at entry and `y` at exit. Legal where `x` and `y` have one
 /// shape and element type, the nest only reads `x` and only writes `y` (or sums into it from
 /// zero), and, decided by isl in the original order (`analysis::legality::stays_in_place`, part
 /// of the legality check), no element of `x` is read after the element of `y` over it was written: each old value is
-/// read before it is overwritten (seed 000's compatible statements, Definition 2, where every
+/// read before it is overwritten (Ullrich 2018's compatible statements, Definition 2, where every
 /// read of `x` is at the written index). Every later transformation is checked against the
 /// nest as it runs in place. `in_place(l, y, x)` for `y = exp(x)`:
 ///
@@ -274,29 +250,8 @@ pub fn in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Nest> 
         ));
     }
     for (k, t, name) in [(2, y, "result"), (3, x, "operand")] {
-        if nest.in_place(t) {
-            return Err(bad(
-                k,
-                name,
-                "a tensor not yet stored in place".into(),
-                format!("`{t}`, already in place"),
-            ));
-        }
-        if nest.layouts.contains_key(t) {
-            return Err(bad(
-                k,
-                name,
-                "a tensor in its declared layout".into(),
-                format!("`{t}`, which has a layout"),
-            ));
-        }
-        if crate::analysis::storage::marked(nest.items()).iter().any(|(_, l)| l.annot.store_at.contains(t)) {
-            return Err(bad(
-                k,
-                name,
-                "a tensor with storage of its own".into(),
-                format!("`{t}`, stored per iteration (store_at)"),
-            ));
+        if let Some(r) = nest.refusal(Mark::InPlace, t) {
+            return Err(bad(k, name, r.expected.into(), r.found));
         }
     }
     let shape = |t: &Name| state.real_tensor(t).map(|d| (d.dtype, d.shape.clone()));

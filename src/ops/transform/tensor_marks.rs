@@ -211,11 +211,7 @@ pub fn stream(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
     let l = locate(nest, level, b, &level_arg(2))?;
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     if !l.annot.vectorize {
-        return Err(illegal(format!(
-            "loop `{}` is not vectorized: expected a vectorized loop (streaming stores write whole \
-             vectors of lanes; vectorize it first)",
-            l.iter
-        )));
+        return Err(illegal(rule(Mark::Stream, Mark::Vector, Scope::Loop).words(&[("here", &l.iter)])));
     }
     if let Some(inner) = l.body.iter().find_map(|x| x.as_loop()) {
         return Err(illegal(format!(
@@ -233,19 +229,21 @@ pub fn stream(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
     }
     let path = nest.path();
     let outer = path.iter().take(level as usize - 1);
-    if let Some(o) = outer.clone().find(|o| o.annot.registers.contains(tensor)) {
-        return Err(illegal(format!(
-            "`{tensor}` is kept in registers across loop `{}`: its stores are after that loop, not in \
-             `{}`'s lanes",
-            o.iter, l.iter
-        )));
+    // Registers on the loops around (their stores are after them); storage per iteration on
+    // those or on this loop.
+    let met = |o: &Loop, m: Mark| o.annot.marks_for(tensor).contains(&m);
+    let at = |o: &Loop, m: Mark| {
+        illegal(rule(Mark::Stream, m, Scope::Around).words(&[
+            ("t", tensor),
+            ("loop", &o.iter),
+            ("here", &l.iter),
+        ]))
+    };
+    if let Some(o) = outer.clone().find(|o| met(o, Mark::Registers)) {
+        return Err(at(o, Mark::Registers));
     }
-    if let Some(o) = outer.clone().chain([&l]).find(|o| o.annot.store_at.contains(tensor)) {
-        return Err(illegal(format!(
-            "`{tensor}` is stored per iteration of loop `{}`: its small buffer lives in the cache, which \
-             streaming stores would bypass",
-            o.iter
-        )));
+    if let Some(o) = outer.clone().chain([&l]).find(|o| met(o, Mark::StoreAt)) {
+        return Err(at(o, Mark::StoreAt));
     }
     let mut set = None;
     let mut summed = None;
