@@ -4,6 +4,7 @@
 use super::*;
 
 /// A vectorized loop whose upper bound is a strip-mined block's `min` (a tail).
+#[derive(Debug)]
 pub(super) struct Tail {
     /// Its iterator.
     pub(super) iter: Name,
@@ -93,28 +94,17 @@ impl NestPrinter<'_> {
         &mut self,
         l: &Arc<Loop>,
         body: &[PlacedNode],
+        plan: BandPlan,
         depth: usize,
     ) -> std::result::Result<(), String> {
-        let outer: Vec<&Loop> = self.outer.iter().collect();
-        for t in &l.annot.registers {
-            crate::analysis::registers::units(&outer, l, t, self.buffers)?;
-        }
-        // Copies of a partial block's end, tested at each statement: their elements may not
-        // exist, so none is loaded before the loop.
-        let mut conds = Vec::new();
-        body.iter().for_each(|g| g.conditions(&mut conds));
-        if conds.iter().any(|g| !self.split.known.contains(g)) {
+        if let BandPlan::PartialRows = plan {
             self.line(depth, "/* the last, partial block of rows: no registers */");
             self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
             let r = self.marked_loop(l, body, depth);
             self.outer.pop();
             return r;
         }
-        let mut tails: Vec<Tail> = Vec::new();
-        let mut inner = vec![l.iter.clone()];
-        body.iter().for_each(|g| g.iters(&mut inner));
-        partial_lanes(body, &inner, &mut tails);
-        if !tails.is_empty() {
+        if let BandPlan::Tails(tails) = plan {
             let mut conds: Vec<String> = Vec::new();
             for t in &tails {
                 for (a, u) in &t.block.full_when {

@@ -26,29 +26,19 @@ impl NestPrinter<'_> {
         &mut self,
         l: &Arc<Loop>,
         body: &[PlacedNode],
+        panels: &[Panel],
         depth: usize,
     ) -> std::result::Result<(), String> {
         self.helpers.packs = true;
         let mut bufs: Vec<Packed> = Vec::new();
         self.line(depth, "{");
-        for t in &l.annot.pack {
-            if self.laid.contains_key(t) {
-                return Err(marks::rule(Mark::Pack, Mark::Layout, Scope::Kernel).words(&[("t", t)]));
-            }
-            let outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
-            let fp = crate::analysis::packing::footprint(&outer, l, t)?;
-            let layout = l.annot.pack_layout.get(t).cloned().unwrap_or_default();
+        for Panel { tensor: t, block: fp, layout, dims } in panels {
+            let fp = fp.clone();
             let rank = fp.extent.len();
             let order = layout.order(rank);
             let tc = self.helpers.names.tensor(t).to_string();
             let buf = format!("teml_{tc}_pack");
             let ty = fp.dtype.c_name();
-            let dims = self
-                .params
-                .iter()
-                .find(|p| p.accessed() == t)
-                .map(|p| p.dims.clone())
-                .ok_or_else(|| format!("cannot pack `{t}`: not a tensor of the kernel"))?;
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
             // The buffer's extents: the block's, in the layout's order, the last rounded up.
             let mut shape: Vec<String> = order.iter().map(|d| ext[*d].clone()).collect();
@@ -134,20 +124,16 @@ impl NestPrinter<'_> {
         Ok(())
     }
 
-    /// The buffers of the tensors loop `l` stores per iteration (`store_at`): their declarations,
-    /// at the start of its body, and how accesses find them.
-    pub(super) fn locals(&mut self, l: &Loop) -> std::result::Result<Vec<(String, Packed)>, String> {
-        if l.annot.store_at.is_empty() {
-            return Ok(Vec::new());
-        }
-        // The loops around `l` (its own header is the last of `outer` while it prints).
-        let mut outer: Vec<Name> = self.outer.iter().map(|o| o.iter.clone()).collect();
-        if outer.last() == Some(&l.iter) {
-            outer.pop();
-        }
+    /// The buffers of the tensors loop `l` stores per iteration (`store_at`, their `blocks`
+    /// planned): their declarations, at the start of its body, and how accesses find them.
+    pub(super) fn locals(
+        &mut self,
+        l: &Loop,
+        blocks: Vec<(Name, crate::analysis::packing::Footprint)>,
+    ) -> Vec<(String, Packed)> {
         let mut out = Vec::new();
-        for t in &l.annot.store_at {
-            let fp = storage::block(&outer, l, t)?;
+        for (t, fp) in blocks {
+            let t = &t;
             let tc = self.helpers.names.tensor(t).to_string();
             let buf = format!("teml_{tc}_local");
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
@@ -171,6 +157,6 @@ impl NestPrinter<'_> {
             let rank = fp.extent.len();
             out.push((decl, Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank }));
         }
-        Ok(out)
+        out
     }
 }

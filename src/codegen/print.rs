@@ -197,22 +197,18 @@ impl NestPrinter<'_> {
         body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
-        if let Some((at, conds)) = self.split_point(l, body) {
-            return self.split(l, body, &at, conds, depth);
+        match self.plan_loop(l, body)? {
+            LoopPlan::Split { at, conds } => self.split(l, body, &at, conds, depth),
+            LoopPlan::Packed(panels) => self.packed_loop(l, body, &panels, depth),
+            LoopPlan::SummingLanes(block) => self.summing_lanes(l, body, &block, depth),
+            LoopPlan::Band(plan) => self.band(l, body, plan, depth),
+            LoopPlan::Marked => {
+                self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
+                let r = self.marked_loop(l, body, depth);
+                self.outer.pop();
+                r
+            }
         }
-        if !l.annot.pack.is_empty() {
-            return self.packed_loop(l, body, depth);
-        }
-        if let Some(block) = self.summing_block(l, body) {
-            return self.summing_lanes(l, body, &block, depth);
-        }
-        if !l.annot.registers.is_empty() {
-            return self.band(l, body, depth);
-        }
-        self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
-        let r = self.marked_loop(l, body, depth);
-        self.outer.pop();
-        r
     }
 
     pub(super) fn marked_loop(
@@ -221,31 +217,18 @@ impl NestPrinter<'_> {
         body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
+        let planned = self.plan_marked(l, body)?;
         // An inner loop of a collapsed band: the band's one pragma covers it.
-        let in_band = self.collapsed > 0;
-        if in_band {
+        if planned.in_band {
             self.collapsed -= 1;
         }
-        let orig = stands_for(&self.split.parts, l);
-        // A part printed without its loop's marks (one lane at a time) needs no plan.
-        let unmarked = !(l.annot.parallel || l.annot.vectorize);
-        let plan =
-            if in_band || unmarked { None } else { kernel::realise(self.state, self.nest, &orig, body)? };
-        let mut simd_note = None;
-        // Lanes that sum into elements a band keeps: the band holds the partial sums.
-        let summed = match &plan {
-            Some(Plan::Reduction(ts)) => ts.iter().all(|t| {
-                t.op == Update::Add
-                    && t.leaf.id().is_some_and(|n| self.bands.iter().any(|b| b.tensors.contains(n)))
-            }),
-            _ => false,
-        };
-        if l.annot.vectorize && !l.annot.parallel && (plan == Some(Plan::Independent) || summed) {
-            match self.explicit_lanes(l, body) {
-                Ok(lanes) => return self.vector_loop(l, body, &lanes, depth),
-                Err(why) => simd_note = Some(why),
+        let plan = planned.realised;
+        let (simd_note, mut pragma, collapses, locals, single) = match planned.form {
+            MarkedForm::Lanes(lanes) => return self.vector_loop(l, body, &lanes, depth),
+            MarkedForm::Scalar { simd_note, pragma, collapses, locals, single } => {
+                (simd_note, pragma, collapses, locals, single)
             }
-        }
+        };
         if let Some(t) = l.annot.stream.first()
             && self.target.vector_bits > 0
         {
@@ -253,26 +236,8 @@ impl NestPrinter<'_> {
             self.line(depth, &format!("/* `{t}` not streamed: {} */", why.replace("*/", "* /")));
         }
         let header = self.header(l);
-        let mut pragma = match (l.annot.parallel && !in_band, l.annot.vectorize) {
-            (true, true) => Some("#pragma omp parallel for simd".to_string()),
-            (true, false) => Some("#pragma omp parallel for".to_string()),
-            (false, true) => Some("#pragma omp simd".to_string()),
-            _ => None,
-        };
-        // A triangle (loops inside whose bounds move with this one): the iterations differ in
-        // work, so they are dealt round-robin instead of in one block per thread.
-        if l.annot.parallel
-            && l.annot.collapse <= 1
-            && let Some(p) = pragma.as_mut()
-            && body.iter().any(|x| bounds_move_with(x, &mut vec![l.iter.clone()]))
-        {
-            p.push_str(" schedule(static, 1)");
-        }
-        if l.annot.collapse > 1
-            && let Some(p) = pragma.as_mut()
-        {
-            p.push_str(&format!(" collapse({})", l.annot.collapse));
-            self.collapsed = l.annot.collapse - 1;
+        if let Some(n) = collapses {
+            self.collapsed = n;
         }
         let mut reduction_vars: Vec<(String, Arc<TNode>, Option<String>, Update)> = Vec::new();
         let mut depth = depth;
@@ -314,17 +279,7 @@ impl NestPrinter<'_> {
             self.line(depth, p);
         }
         self.line(depth, &header);
-        // One C statement: a statement, or a loop that is not printed as blocks of lanes.
-        let locals = self.locals(l)?;
-        let single = locals.is_empty()
-            && match body {
-                [PlacedNode::Stmt(_)] => true,
-                [PlacedNode::Loop(c, b)] => {
-                    !(c.annot.vectorize && !c.annot.parallel && self.explicit_lanes(c, b).is_ok())
-                        && self.split_point(c, b).is_none()
-                }
-                _ => false,
-            };
+        let locals = self.locals(l, locals?);
         if single {
             self.node(&body[0], depth + 1)?;
         } else {

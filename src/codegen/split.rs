@@ -29,9 +29,15 @@ impl NestPrinter<'_> {
     /// Where loop `l` splits so that the conditions of the copies of a partial block below it
     /// (`g >= 0`, affine, decreasing in `l`'s iterator, and not mentioning the loops below)
     /// hold in the first part: `l <= at`. `None` where nothing splits: no such conditions,
-    /// or a loop that cannot be cut in two (vector lanes, a collapsed band, a step).
-    pub(super) fn split_point(&self, l: &Loop, body: &[PlacedNode]) -> Option<(Expr, Vec<Expr>)> {
-        if !self.split.guarded || self.collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize {
+    /// or a loop that cannot be cut in two (vector lanes, a collapsed band: `collapsed` loops
+    /// of one are still to print).
+    pub(super) fn split_point(
+        &self,
+        l: &Loop,
+        body: &[PlacedNode],
+        collapsed: usize,
+    ) -> Option<(Expr, Vec<Expr>)> {
+        if !self.split.guarded || collapsed > 0 || l.annot.collapse > 1 || l.annot.vectorize {
             return None;
         }
         let mut conds = Vec::new();

@@ -103,7 +103,7 @@ pub(super) fn independent_flags(opts: &RunOptions) -> runtime::Flags {
 /// and its baseline have run from it), the kernel's buffers once in the shared mapping (the
 /// written ones twice while timing), and the outputs of the tensors the kernel writes once
 /// more. The caller checks that this fits ([`super::memory::check_memory`]).
-pub(super) fn run_at(
+pub(super) fn check_at_size(
     state: &State,
     req: &KernelRequest,
     label: &str,

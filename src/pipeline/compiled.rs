@@ -26,7 +26,7 @@ pub(super) fn compiler(opts: &RunOptions) -> Result<Compiler, RunError> {
 pub(super) type Outputs = Vec<Option<Vec<f64>>>;
 
 /// From this many bytes of buffers on, a timed kernel's timed runs and its checked run are
-/// separate worker jobs (see [`run_at`]), so that outputs are never held while the timing
+/// separate worker jobs (see `check::check_at_size`), so that outputs are never held while the timing
 /// snapshots are: the peak stays near 3x the data.
 pub(super) const SPLIT_TIMING_BYTES: usize = 256 << 20;
 

@@ -64,7 +64,7 @@ pub fn measure(state: &State, nests: &[(Name, Nest)], opts: &RunOptions) -> serd
     // How it was measured, whatever the outcome.
     let (threads, cflags) = (opts.threads, opts.flags.opt.join(" "));
     let pipe = Pipeline::with_state(program, st, opts);
-    // A kernel that failed verification has no time (`run_at` drops it): `()` in the script.
+    // A kernel that failed verification has no time (`check_at_size` drops it): `()` in the script.
     match pipe.run(&KernelRef::Codegen(0)) {
         Ok(run) => {
             let r = &run.report;

@@ -383,7 +383,7 @@ impl Pipeline {
         let cost = reference_cost(&self.state, &req)?;
         let label = which.label(&self.state);
         if cost <= opts.max_reference_instances {
-            return run_at(&self.state, &req, &label, opts, Check::Full { instances: cost })
+            return check_at_size(&self.state, &req, &label, opts, Check::Full { instances: cost })
                 .map(KernelRun::from);
         }
         let (small, size, small_cost) = self.reduced(which)?;
@@ -392,7 +392,7 @@ impl Pipeline {
             Err(why) => ReferenceCheck::Refused { size, why },
             Ok(()) => {
                 let small_opts = RunOptions { timing: None, ..opts.clone() };
-                let s = run_at(
+                let s = check_at_size(
                     &small,
                     &small_req,
                     &label,
@@ -418,7 +418,7 @@ impl Pipeline {
                 ReferenceCheck::Reduced { size }
             }
         };
-        run_at(&self.state, &req, &label, opts, Check::Sampled { reference, instances: cost })
+        check_at_size(&self.state, &req, &label, opts, Check::Sampled { reference, instances: cost })
             .map(KernelRun::from)
     }
 
@@ -519,7 +519,7 @@ pub fn run_request(
     check_memory(state, &all, opts)?;
     let label =
         if state.kernels.get(index) == Some(req) { state.kernel_label(index) } else { req.base_label() };
-    Ok(run_at(state, req, &label, opts, Check::Full { instances: cost })?.report)
+    Ok(check_at_size(state, req, &label, opts, Check::Full { instances: cost })?.report)
 }
 
 #[cfg(test)]
