@@ -12,8 +12,12 @@
 //! to validate its request: its pragma as it is (iterations that carry no dependence, or write
 //! disjoint elements), private accumulators with a `reduction(+: ...)` clause (a reduction into
 //! elements fixed for the loop, [`crate::analysis::reduction`]), or a refusal with the reason.
-//! This module only prints. Accumulators that a contraction introduces are zeroed at the first
-//! update of each element, in the transformed order ([`crate::analysis::zeroing`]).
+//! Two passes: the kernel's plan (`plan.rs`: storage contraction, the buffers the kernel holds,
+//! layouts, parameters and C names) and each loop's plan (`loop_plan.rs`: where it splits, its
+//! panels, lanes, register band, how its marks are realized), then the printer, which follows
+//! them (`print.rs` walks a nest; one file per concern). Accumulators that a contraction
+//! introduces are zeroed at the first update of each element, in the transformed order
+//! ([`crate::analysis::zeroing`]).
 //!
 //! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
 //! **args)`, which calls it with the buffers in parameter order.
@@ -57,7 +61,6 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// Name of the generic entry point every generated translation unit exports.
 /// Name of the generic entry point every generated translation unit exports.
 pub const ENTRY: &str = "teml_entry";
 

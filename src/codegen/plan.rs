@@ -131,6 +131,7 @@ pub(super) fn unrealizable(reason: String) -> Error {
     Error::Unrealizable { builtin: "codegen".into(), reason }
 }
 
+/// True if the first of `nests` that accesses `t` only writes it, each statement setting every
 /// element or summing into it from zero (an accumulator zeroed at its first update; `build`
 /// makes statements that write their whole target): the kernel's result does not depend on
 /// what `t` held at entry.

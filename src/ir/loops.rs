@@ -1,7 +1,8 @@
 //! Loop-nest trees (Sec. 3.1, eq. 2-3).
 //!
-//! Inner nodes are loops: an iterator, an inclusive range `(lb, ub, step)` whose bounds may be
-//! affine in outer iterators (or use `min`/`floor` after strip-mining), and annotations.
+//! Inner nodes are loops: an iterator, an inclusive range `[lb, ub]` (step 1) whose bounds may
+//! be affine in outer iterators (or use `min`/`floor` after strip-mining), and marks
+//! ([`super::marks::Annotations`]).
 //! Leaves are assignment statements. A [`Nest`] is either a loop (eq. 2) or the top-level
 //! sequence `⟨•, [x1, …, xk]⟩` of eq. 3.
 
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// A loop `for iter in [lb, ub] step step { body }` (bounds inclusive, as in eq. 19).
+/// A loop `for iter in [lb, ub] { body }` (bounds inclusive, as in eq. 19).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Loop {
     /// Iterator name.

@@ -41,29 +41,6 @@ pub enum Mark {
     Layout,
 }
 
-impl Mark {
-    /// The builtin that sets the mark.
-    pub fn builtin(self) -> &'static str {
-        match self {
-            Mark::Parallel => "parallelize",
-            Mark::Vector => "vectorize",
-            Mark::Collapse => "collapse",
-            Mark::Registers => "registers",
-            Mark::Pack => "pack",
-            Mark::StoreAt => "store_at",
-            Mark::Stream => "stream",
-            Mark::Privatize => "privatize",
-            Mark::InPlace => "in_place",
-            Mark::Layout => "regroup",
-        }
-    }
-
-    /// True for the marks a loop carries for one tensor.
-    pub fn is_loop_tensor_mark(self) -> bool {
-        matches!(self, Mark::Registers | Mark::Pack | Mark::StoreAt | Mark::Stream)
-    }
-}
-
 /// Where a rule looks for the other mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -322,9 +299,16 @@ pub struct Refusal {
 /// scope [`Scope::Tensor`], in order); `None` where it combines with them.
 pub fn refusal(new: Mark, t: &str, has: &[Carried]) -> Option<Refusal> {
     RULES.iter().filter(|r| r.new == new && r.scope == Scope::Tensor).find_map(|r| {
-        let c = has.iter().find(|c| r.others.contains(&c.mark))?;
-        let found = r.words(&[("t", t), ("layout", &c.layout), ("loop", &c.on_loop)]);
-        Some(Refusal { expected: r.expected, found })
+        let met = has.iter().find(|c| r.others.contains(&c.mark));
+        let (layout, on_loop) = met.map_or(("", ""), |c| (c.layout.as_str(), c.on_loop.as_str()));
+        let refused = match r.relation {
+            Relation::Excludes => met.is_some(),
+            Relation::Requires => met.is_none(),
+        };
+        refused.then(|| Refusal {
+            expected: r.expected,
+            found: r.words(&[("t", t), ("layout", layout), ("loop", on_loop)]),
+        })
     })
 }
 

@@ -124,18 +124,15 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
     }
     // Code between the loops of the band (a buffer per iteration, a packed block, registers)
     // would leave them not perfectly nested.
-    let row = marks::RULES.iter().find(|r| r.new == Mark::Collapse && r.scope == Scope::Around);
+    let row = rule(Mark::Collapse, Mark::StoreAt, Scope::Around);
     for x in &band[..band.len() - 1] {
         let words: Vec<(Mark, String)> = x.annot.marks();
-        let met: Vec<&str> = words
-            .iter()
-            .filter(|(m, _)| row.is_some_and(|r| r.others.contains(m)))
-            .map(|(_, w)| w.as_str())
-            .collect();
-        if let (Some(r), false) = (row, met.is_empty()) {
+        let met: Vec<&str> =
+            words.iter().filter(|(m, _)| row.others.contains(m)).map(|(_, w)| w.as_str()).collect();
+        if !met.is_empty() {
             return Err(Error::Illegal {
                 builtin: b.into(),
-                reason: r.words(&[("loop", &x.iter), ("marks", &met.join(", "))]),
+                reason: row.words(&[("loop", &x.iter), ("marks", &met.join(", "))]),
             });
         }
     }

@@ -31,7 +31,7 @@ pub use tensor_marks::*;
 use crate::analysis::kernel::{not_rectangular, parallel_loop, simd_around_parallel_reason};
 use crate::error::{Arg, Error, Result};
 use crate::ir::expr::INT_MAX;
-use crate::ir::marks::{self, Mark, Scope, rule};
+use crate::ir::marks::{Mark, Scope, rule};
 use crate::ir::{EvalError, Expr, LNode, Loop, Name, Nest, PackLayout, State};
 use crate::ops::tensor::fresh;
 use std::collections::BTreeSet;
