@@ -2,7 +2,7 @@
 //! their tensor expressions (Sec. 3-4, eq. 10-26), with no loop nests.
 //!
 //! The reference interpreter ([`crate::interp`]) runs the untransformed *loop nests*, reading
-//! each statement through [`crate::ir::lower`], exactly as code generation does; a defect
+//! each statement through [`fn@crate::ir::lower`], exactly as code generation does; a defect
 //! there is shared by both. This module reads the trees themselves and uses none of
 //! `ir::lower`, `flatten`, `analysis::infer` (its extent inference aside) or `interp`'s execution (only its [`Buffers`] type):
 //!

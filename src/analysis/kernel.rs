@@ -1,5 +1,5 @@
 //! Can the kernel of these nests be realised as correct C? The one answer both callers need:
-//! a `codegen` statement validates its request with [`check`] (so that `teml check` and every
+//! a `codegen` statement validates its request with [`realizable`] (so that `teml check` and every
 //! front-end refuse what `teml run` would), and code generation asks [`layout`] what the kernel
 //! is made of and [`realise`] how to print each marked loop. No C is generated here.
 //!

@@ -134,7 +134,7 @@ pub type Contracted = (usize, Name, Name);
 /// after fusion): for every tensor that one nest of the kernel writes and reads, that no other
 /// nest accesses, that is not in `keep` (`-o` saves it) and not already marked, the innermost
 /// loop around all its accesses (or, failing the conditions there, the next one out) where
-/// [`check`] and isl ([`super::legality::stays_local`]) allow it and the block is smaller than
+/// [`per_iteration_block`] and isl ([`super::legality::stays_local`]) allow it and the block is smaller than
 /// the tensor. Returns the nests with those marks added, and what was marked: (nest, tensor,
 /// loop iterator).
 pub fn contract(

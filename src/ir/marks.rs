@@ -5,12 +5,15 @@
 //! nest carries a copy per iteration of a loop (privatize), storage over another tensor
 //! (in_place) or a layout. Which pairs do not combine, or which mark needs another, is written
 //! once, in [`RULES`], in the words the refusal prints. The transformations, the kernel check
-//! (`analysis::kernel`) and code generation ask [`refusal`] (for a tensor's marks anywhere in a
-//! nest) or [`rule`] (for the words, where they look for the other mark themselves: the loops
-//! around, a band, the kernel's other nests); none holds a list of its own.
+//! (`analysis::kernel`) and code generation ask [`crate::ir::Nest::refusal`] (for a tensor's
+//! marks anywhere in a nest: [`refusal`] over what [`crate::ir::Nest::carried`] finds) or
+//! [`rule`] (for the words, where they look for the other mark themselves: the loops around, a
+//! band, the kernel's other nests); none holds a list of its own. A loop's marks and the data
+//! each carries are its [`Annotations`].
 //!
-//! A new mark is a variant here, its rows in [`RULES`], its transformation (`ops::transform`),
-//! its plan and its printer (`codegen`).
+//! A new mark is a variant here, its rows in [`RULES`], its field of [`Annotations`] and its
+//! words in [`Annotations::marks`]; then its transformation (`ops::transform`), its adapter and
+//! table row (`ops::registry`), its plan (`codegen/loop_plan.rs`) and its printer (`codegen`).
 
 use super::expr::Name;
 use serde::{Deserialize, Serialize};

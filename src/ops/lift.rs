@@ -16,7 +16,7 @@
 //! step that would have summed it runs a factor of its extent fewer points), and it makes a
 //! product of two operands liftable. Validation first (the form, the extents), then the rewrite,
 //! then the check: the sequence and the original are both run by the expression oracle on
-//! random data at a small size ([`check`]) before the nest is returned.
+//! random data at a small size (`ops::equivalence::agrees_on_small_data`) before the nest is returned.
 
 use super::tensor::{self, Arith};
 use crate::error::{Arg, Error, Result};
@@ -571,7 +571,7 @@ pub enum TempLayout {
     ResultFirst,
     /// The iterators the step that reads a temporary sums over first, those it keeps last: the
     /// temporary is contiguous along that step's result, as a register block wants (mttkrp's
-    /// Khatri-Rao product laid out [k][l][j] for the matrix product that follows).
+    /// Khatri-Rao product laid out `[k][l][j]` for the matrix product that follows).
     SummedFirst,
 }
 

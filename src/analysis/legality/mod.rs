@@ -16,7 +16,7 @@
 //!   (An accumulator's zeroing happens at its first update, which every order the
 //!   transformations produce keeps first.)
 //!   For the order (not the marks), the `max` updates of one element by different statements
-//!   are left out too, and likewise `min`: they commute exactly ([`relaxed_across`]).
+//!   are left out too, and likewise `min`: they commute exactly (`model::relaxed_across`).
 //! - **Schedules.** Each statement of the transformed nest carries its [`Instance`]: the
 //!   original instance it runs, as expressions in the loops around it. With the loops'
 //!   bounds and the statement's position at each level, that gives the new time of every
@@ -63,7 +63,7 @@ pub enum Verdict {
 /// Why a nest is illegal: a message with a witness.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Illegal {
-    /// E.g. "C[0][3] is written by statement 1 (`B[i][j] = ...`) at (i=0, j=3) and read by ...".
+    /// E.g. "`C[0][3]` is written by statement 1 (`B[i][j] = ...`) at (i=0, j=3) and read by ...".
     pub message: String,
 }
 

@@ -294,7 +294,7 @@ pub fn never(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
     empty_within(outer, conds, true)
 }
 
-/// [`never`] for every value of the variables the loops do not bind, of any sign (the
+/// [`fn@never`] for every value of the variables the loops do not bind, of any sign (the
 /// iterators of loops around a focused sub-tree are among them, and may be 0 or negative).
 pub fn never_for_any(outer: &[&Loop], conds: &[Expr]) -> Option<bool> {
     empty_within(outer, conds, false)

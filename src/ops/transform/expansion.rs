@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Largest trip count `unroll` expands.
+pub const MAX_UNROLL: i64 = 4096;
+
 /// `unroll(l, r)`, eq. 25: replaces the loop at level `r` by copies of its body, one per
 /// iteration, with the iterator replaced by `b + s*j` (an affine expression when the bounds
 /// depend on outer iterators). Unrolling level 1 yields a top-level sequence (eq. 3). The trip

@@ -2,9 +2,6 @@
 
 use super::*;
 
-/// Largest trip count `unroll` expands.
-pub const MAX_UNROLL: i64 = 4096;
-
 /// The loop at `level` (1-based) on the single path from the root, validated.
 pub(super) fn locate(nest: &Nest, level: i64, builtin: &str, arg: &Arg) -> Result<Arc<Loop>> {
     let path = nest.path();
