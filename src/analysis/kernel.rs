@@ -34,11 +34,15 @@ pub struct Tensor {
     pub written: bool,
 }
 
+/// The refusal of a kernel code generation cannot realize, with the reason.
+pub fn unrealizable(reason: String) -> Error {
+    Error::Unrealizable { builtin: "codegen".into(), reason }
+}
+
 /// Refuses, with the reason, a kernel of `nests` that code generation could not realise: a
 /// tensor used with two shapes ([`Error::Unrealizable`]), an integer outside C `int`
 /// ([`Error::Limit`]), a mark that cannot be realised ([`Error::Unrealizable`]).
 pub fn realizable(state: &State, nests: &[(Name, Nest)]) -> Result<()> {
-    let unrealizable = |reason: String| Error::Unrealizable { builtin: "codegen".into(), reason };
     // A tensor with a copy per iteration of a loop (`privatize`) in one nest is not kept: no
     // other nest of the kernel may access it as it is (each nest that accesses it gives it
     // copies of its own, and no value passes from one nest to another).

@@ -99,10 +99,7 @@ impl NestPrinter<'_> {
     ) -> std::result::Result<(), String> {
         if let BandPlan::PartialRows = plan {
             self.line(depth, "/* the last, partial block of rows: no registers */");
-            self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
-            let r = self.marked_loop(l, body, depth);
-            self.outer.pop();
-            return r;
+            return self.marked_loop_inside(l, body, depth);
         }
         if let BandPlan::Tails(tails) = plan {
             let mut conds: Vec<String> = Vec::new();
@@ -124,10 +121,7 @@ impl NestPrinter<'_> {
             self.line(depth, "}");
             self.line(depth, "else  /* the last, partial block: no registers */");
             self.line(depth, "{");
-            self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
-            let r = self.marked_loop(l, body, depth + 1);
-            self.outer.pop();
-            r?;
+            self.marked_loop_inside(l, body, depth + 1)?;
             self.line(depth, "}");
             return Ok(());
         }
@@ -147,9 +141,7 @@ impl NestPrinter<'_> {
         }
         self.bands.push(Band { tensors: l.annot.registers.clone(), inner, regs: Vec::new() });
         let saved = std::mem::take(&mut self.out);
-        self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
-        let r = self.marked_loop(l, body, depth + 1);
-        self.outer.pop();
+        let r = self.marked_loop_inside(l, body, depth + 1);
         let printed = std::mem::replace(&mut self.out, saved);
         let band = self.bands.pop();
         r?;

@@ -6,6 +6,7 @@
 //! whole.
 
 use super::*;
+pub(super) use crate::analysis::kernel::unrealizable;
 
 /// What one kernel is, before it is printed.
 pub(super) struct KernelPlan {
@@ -124,11 +125,6 @@ pub(super) fn plan_kernel(
         .map(|k| auto.iter().filter(|(j, _, _)| *j == k).map(|(_, t, _)| t.clone()).collect())
         .collect();
     Ok(KernelPlan { nests, auto, params, internal, expanded, layouts, consts, names })
-}
-
-/// The refusal of a kernel code generation cannot realize.
-pub(super) fn unrealizable(reason: String) -> Error {
-    Error::Unrealizable { builtin: "codegen".into(), reason }
 }
 
 /// True if the first of `nests` that accesses `t` only writes it, each statement setting every

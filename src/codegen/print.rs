@@ -202,13 +202,21 @@ impl NestPrinter<'_> {
             LoopPlan::Packed(panels) => self.packed_loop(l, body, &panels, depth),
             LoopPlan::SummingLanes(block) => self.summing_lanes(l, body, &block, depth),
             LoopPlan::Band(plan) => self.band(l, body, plan, depth),
-            LoopPlan::Marked => {
-                self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
-                let r = self.marked_loop(l, body, depth);
-                self.outer.pop();
-                r
-            }
+            LoopPlan::Marked => self.marked_loop_inside(l, body, depth),
         }
+    }
+
+    /// [`Self::marked_loop`] with `l`'s header among the loops around while its body prints.
+    pub(super) fn marked_loop_inside(
+        &mut self,
+        l: &Arc<Loop>,
+        body: &[PlacedNode],
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        self.outer.push(Loop { body: Vec::new(), ..(**l).clone() });
+        let r = self.marked_loop(l, body, depth);
+        self.outer.pop();
+        r
     }
 
     pub(super) fn marked_loop(

@@ -270,24 +270,20 @@ pub(super) struct Compared {
     instances: u64,
     /// Each element had a rounding bound (up to [`ROUNDING_BOUND_INSTANCES`]).
     bounded: bool,
-    /// Each rewrite's bound at the sizes compared: (result, what was done, bound, terms,
-    /// factors).
-    bounds: Vec<(Name, String, f64, f64, usize)>,
+    /// Each rewrite's bound at the sizes compared.
+    bounds: RewriteBounds,
     /// Per compared tensor: how many elements had a rounding bound, and how many the relative
     /// tolerance (docs/verification.md), for the report.
     tolerances: Vec<(Name, (usize, usize))>,
 }
 
-impl Compared {
-    /// The absolute floor of the comparison of `name`: the data's magnitude, or a rewrite's
-    /// rounding bound over the tolerance where one wrote it (docs/algebra.md).
-    fn widened(&self, name: &Name, mag: f64) -> f64 {
-        self.bounds
-            .iter()
-            .filter(|(r, ..)| r == name)
-            .map(|(_, _, b, _, _)| b / tolerance(self.least))
-            .fold(mag, f64::max)
-    }
+/// Each rewrite's bound at the sizes compared: (result, what was done, bound, terms, factors).
+type RewriteBounds = Vec<(Name, String, f64, f64, usize)>;
+
+/// The absolute floor of the comparison of `name`: the data's magnitude `mag`, or a rewrite's
+/// rounding bound over the tolerance of `least` where one wrote it (docs/algebra.md).
+fn widened(bounds: &RewriteBounds, least: DType, name: &Name, mag: f64) -> f64 {
+    bounds.iter().filter(|(r, ..)| r == name).map(|(_, _, b, _, _)| b / tolerance(least)).fold(mag, f64::max)
 }
 
 /// Runs the reference (the untransformed statements, in place on the initial data) and
@@ -361,7 +357,7 @@ fn compare_outputs(
         }
         if checked_in_full {
             let rewritten = c.bounds.iter().any(|(r, ..)| r == &q.name);
-            let floor = c.widened(&q.name, p.mag);
+            let floor = widened(&c.bounds, least, &q.name, p.mag);
             match element_bounds.get(&q.name) {
                 Some(b) => {
                     let rule = (tolerance(least), floor, rewritten);
@@ -395,10 +391,8 @@ fn check_full_size(
             // `store` still holds the initial data here.
             let stmts: Vec<crate::ir::TExpr> =
                 p.reference_nests.iter().flat_map(|n| n.origin.clone()).collect();
-            let mag = p.mag;
-            let floors: BTreeMap<Name, f64> =
-                p.kernel.params.iter().map(|q| (q.name.clone(), c.widened(&q.name, mag))).collect();
-            let widened = |n: &Name| floors.get(n).copied().unwrap_or(mag);
+            let (bounds, least, mag) = (&c.bounds, c.least, p.mag);
+            let widened = |n: &Name| widened(bounds, least, n, mag);
             let tol = tolerance(c.least);
             let spot = spot_check(
                 state,
