@@ -91,11 +91,15 @@ impl CompilerDefect {
     /// The defect in words, for reports.
     pub fn describe(&self) -> String {
         let cc = self.working_compiler.as_ref().map_or(String::new(), |c| format!("CC={} ", c.display()));
+        let what = if self.crashed {
+            format!("built a binary that crashed ({})", self.mismatch)
+        } else {
+            format!("computed {}", self.mismatch)
+        };
         format!(
-            "compiler defect: {} with `{}` computed {} from valid C ({}); built with `{cc}{}` instead",
+            "compiler defect: {} with `{}` {what} from valid C ({}); built with `{cc}{}` instead",
             self.compiler,
             self.failing_flags,
-            self.mismatch,
             self.reproducer.display(),
             self.working_flags.join(" ")
         )
@@ -120,16 +124,19 @@ pub struct Artifact {
     pub flags: String,
 }
 
-/// The C compiler computed a wrong result from valid C: the same source built with other flags
-/// verified, and the kernel runs (and is timed) with those.
+/// The C compiler computed a wrong result from valid C, or built a binary that crashed: the same
+/// source built with other flags verified, and the kernel runs (and is timed) with those.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CompilerDefect {
     /// The compiler (path and version line).
     pub compiler: String,
     /// The flags whose build did not verify.
     pub failing_flags: String,
-    /// The first mismatch of that build.
+    /// The first mismatch of that build, or its crash (`kernel crashed: SIGSEGV`).
     pub mismatch: String,
+    /// That build crashed (`mismatch` says how) instead of computing wrong values.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub crashed: bool,
     /// The flags whose build verified, and that the kernel now uses (their words).
     pub working_flags: Vec<String>,
     /// The compiler of that build where it is another one (clang), else `None`: the same.

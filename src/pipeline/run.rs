@@ -76,6 +76,16 @@ pub struct KernelRun {
     pub verified: Option<Verified>,
 }
 
+/// A build that did not verify: its compiler and flags, what went wrong (the first mismatch,
+/// or the crash), and its C where it was recorded.
+struct Failure {
+    compiler: String,
+    flags: String,
+    what: String,
+    crashed: bool,
+    source: Option<std::path::PathBuf>,
+}
+
 impl From<Checked> for KernelRun {
     fn from(c: Checked) -> KernelRun {
         KernelRun { report: c.report, outputs: c.outputs, verified: None }
@@ -334,12 +344,37 @@ impl Pipeline {
     /// verifies, the kernel runs with it and the report names the defect. A verification
     /// failure is a report with `verified: false`, not an error.
     pub fn run(&self, which: &KernelRef) -> Result<KernelRun, RunError> {
-        let mut run = self.execute(which, &self.opts)?;
+        let mut run = match self.execute(which, &self.opts) {
+            // A binary that crashes on valid C is a compiler defect as much as one that
+            // computes wrong values: the same rebuilds, the same record.
+            Err(RunError::Runtime(e @ runtime::RuntimeError::Crashed { .. })) => {
+                let failure = Failure {
+                    compiler: compiler(&self.opts)?.identity().to_string(),
+                    flags: self.opts.flags.opt.join(" "),
+                    what: e.to_string(),
+                    crashed: true,
+                    source: None,
+                };
+                match self.recheck(which, failure)? {
+                    Some(fixed) => fixed,
+                    None => return Err(RunError::Runtime(e)),
+                }
+            }
+            other => other?,
+        };
         if !run.report.verified
-            && run.report.worst.is_some()
-            && let Some(fixed) = self.recheck(which, &run)?
+            && let (Some(worst), Some(artifact)) = (&run.report.worst, &run.report.evidence.artifact)
         {
-            run = fixed;
+            let failure = Failure {
+                compiler: artifact.compiler.clone(),
+                flags: artifact.flags.clone(),
+                what: worst.clone(),
+                crashed: false,
+                source: Some(artifact.c_path.clone()),
+            };
+            if let Some(fixed) = self.recheck(which, failure)? {
+                run = fixed;
+            }
         }
         run.verified = match (&run.report.verified, &run.report.evidence.artifact) {
             (true, Some(artifact)) => {
@@ -350,23 +385,29 @@ impl Pipeline {
         Ok(run)
     }
 
-    /// A kernel that did not match, built again from the same C with the flags of
+    /// A kernel that did not match or crashed, built again from the same C with the flags of
     /// [`fallback_flags`]: the first build that verifies, with the compiler defect recorded.
-    fn recheck(&self, which: &KernelRef, failed: &KernelRun) -> Result<Option<KernelRun>, RunError> {
-        let Some(artifact) = &failed.report.evidence.artifact else { return Ok(None) };
+    fn recheck(&self, which: &KernelRef, failure: Failure) -> Result<Option<KernelRun>, RunError> {
         for (cc, flags) in fallback_flags(&self.opts) {
             let opts = RunOptions { flags: flags.clone(), compiler: cc.clone(), ..self.opts.clone() };
             let Ok(mut run) = self.execute(which, &opts) else { continue };
             if !run.report.verified {
                 continue;
             }
+            // The same C: the failing build's, or (a crash left no record) the working one's.
+            let reproducer = failure
+                .source
+                .clone()
+                .or_else(|| run.report.evidence.artifact.as_ref().map(|a| a.c_path.clone()))
+                .unwrap_or_default();
             run.report.evidence.compiler_defect = Some(CompilerDefect {
-                compiler: artifact.compiler.clone(),
-                failing_flags: artifact.flags.clone(),
-                mismatch: failed.report.worst.clone().unwrap_or_default(),
+                compiler: failure.compiler.clone(),
+                failing_flags: failure.flags.clone(),
+                mismatch: failure.what.clone(),
+                crashed: failure.crashed,
                 working_flags: flags.opt.clone(),
                 working_compiler: cc.clone(),
-                reproducer: artifact.c_path.clone(),
+                reproducer,
             });
             let d = run.report.evidence.compiler_defect.as_ref().map(|d| format!("; {}", d.describe()));
             run.report.verification.push_str(&d.unwrap_or_default());

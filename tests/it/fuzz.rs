@@ -1214,6 +1214,16 @@ fn check_kernels(text: &str, state: &State) -> Result<(), String> {
             Err(RunError::Meta(_)) => {
                 REFUSED.fetch_add(1, Relaxed);
             }
+            // A binary that crashes on valid C and runs without gcc's vectorizers: the same
+            // compiler defect (`Pipeline::run` rebuilds it; trust.rs has the reproducer).
+            Err(RunError::Runtime(e @ teml::runtime::RuntimeError::Crashed { .. }))
+                if gcc_vectorizer_at_fault(state, req, k, &opts) =>
+            {
+                GCC_BUGS.fetch_add(1, Relaxed);
+                eprintln!(
+                    "gcc's vectorizers built a binary that crashed ({e}) from a valid kernel:\n{text}\n"
+                );
+            }
             Err(e) => return Err(what(format!("run_request: {e}"))),
         }
     }

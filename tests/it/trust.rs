@@ -176,6 +176,27 @@ fn the_gcc12_slp_reproducer_verifies_and_names_the_defect() {
     );
 }
 
+/// The fifth gcc 12 `-O3 -march=native` defect (found by the fuzzer after issue 41): a
+/// contraction over a backward range (`i1` from 7 down to 0) with its operand in a padded
+/// layout. The 512-bit build crashes (SIGSEGV) instead of computing wrong values; `-O2`, no
+/// `-march` or 256-bit vectors run it. A crash of valid C gets the same rebuilds as a mismatch:
+/// the default build verifies, naming the defect (a binary that crashed) where it hit.
+#[test]
+fn the_gcc12_crashing_build_reproducer_verifies_and_names_the_defect() {
+    if !avx512() {
+        eprintln!(
+            "NOTE: this machine has no AVX-512: the crash cannot happen here; the program still verifies"
+        );
+    }
+    gcc_reproducer(
+        "A1 = tensor([8, 4])\nC2 = contract(A1, A1, [2, 2])\nl4 = build(C2, [[i1, 7, 0, -1]])\n\
+         l7 = pad(l4, A1, 1, 4, 0)\ncodegen(l7)\n",
+        "C2",
+        &["-O2 -fopenmp"],
+        false,
+    );
+}
+
 fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
