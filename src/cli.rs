@@ -34,6 +34,11 @@ pub enum Command {
     /// candidate checked for legality, verified and timed; the fastest written back as a
     /// replayable `.teml` script.
     Tune(TuneArgs),
+    /// A schedule without measuring: the point of the space the rules generate from the
+    /// program's kernel that the machine model prefers (or the tuning database's best record of
+    /// this kernel on this machine), written as a `.teml` path with each decision's reason,
+    /// then run verified and timed.
+    Auto(AutoArgs),
     /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
     /// we have), each verified and timed in one run on this machine.
     Bench(BenchArgs),
@@ -145,8 +150,9 @@ pub struct TuneArgs {
     /// `// program: PATH.teml` line) and its named constants.
     #[command(flatten)]
     pub program: ProgramArgs,
-    /// exhaustive, random or evolutionary (docs/tuning.md: at budgets of 20-40 candidates,
-    /// random search found better points than the evolutionary one on mttkrp's space).
+    /// exhaustive, random, evolutionary or model (random points ranked by a cost model learned
+    /// as the search goes; docs/tuning.md: at budgets of 20-40 candidates, random search found
+    /// better points than the evolutionary one on mttkrp's space).
     #[arg(long, default_value = "random")]
     pub strategy: String,
     /// Seed of the strategy (the search is deterministic given it).
@@ -218,6 +224,107 @@ pub struct TuneArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The tuning database to seed the search from and record every measured candidate in
+    /// (default: $TEML_TUNING_DB, else ~/.cache/teml/tuning.jsonl).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Neither read nor write the tuning database.
+    #[arg(long, conflicts_with = "db")]
+    pub no_db: bool,
+}
+
+/// `teml auto`.
+#[derive(Args, Debug)]
+pub struct AutoArgs {
+    /// The program (a `.teml` file) and its named constants.
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// Where space.rhai and auto.teml go (default: auto-out/<program name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Only write the generated space to PATH (a `.rhai` script to read, edit and tune).
+    #[arg(long, value_name = "PATH")]
+    pub emit_space: Option<PathBuf>,
+    /// Write the path, but compile and run nothing.
+    #[arg(long)]
+    pub no_run: bool,
+    /// Threads for OpenMP loops (default: the cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// The tuning database (default: $TEML_TUNING_DB, else ~/.cache/teml/tuning.jsonl).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not read the tuning database (the model's pick even where a record exists).
+    #[arg(long, conflicts_with = "db")]
+    pub no_db: bool,
+    /// Print the choice as JSON (and the run's report as `teml run --json` does).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `teml auto`.
+pub fn auto(a: &AutoArgs) -> i32 {
+    let defines: BTreeMap<Name, i64> =
+        a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
+    if let Some(to) = &a.emit_space {
+        return match crate::tuner::auto::generate(&a.program.file, &defines, a.program.unchecked, to) {
+            Ok(g) => {
+                println!(
+                    "{}: the generated space ({} parameters)",
+                    g.path.display(),
+                    g.space.decisions.len()
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        };
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = a.threads.unwrap_or(cores).max(1);
+    let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
+    let o = crate::tuner::auto::AutoOptions {
+        program: a.program.file.clone(),
+        defines,
+        unchecked: a.program.unchecked,
+        out: a.out.clone().unwrap_or_else(|| PathBuf::from("auto-out").join(&stem)),
+        db: if a.no_db { None } else { Some(a.db.clone().unwrap_or_else(crate::tuner::db::default_path)) },
+        threads,
+    };
+    let report = match crate::tuner::auto::auto(&o) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    if a.json {
+        eprintln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", crate::tuner::auto::summary(&report));
+    }
+    if a.no_run {
+        return 0;
+    }
+    let args = RunArgs {
+        program: ProgramArgs { file: report.path.clone(), ..a.program.clone() },
+        input: Vec::new(),
+        output: Vec::new(),
+        emit_c: None,
+        time: true,
+        threads: Some(threads),
+        cflags: None,
+        json: a.json,
+        no_run: false,
+        seed: 42,
+        timeout: 120.0,
+        min_time: 0.2,
+        max_reference: 400_000_000,
+        quiet: true,
+    };
+    run(&args)
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -288,6 +395,8 @@ pub fn tune(a: &TuneArgs) -> i32 {
             compile_timeout: Duration::from_secs_f64(a.compile_timeout.max(0.001)),
             ..RunOptions::default()
         },
+        db: if a.no_db { None } else { Some(a.db.clone().unwrap_or_else(crate::tuner::db::default_path)) },
+        generated: false,
     };
     let bar = indicatif::ProgressBar::new(o.budget as u64);
     bar.set_style(

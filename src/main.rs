@@ -12,6 +12,7 @@ fn main() {
         Command::Check(a) => teml::cli::check(a),
         Command::Bench(a) => teml::cli::bench(a),
         Command::Tune(a) => teml::cli::tune(a),
+        Command::Auto(a) => teml::cli::auto(a),
         Command::Export(a) => teml::cli::export(a),
         Command::Builtins => {
             print!("{}", teml::cli::reference());

@@ -42,6 +42,60 @@ fn tensor_of(d: &Dynamic, helper: &str) -> RhaiResult<TExpr> {
     }
 }
 
+/// `auto_space(l)`: the space the rules generate from `l`, evaluated here (its `param` calls
+/// are this program's parameters, so a hand-written space can start from it); `auto(l)`
+/// (`first`): its first legal point in the model's order, parameters untouched.
+fn generated(
+    ctx: &NativeCallContext,
+    sh: &Rc<Shared>,
+    l: &Dynamic,
+    helper: &str,
+    first: Option<()>,
+) -> RhaiResult<Dynamic> {
+    use crate::ops::schedule;
+    let nest = nest_of(l, helper)?;
+    let state = sh.state.borrow().clone();
+    let name = Name::from("l");
+    let space = schedule::generate(&state, &[(name, nest.clone())], &schedule::Machine::this())
+        .map_err(|e| format!("{helper}: {e}"))?;
+    let src = format!("{}\np", space.body);
+    let run = |values: Option<&std::collections::BTreeMap<String, String>>| -> Result<Dynamic, String> {
+        let mut scope = rhai::Scope::new();
+        scope.push_dynamic("l", to_dynamic(Value::Nest(nest.clone())));
+        let mut tensors: Vec<Name> = Vec::new();
+        for s in nest.stmts() {
+            s.visit(&mut |t| {
+                if let Some(id) = t.id().filter(|_| t.is_tensor_leaf())
+                    && !tensors.contains(id)
+                {
+                    tensors.push(id.clone());
+                }
+            });
+        }
+        for t in tensors {
+            if let Some(x) = state.real_tensor(&t) {
+                scope.push_dynamic(t.to_string(), to_dynamic(Value::Tensor(x)));
+            }
+        }
+        // auto(l) takes the model's choices without asking the program's parameters.
+        let saved = values.map(|v| {
+            let p = crate::ir::Params { values: v.clone(), ..Default::default() };
+            std::mem::replace(&mut sh.state.borrow_mut().params, p)
+        });
+        let out = ctx.engine().eval_with_scope::<Dynamic>(&mut scope, &src).map_err(|e| e.to_string());
+        if let Some(p) = saved {
+            sh.state.borrow_mut().params = p;
+        }
+        out
+    };
+    match first {
+        None => run(None).map_err(|e| format!("{helper}: {e}").into()),
+        Some(()) => schedule::first_legal(&space, &mut |v| run(Some(v))).map(|(d, _)| d).map_err(|why| {
+            format!("{helper}: no point of the generated space is legal here: {}", why.join("; ")).into()
+        }),
+    }
+}
+
 fn nest_of(d: &Dynamic, helper: &str) -> RhaiResult<Nest> {
     match to_value(d) {
         Some(Value::Nest(n)) => Ok(n),
@@ -222,6 +276,14 @@ fn register_search(engine: &mut Engine, shared: &Rc<Shared>) {
             sh.deadline.set(d.checked_add(start.elapsed()));
         }
         Ok(json_map(&v))
+    });
+    let sh = shared.clone();
+    engine.register_fn("auto_space", move |ctx: NativeCallContext, l: Dynamic| -> RhaiResult<Dynamic> {
+        generated(&ctx, &sh, &l, "auto_space", None)
+    });
+    let sh = shared.clone();
+    engine.register_fn("auto", move |ctx: NativeCallContext, l: Dynamic| -> RhaiResult<Dynamic> {
+        generated(&ctx, &sh, &l, "auto", Some(()))
     });
     engine.register_fn("history", |l: Dynamic| -> RhaiResult<Array> {
         Ok(nest_of(&l, "history")?.history.lines().into_iter().map(Dynamic::from).collect())

@@ -189,6 +189,16 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
         "the levels of the loops on l's path that carry no dependence at all (data-parallel loops in the sense of Ullrich 2018: any order, threads or lanes)",
     ),
     (
+        "auto_space",
+        "auto_space(l)",
+        "the space of paths teml's rules generate from the nest l (register tiles or blocks, orders, tiles, threads, lanes; docs/tuning.md), evaluated here: its `param` calls are this space's, so a hand-written space can start from it",
+    ),
+    (
+        "auto",
+        "auto(l)",
+        "the path `teml auto` picks for the nest l without measuring: the generated space's first legal point in the machine model's order (a nest to continue from)",
+    ),
+    (
         "param",
         "param(\"name\", choices)",
         "a tuning parameter: the choice `teml tune` picks for this candidate (the first choice under `teml run`); docs/tuning.md",

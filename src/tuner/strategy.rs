@@ -18,6 +18,10 @@ pub enum Strategy {
     /// Comprehensions' and TVM MetaSchedule's evolutionary search; a share of random points
     /// keeps exploring.
     Evolutionary,
+    /// Random points ranked by a cost model learned from the candidates measured so far (and
+    /// the tuning database): of each pool of evaluated points, the ones the model predicts
+    /// fastest are compiled ([`super::model`]).
+    Model,
 }
 
 impl std::str::FromStr for Strategy {
@@ -27,7 +31,8 @@ impl std::str::FromStr for Strategy {
             "exhaustive" => Ok(Strategy::Exhaustive),
             "random" => Ok(Strategy::Random),
             "evolutionary" => Ok(Strategy::Evolutionary),
-            _ => Err(format!("expected exhaustive, random or evolutionary, found `{s}`")),
+            "model" => Ok(Strategy::Model),
+            _ => Err(format!("expected exhaustive, random, evolutionary or model, found `{s}`")),
         }
     }
 }
@@ -38,6 +43,7 @@ impl std::fmt::Display for Strategy {
             Strategy::Exhaustive => "exhaustive",
             Strategy::Random => "random",
             Strategy::Evolutionary => "evolutionary",
+            Strategy::Model => "model",
         })
     }
 }
@@ -109,8 +115,10 @@ impl Search {
             }
             // The space's first choices come first: its author's default, the path they
             // expect to be good (TVM's default configuration, a seeded population).
-            Strategy::Random | Strategy::Evolutionary if self.made == 1 => Some(Proposal::default()),
-            Strategy::Random => Some(self.random()),
+            Strategy::Random | Strategy::Evolutionary | Strategy::Model if self.made == 1 => {
+                Some(Proposal::default())
+            }
+            Strategy::Random | Strategy::Model => Some(self.random()),
             Strategy::Evolutionary => {
                 if self.population.len() < INITIAL_RANDOM || self.unit() < EXPLORE {
                     return Some(self.random());

@@ -1,0 +1,111 @@
+//! Automatic schedules: the rules that build a search space of paths from a nest itself
+//! ([`space`]), from what they read off it ([`workload`]) and the machine ([`machine`]).
+//! `teml tune FILE` on a program without `param` calls searches the generated space, `teml auto`
+//! takes its first choices (the model's pick), `auto_space(l)` builds it inside a script.
+
+pub mod machine;
+pub mod space;
+pub mod workload;
+
+pub use machine::Machine;
+pub use space::{Choice, Decision, Space, generate};
+pub use workload::Workload;
+
+use crate::ir::{KernelRequest, State};
+use std::path::Path;
+
+/// The name of the program directive a generated space starts with.
+const DIRECTIVE: &str = "// program:";
+
+/// The generated space of a program's kernel as a `.rhai` script over the program at
+/// `program` (the path the script names, relative to where the script is written or absolute).
+pub fn script(
+    state: &State,
+    req: &KernelRequest,
+    m: &Machine,
+    program: &Path,
+) -> Result<(String, Space), String> {
+    let nests: Vec<_> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    let space = generate(state, &nests, m)?;
+    let mut text = format!("{DIRECTIVE} {}\n", program.display());
+    text.push_str(&format!(
+        "// The space `teml auto --emit-space` generated for kernel {} ({}), for this machine: {}.\n",
+        req.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+        consts_text(state),
+        m.describe()
+    ));
+    text.push_str(
+        "// Each parameter's choices are in the model's order: the first choices are `teml auto`'s path.\n",
+    );
+    text.push_str("// Search it with `teml tune <this file>`; edit it like any space (docs/tuning.md).\n");
+    for f in &space.facts {
+        text.push_str(&format!("// {f}\n"));
+    }
+    text.push('\n');
+    text.push_str(&space.body);
+    text.push_str(&codegen_line(&space.outputs));
+    Ok((text, space))
+}
+
+/// The `codegen` statement of the space's outputs (a list of nests is unpacked).
+fn codegen_line(outputs: &[String]) -> String {
+    match outputs {
+        [one] if one == "parts" => {
+            let mut s = String::new();
+            for n in 1..=4 {
+                let args: Vec<String> = (0..n).map(|k| format!("parts[{k}]")).collect();
+                s.push_str(&format!(
+                    "{}if parts.len() == {n} {{ codegen({}); }}",
+                    if n == 1 { "" } else { " else " },
+                    args.join(", ")
+                ));
+            }
+            s.push_str(" else { codegen(parts[0], parts[1], parts[2], parts[3], parts[4]); }\n");
+            s
+        }
+        vars => format!("codegen({});\n", vars.join(", ")),
+    }
+}
+
+fn consts_text(state: &State) -> String {
+    let c: Vec<String> = state.consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    if c.is_empty() { "no named constants".into() } else { c.join(", ") }
+}
+
+/// The points `teml auto` tries, in order: every parameter at its first choice (the model's
+/// pick), then each parameter in turn at each other choice (by their text).
+pub fn neighbours(space: &Space) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut out = vec![std::collections::BTreeMap::new()];
+    for d in &space.decisions {
+        for c in d.choices.iter().skip(1) {
+            out.push([(d.name.clone(), c.text().to_string())].into_iter().collect());
+        }
+    }
+    out
+}
+
+/// The most points [`first_legal`] evaluates.
+pub const MAX_TRIES: usize = 64;
+
+/// The first of [`neighbours`] that `eval` accepts: its value and the number of points tried,
+/// or the reasons of the first refusals.
+pub fn first_legal<T>(
+    space: &Space,
+    eval: &mut dyn FnMut(&std::collections::BTreeMap<String, String>) -> Result<T, String>,
+) -> Result<(T, usize), Vec<String>> {
+    let mut why = Vec::new();
+    for (k, values) in neighbours(space).into_iter().take(MAX_TRIES).enumerate() {
+        match eval(&values) {
+            Ok(v) => return Ok((v, k + 1)),
+            Err(e) => {
+                if why.len() < 3 {
+                    let what: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let what =
+                        if what.is_empty() { "the first choices".to_string() } else { what.join(", ") };
+                    why.push(format!("refused ({what}): {}", e.lines().next().unwrap_or("")));
+                }
+            }
+        }
+    }
+    Err(why)
+}

@@ -1,0 +1,805 @@
+//! The rules: a search space of paths built from a nest itself, written as a Rhai script of
+//! teml's builtins whose choices are `param(name, choices)` calls (docs/tuning.md, "Generated
+//! spaces"). Each list of choices is ordered by the machine model: its first choice is the one
+//! the model prefers, with its reason, so the space at its first choices is `teml auto`'s path.
+//!
+//! The sketches, as MetaSchedule's rules and Ansor's sketches build them:
+//! - **register_tile** (BLIS): the inner three loops are rows, columns contiguous in the result
+//!   and a long reduction: an mr x nr block of the result in vector registers across kc
+//!   iterations of the reduction, column blocks of nc, operands packed or not.
+//! - **register_block**: a data-parallel loop contiguous in the result in vector lanes (nr), a
+//!   row loop unrolled and jammed (mr; the row whose operands are reused or broadcast, not
+//!   loaded as vectors per row), the block kept in registers across the loops after it (the
+//!   reductions), small reduction windows (a convolution's 3x3) unrolled, the outer
+//!   data-parallel loops on threads (collapsed when the outermost is short for the cores).
+//! - **loops**: a legal order of the outer loops (the loop with the smallest strides
+//!   innermost first), square tiles where the inner loops' data exceed the L2, the outermost
+//!   parallel loop on threads, the innermost in lanes where data-parallel, streaming stores for
+//!   a result written once that exceeds the caches.
+//! - kernels of several nests, or nests with several statements at a level: fusion where
+//!   legal, then each nest's outermost parallel loop on threads and innermost in lanes.
+//!
+//! Every point is a legal path by construction or refused by the legality check of the
+//! builtin that makes it, before anything is compiled.
+
+use super::machine::Machine;
+use super::workload::{Access, Workload};
+use crate::ir::{Name, Nest, State};
+use crate::ops::explore::Parallelism;
+use std::fmt::Write;
+
+/// One choice of a parameter and why the model ranks it where it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The choice as Rhai writes it (`8`, `"collapse"`, `[1, 3, 2]`).
+    pub value: String,
+    /// Why (for the first choice: why the model picks it).
+    pub reason: String,
+}
+
+/// A parameter of the generated space, its choices in the model's order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// Its name.
+    pub name: String,
+    /// The choices, the model's pick first.
+    pub choices: Vec<Choice>,
+}
+
+/// A generated space.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Space {
+    /// Rhai statements over the program's variables that leave the path in `p` (one nest) or in
+    /// the variables `p1, p2, ...` (`outputs`).
+    pub body: String,
+    /// The variables holding the kernel's nests at the end of `body`.
+    pub outputs: Vec<String>,
+    /// The parameters, each with its choices and reasons.
+    pub decisions: Vec<Decision>,
+    /// What the rules read off the nests (comment lines).
+    pub facts: Vec<String>,
+}
+
+impl Space {
+    /// The reason the model gives for `value` of parameter `name`.
+    pub fn reason(&self, name: &str, value: &str) -> Option<&str> {
+        let d = self.decisions.iter().find(|d| d.name == name)?;
+        d.choices.iter().find(|c| c.text() == value).map(|c| c.reason.as_str())
+    }
+}
+
+impl Choice {
+    /// The choice as `param` reports it (a string without its quotes).
+    pub fn text(&self) -> &str {
+        self.value.trim_matches('"')
+    }
+}
+
+/// Writes the body line by line, with the parameters' comments.
+struct Out {
+    text: String,
+    indent: usize,
+    decisions: Vec<Decision>,
+}
+
+impl Out {
+    fn line(&mut self, s: &str) {
+        let _ = writeln!(self.text, "{}{s}", "    ".repeat(self.indent));
+    }
+
+    /// `let var = param("name", [choices]);` with one comment line per choice.
+    fn param(&mut self, var: &str, name: &str, what: &str, choices: Vec<Choice>) {
+        let mut seen: Vec<Choice> = Vec::new();
+        for c in choices {
+            if !seen.iter().any(|s| s.value == c.value) {
+                seen.push(c);
+            }
+        }
+        self.line(&format!("// {name}: {what}"));
+        for c in &seen {
+            self.line(&format!("//   {}: {}", c.value, c.reason));
+        }
+        let list: Vec<&str> = seen.iter().map(|c| c.value.as_str()).collect();
+        self.line(&format!("let {var} = param(\"{name}\", [{}]);", list.join(", ")));
+        self.decisions.push(Decision { name: name.to_string(), choices: seen });
+    }
+}
+
+fn choice(value: impl ToString, reason: impl Into<String>) -> Choice {
+    Choice { value: value.to_string(), reason: reason.into() }
+}
+
+/// The generated space of the kernel made of `nests` (name, nest) in `state`.
+pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Space, String> {
+    let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new() };
+    let mut facts = Vec::new();
+    let outputs;
+    match nests {
+        [] => return Err("expected a kernel with at least one nest, found none".into()),
+        [(name, nest)] => {
+            let w = Workload::of(state, nest)?;
+            facts.extend(describe(&w));
+            if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
+                single(&mut out, state, name, nest, &w, m)?;
+            } else {
+                facts.push(format!(
+                    "{name} is not a perfect nest of one statement ({} statements): its outer loop on threads, its inner loops in lanes",
+                    w.n_stmts
+                ));
+                several(&mut out, state, &[(name.clone(), nest.clone())], m)?;
+            }
+            outputs = vec!["p".to_string()];
+        }
+        many => {
+            for (name, nest) in many {
+                if let Ok(w) = Workload::of(state, nest) {
+                    facts.push(format!("{name}: {}", w.describe_loops()));
+                }
+            }
+            outputs = several(&mut out, state, many, m)?;
+        }
+    }
+    Ok(Space { body: out.text, outputs, decisions: out.decisions, facts })
+}
+
+/// Comment lines on a workload: its loops and each access's contiguous loop.
+fn describe(w: &Workload) -> Vec<String> {
+    let mut facts = vec![format!("loops: {}", w.describe_loops())];
+    for a in &w.accesses {
+        let inner: Vec<String> =
+            w.loops.iter().filter(|l| a.contiguous_in(&l.iter)).map(|l| l.iter.to_string()).collect();
+        facts.push(format!(
+            "{} {}: {}",
+            if a.write { "writes" } else { "reads" },
+            a.text(),
+            if inner.is_empty() {
+                "contiguous in no loop".to_string()
+            } else {
+                format!("contiguous in {}", inner.join(", "))
+            }
+        ));
+    }
+    facts
+}
+
+/// The rules for a perfect nest of one statement.
+fn single(
+    out: &mut Out,
+    state: &State,
+    name: &Name,
+    nest: &Nest,
+    w: &Workload,
+    m: &Machine,
+) -> Result<(), String> {
+    let target = w.writes().next().cloned();
+    let tile = target.as_ref().and_then(|t| matmul_like(w, t));
+    let block = target.as_ref().and_then(|t| block_plan(w, t, m));
+    let mut sketches = Vec::new();
+    if let Some(t) = &tile {
+        sketches.push(choice(
+            "\"register_tile\"",
+            format!(
+                "{}: rows {}, columns {} contiguous in {}, a reduction {} of {} iterations: BLIS's register tile with cache blocks",
+                t.target, t.i, t.j, t.target, t.k, t.k_extent
+            ),
+        ));
+    }
+    if let Some(b) = &block {
+        sketches.push(choice(
+            "\"register_block\"",
+            format!(
+                "{} contiguous in {} (data-parallel): a block of {} in vector registers",
+                b.target, b.lane_iter, b.target
+            ),
+        ));
+    }
+    sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
+    out.param("sketch", "sketch", "the kind of schedule", sketches.clone());
+    out.line(&format!("let p = {name};"));
+    let mut first = true;
+    for s in &sketches {
+        let kind = s.value.trim_matches('"').to_string();
+        out.line(&format!("{}if sketch == {} {{", if first { "" } else { "} else " }, s.value));
+        first = false;
+        out.indent += 1;
+        match kind.as_str() {
+            "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
+            "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
+            _ => loops(out, state, nest, w, m)?,
+        }
+        out.indent -= 1;
+    }
+    out.line("}");
+    Ok(())
+}
+
+/// A matrix product's inner three loops: rows i, columns j (contiguous in the result), a
+/// reduction k.
+struct Tile {
+    target: Name,
+    /// Loops outside the three.
+    outer: usize,
+    i: Name,
+    j: Name,
+    k: Name,
+    k_extent: i64,
+    j_extent: i64,
+    i_extent: i64,
+    /// The operand contiguous in j (packed as panels), and the one indexed by i and k.
+    b: Option<Name>,
+    a: Option<(Name, usize)>,
+    dtype: crate::ir::DType,
+}
+
+fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
+    let d = w.loops.len();
+    if d < 3 {
+        return None;
+    }
+    let (li, lj, lk) = (&w.loops[d - 3], &w.loops[d - 2], &w.loops[d - 1]);
+    let ok = li.kind == Parallelism::Independent
+        && lj.kind == Parallelism::Independent
+        && lk.kind == Parallelism::Reduction
+        && t.contiguous_in(&lj.iter)
+        && t.index.iter().any(|x| x.mentions(&li.iter))
+        && !t.index.iter().any(|x| x.mentions(&lk.iter))
+        && lk.extent.is_some_and(|e| e >= 64)
+        && lj.extent.is_some_and(|e| e >= 16)
+        && li.extent.is_some_and(|e| e >= 8);
+    if !ok {
+        return None;
+    }
+    let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != t.tensor).collect();
+    let b = reads.iter().find(|a| a.contiguous_in(&lj.iter) && a.index.iter().any(|x| x.mentions(&lk.iter)));
+    let a = reads.iter().find(|a| {
+        !a.index.iter().any(|x| x.mentions(&lj.iter))
+            && a.index.iter().any(|x| x.mentions(&li.iter))
+            && a.contiguous_in(&lk.iter)
+    });
+    Some(Tile {
+        target: t.tensor.clone(),
+        outer: d - 3,
+        i: li.iter.clone(),
+        j: lj.iter.clone(),
+        k: lk.iter.clone(),
+        k_extent: lk.extent.unwrap_or(0),
+        j_extent: lj.extent.unwrap_or(0),
+        i_extent: li.extent.unwrap_or(0),
+        b: b.map(|a| a.tensor.clone()),
+        a: a.map(|a| (a.tensor.clone(), a.index.len())),
+        dtype: t.dtype,
+    })
+}
+
+fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
+    let lanes = m.lanes(t.dtype).max(1);
+    let regs = m.registers.max(8);
+    // nr: two or three vectors (or one); mr: the rows that fill the registers with the block.
+    let mut nrs = vec![2 * lanes, 3 * lanes, lanes, 4 * lanes];
+    nrs.retain(|&n| n as i64 <= t.j_extent.max(lanes as i64));
+    let nr_reason = |n: usize| {
+        let v = n.div_ceil(lanes);
+        format!("{n} columns: {v} vector{} of {lanes} lanes a row", if v == 1 { "" } else { "s" })
+    };
+    out.param(
+        "nr",
+        "nr",
+        &format!("columns ({}) of the register tile, in vector lanes", t.j),
+        nrs.iter().map(|&n| choice(n, nr_reason(n))).collect(),
+    );
+    let v = (2 * lanes).div_ceil(lanes);
+    let best_mr = ((regs - v - 1) / v).clamp(2, 8);
+    let mrs = [best_mr, 4, 6, 8].into_iter().filter(|&r| r as i64 <= t.i_extent).collect::<Vec<_>>();
+    out.param(
+        "mr",
+        "mr",
+        &format!("rows ({}) of the register tile, unrolled and jammed", t.i),
+        mrs.iter()
+            .map(|&r| {
+                choice(r, format!("{r} rows x {v} vectors = {} accumulators of {regs} registers", r * v))
+            })
+            .collect(),
+    );
+    // kc: the panel of B (kc x nr) stays in L1, A's mr x kc in L1 too.
+    let elem = t.dtype.size() as u64;
+    let l1 = m.caches[0].max(16 << 10);
+    let fit = (l1 / 2 / (elem * (2 * lanes as u64 + 8))).max(16) as i64;
+    let mut kcs: Vec<i64> = vec![fit.min(t.k_extent), 128, 256, t.k_extent];
+    kcs.retain(|&k| k <= t.k_extent && k > 0);
+    out.param(
+        "kc",
+        "kc",
+        &format!("iterations of the reduction {} per cache block", t.k),
+        kcs.iter()
+            .map(|&k| {
+                choice(
+                    k,
+                    if k == t.k_extent {
+                        format!("the whole reduction ({k}): no cache block")
+                    } else {
+                        format!(
+                            "{k}: an nr-column panel of {} across {k} iterations ({} KiB) keeps half the L1",
+                            t.b.as_deref().unwrap_or("the operand"),
+                            k as u64 * elem * 2 * lanes as u64 >> 10
+                        )
+                    },
+                )
+            })
+            .collect(),
+    );
+    let l2 = m.caches[1].max(256 << 10);
+    let ncs: Vec<i64> = [4, 8, 15, 30]
+        .into_iter()
+        .filter(|&nc| nc * 2 * lanes as i64 <= t.j_extent.max(2 * lanes as i64) * 2)
+        .collect();
+    let nc_reason = |nc: i64| {
+        let bytes = nc as u64 * 2 * lanes as u64 * elem * fit as u64;
+        format!(
+            "{nc} column blocks: B's block of kc x {} is {} KiB ({} the L2)",
+            nc * 2 * lanes as i64,
+            bytes >> 10,
+            if bytes <= l2 / 2 { "within half" } else { "beyond half" }
+        )
+    };
+    out.param(
+        "nc",
+        "nc",
+        "column blocks per cache block of B",
+        ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
+    );
+    out.line(&format!("p = register_tile(p, {}, mr, nr, kc, nc);", t.target));
+    let o = t.outer;
+    let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
+    par.push(choice(o + 1, "the column cache blocks on threads"));
+    if o > 0 {
+        par.insert(0, choice(1, "the outermost (batch) loop on threads"));
+    }
+    out.param("parallel", "parallel", "the loop on threads", par);
+    out.line("p = parallelize(p, parallel);");
+    let mut packs = vec![choice("\"none\"", "operands read where they are")];
+    if let Some(b) = &t.b {
+        packs.insert(
+            0,
+            choice(
+                "\"B\"",
+                format!(
+                    "{b}'s kc x nc block copied into contiguous panels (read with the row stride otherwise)"
+                ),
+            ),
+        );
+    }
+    if let Some((a, 2)) = &t.a {
+        packs.push(choice(
+            "\"A^T\"",
+            format!("{a}'s mr x kc block transposed: the rows' broadcasts contiguous"),
+        ));
+        if t.b.is_some() {
+            packs.push(choice("\"both\"", "both operands packed"));
+        }
+    }
+    out.param("pack", "pack", "operands copied into contiguous blocks", packs);
+    if let Some(b) = &t.b {
+        out.line(&format!("if pack == \"B\" || pack == \"both\" {{ p = pack(p, {}, {b}); }}", o + 3));
+    }
+    if let Some((a, 2)) = &t.a {
+        out.line(&format!(
+            "if pack == \"A^T\" || pack == \"both\" {{ p = pack(p, {}, {a}, [2, 1]); }}",
+            o + 4
+        ));
+    }
+    let _ = &t.k;
+}
+
+/// The register block's plan: the lane loop and the row candidates.
+struct Block {
+    target: Name,
+    lane_level: usize,
+    lane_iter: Name,
+    lane_extent: i64,
+    /// (level, iterator, extent, reason), best first.
+    rows: Vec<(usize, Name, i64, String)>,
+    /// Innermost loops (after the rows and the lanes) with a small constant extent.
+    windows: Vec<(Name, i64)>,
+    dtype: crate::ir::DType,
+}
+
+fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
+    let lane = w.loops.iter().find(|l| {
+        l.kind == Parallelism::Independent && t.contiguous_in(&l.iter) && l.extent.is_some_and(|e| e >= 2)
+    })?;
+    let mut rows = Vec::new();
+    for l in &w.loops {
+        if l.level >= lane.level
+            || l.kind != Parallelism::Independent
+            || !t.index.iter().any(|x| x.mentions(&l.iter))
+            || l.extent.is_none_or(|e| e < 2)
+        {
+            continue;
+        }
+        // Per row of the block: operands loaded as vectors (they depend on the row and on the
+        // lanes), broadcast (the row only) or shared by every row (not the row).
+        let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != t.tensor).collect();
+        let vectors =
+            reads.iter().filter(|a| a.stride(&l.iter) != Some(0) && a.stride(&lane.iter) != Some(0)).count();
+        let shared = reads.iter().filter(|a| a.stride(&l.iter) == Some(0)).count();
+        let mut why = Vec::new();
+        for a in &reads {
+            let r = a.stride(&l.iter) == Some(0);
+            let v = a.stride(&lane.iter) != Some(0);
+            why.push(match (r, v) {
+                (true, _) => format!("{} shared by every row", a.tensor),
+                (false, false) => format!("{} one broadcast a row", a.tensor),
+                (false, true) => format!("{} one vector load a row", a.tensor),
+            });
+        }
+        rows.push((
+            vectors,
+            std::cmp::Reverse(shared),
+            l.level,
+            l.iter.clone(),
+            l.extent.unwrap_or(0),
+            why.join(", "),
+        ));
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    rows.sort_by(|a, b| (a.0, a.1, std::cmp::Reverse(a.4)).cmp(&(b.0, b.1, std::cmp::Reverse(b.4))));
+    rows.truncate(3);
+    let after = rows.iter().map(|r| r.2).max().unwrap_or(0).max(lane.level);
+    let mut windows = Vec::new();
+    for l in w.loops.iter().rev() {
+        if l.level <= after || l.extent.is_none_or(|e| e > 4) {
+            break;
+        }
+        windows.push((l.iter.clone(), l.extent.unwrap_or(0)));
+    }
+    Some(Block {
+        target: t.tensor.clone(),
+        lane_level: lane.level,
+        lane_iter: lane.iter.clone(),
+        lane_extent: lane.extent.unwrap_or(0),
+        rows: rows.into_iter().map(|r| (r.2, r.3, r.4, r.5)).collect(),
+        windows,
+        dtype: t.dtype,
+    })
+}
+
+fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
+    let lanes = m.lanes(b.dtype).max(1);
+    let regs = m.registers.max(8);
+    let rows: Vec<Choice> =
+        b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
+    out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
+    // nr: the whole lane loop where it is short, else two vectors (or one, three).
+    let e = b.lane_extent as usize;
+    let mut nrs: Vec<Choice> = Vec::new();
+    if e <= 2 * lanes {
+        nrs.push(choice(
+            e,
+            format!(
+                "all {e} iterations of {} in lanes ({} vectors of up to {lanes} lanes): no loop left",
+                b.lane_iter,
+                m.pieces(e, b.dtype)
+            ),
+        ));
+    }
+    for n in [2 * lanes, lanes, 3 * lanes, 4 * lanes] {
+        if n < e {
+            let waste = (e.div_ceil(n) * n - e) as f64 / e as f64;
+            nrs.push(choice(
+                n,
+                format!(
+                    "{n} lanes ({} vectors) a row; {:.0}% of the last block is a tail",
+                    n / lanes,
+                    waste * 100.0
+                ),
+            ));
+        }
+    }
+    out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs.clone());
+    // mr: as many rows as the registers hold accumulators for.
+    let nr0: usize = nrs[0].value.parse().unwrap_or(lanes);
+    let pieces = m.pieces(nr0, b.dtype).max(1);
+    let top = ((regs - pieces - 1) / pieces).clamp(1, 8);
+    let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
+    let mut mrs = vec![top.min(max_rows)];
+    for r in [4, 8, 2, 6] {
+        if r <= max_rows {
+            mrs.push(r);
+        }
+    }
+    out.param(
+        "mr",
+        "mr",
+        "rows of the block",
+        mrs.iter()
+            .map(|&r| {
+                choice(
+                    r,
+                    format!("{r} rows x {pieces} vectors = {} accumulators of {regs} registers", r * pieces),
+                )
+            })
+            .collect(),
+    );
+    out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", b.target, b.lane_level));
+    // Small windows right above the block: unrolled, innermost first.
+    if !b.windows.is_empty() {
+        let names: Vec<String> = b.windows.iter().map(|(n, e)| format!("{n} ({e})")).collect();
+        let size: i64 = b.windows.iter().map(|(_, e)| e).product();
+        let mut us = vec![choice(
+            0,
+            format!(
+                "the window {} kept as loops (the C compiler unrolls short constant loops itself; the path stays short)",
+                names.join(" x ")
+            ),
+        )];
+        if size <= 16 {
+            us.push(choice(
+                b.windows.len(),
+                format!(
+                    "the window {} unrolled: {size} copies of the block's multiply-adds, no loop",
+                    names.join(" x ")
+                ),
+            ));
+        }
+        if b.windows.len() > 1 {
+            us.push(choice(1, format!("{} unrolled", names[0])));
+        }
+        out.param("unroll", "unroll", "small reduction loops above the block, unrolled", us);
+        out.line(&format!("let d = {};", w.loops.len()));
+        out.line("for k in 0..unroll { p = unroll(p, d - k); }");
+    }
+    parallel_outer(out, w, b, m);
+}
+
+/// Threads for the register block's outer loops: the outermost, or it and the next collapsed.
+fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
+    // After register_block the outer loops keep their order (the rows' and lanes' blocks in
+    // the place of the rows and the lanes): level 1 is the first loop, or its blocks.
+    let Some(first) = w.loops.first() else { return };
+    let second = w.loops.get(1);
+    let e1 = first.extent.unwrap_or(1);
+    let cores = m.cores.max(1) as i64;
+    let dp = |l: &crate::ops::schedule::workload::LoopInfo| l.kind == Parallelism::Independent;
+    let mut ch = Vec::new();
+    let collapse_ok = dp(first) && second.is_some_and(|s| dp(s) && s.level != b.lane_level);
+    let one =
+        choice("\"outer\"", format!("{} ({e1}) on threads: {} iterations a core", first.iter, e1 / cores));
+    let two = second.map(|s| {
+        choice(
+            "\"collapse\"",
+            format!(
+                "{} and {} collapsed ({} iterations) on threads: balanced over {cores} cores",
+                first.iter,
+                s.iter,
+                e1 * s.extent.unwrap_or(1)
+            ),
+        )
+    });
+    if collapse_ok && (e1 < 8 * cores || e1 % cores != 0) {
+        ch.extend(two.clone());
+        ch.push(one.clone());
+    } else {
+        ch.push(one.clone());
+        if collapse_ok {
+            ch.extend(two);
+        }
+    }
+    ch.push(choice("\"none\"", "one thread"));
+    out.param("parallel", "parallel", "the outer loops on threads", ch);
+    out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
+    out.line("if parallel == \"collapse\" { p = collapse(p, 1, 2); }");
+}
+
+/// The loops sketch of a perfect nest.
+fn loops(out: &mut Out, state: &State, nest: &Nest, w: &Workload, m: &Machine) -> Result<(), String> {
+    let d = w.loops.len();
+    let k = d.min(crate::ops::explore::MAX_PERMUTED);
+    // Every order of the outer k loops, ranked by the strides along the innermost loop; the
+    // legality of the one a candidate takes is checked by `permute` (isl) when it is evaluated.
+    let _ = (state, nest);
+    let mut orders = all_orders(k);
+    // Score: the strides of the accesses along the innermost loop (the result's counted twice).
+    let innermost = |order: &[usize]| -> usize { if d > k { d } else { order[k - 1] } };
+    let cost = |order: &[usize]| -> i64 {
+        let l = &w.loops[innermost(order) - 1];
+        w.accesses
+            .iter()
+            .map(|a| {
+                let s = a.stride(&l.iter).map_or(1 << 20, |s| s.abs().min(1 << 20));
+                let s = if s == 0 {
+                    0
+                } else if s == 1 {
+                    1
+                } else {
+                    16
+                };
+                if a.write { 2 * s } else { s }
+            })
+            .sum()
+    };
+    orders.sort_by_key(|o| cost(o));
+    orders.truncate(6);
+    if orders.is_empty() {
+        orders.push((1..=k).collect());
+    }
+    let choices = orders
+        .iter()
+        .map(|o| {
+            let names: Vec<String> = o.iter().map(|&lv| w.loops[lv - 1].iter.to_string()).collect();
+            let inner = &w.loops[innermost(o) - 1].iter;
+            choice(
+                format!("{o:?}"),
+                format!("{} ({inner} innermost: stride score {})", names.join(" "), cost(o)),
+            )
+        })
+        .collect();
+    out.param("order", "order", "an order of the outer loops (permute refuses an illegal one)", choices);
+    out.line("p = permute(p, order);");
+    let big = w.loops.iter().rev().take(2).all(|l| l.extent.is_some_and(|e| e >= 128)) && d >= 2;
+    if big {
+        let bytes: u64 = w.accesses.iter().map(|a| a.bytes()).sum();
+        let mut ts = vec![choice(0, "no tiles"), choice(32, "32 x 32 tiles"), choice(64, "64 x 64 tiles")];
+        if bytes > m.caches[1] {
+            ts.swap(0, 1);
+            ts[0].reason = format!(
+                "32 x 32 tiles: the tensors ({} KiB) exceed the L2 ({} KiB)",
+                bytes >> 10,
+                m.caches[1] >> 10
+            );
+        }
+        out.param("tile", "tile", "square tiles of the path", ts);
+        out.line("if tile > 0 { p = tile(p, tile); }");
+    }
+    out.param(
+        "parallel",
+        "parallel",
+        "the outermost loop that runs in parallel, on threads",
+        vec![choice("true", "the outermost parallel loop on threads (isl)"), choice("false", "one thread")],
+    );
+    out.line("let par = parallel_levels(p);");
+    out.line("if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+    out.param(
+        "vectorize",
+        "vectorize",
+        "the innermost loop in lanes",
+        vec![
+            choice("true", "the innermost loop in lanes where it is data-parallel"),
+            choice("false", "no vectors"),
+        ],
+    );
+    out.line("if vectorize && data_parallel_levels(p).contains(depth(p)) { p = vectorize(p, depth(p)); }");
+    // Streaming stores: a result written once (no reduction), larger than the caches.
+    let set_once = w.loops.iter().all(|l| l.kind == Parallelism::Independent);
+    if let Some(t) = w.writes().next().filter(|_| set_once) {
+        let big = t.bytes() > m.caches[2] / 2;
+        let mut ss = vec![
+            choice("false", "ordinary stores"),
+            choice("true", format!("{}'s whole vectors stored around the caches", t.tensor)),
+        ];
+        if big {
+            ss.swap(0, 1);
+            ss[0].reason = format!(
+                "{} ({} MiB) is written once and exceeds half the L3: streaming stores",
+                t.tensor,
+                t.bytes() >> 20
+            );
+        }
+        out.param("stream", "stream", "non-temporal stores of the result", ss);
+        out.line(&format!(
+            "if stream && vectorize && data_parallel_levels(p).contains(depth(p)) {{ p = stream(p, depth(p), {}); }}",
+            t.tensor
+        ));
+    }
+    Ok(())
+}
+
+/// Every permutation of 1..=k, the identity first (lexicographic).
+fn all_orders(k: usize) -> Vec<Vec<usize>> {
+    fn go(rest: &mut Vec<usize>, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if rest.is_empty() {
+            out.push(cur.clone());
+            return;
+        }
+        for i in 0..rest.len() {
+            let x = rest.remove(i);
+            cur.push(x);
+            go(rest, cur, out);
+            cur.pop();
+            rest.insert(i, x);
+        }
+    }
+    let mut out = Vec::new();
+    go(&mut (1..=k).collect(), &mut Vec::new(), &mut out);
+    out
+}
+
+/// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
+/// lanes per nest. Returns the output variables.
+fn several(
+    out: &mut Out,
+    state: &State,
+    nests: &[(Name, Nest)],
+    _m: &Machine,
+) -> Result<Vec<String>, String> {
+    let mut vars = Vec::new();
+    let single = nests.len() == 1;
+    for (k, (name, _)) in nests.iter().enumerate() {
+        let v = if single { "p".to_string() } else { format!("p{}", k + 1) };
+        out.line(&format!("let {v} = {name};"));
+        vars.push(v);
+    }
+    // Fusion of consecutive nests where legal (the deepest level first).
+    let mut kept = vars.clone();
+    if nests.len() > 1 {
+        let mut fused = Vec::new();
+        for k in 0..nests.len() - 1 {
+            let levels = crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?;
+            if let Some(&deepest) = levels.last() {
+                fused.push((k, deepest));
+            }
+        }
+        if let Some(&(k, r)) = fused.first() {
+            let (a, b) = (&vars[k], &vars[k + 1]);
+            out.param(
+                "fuse",
+                "fuse",
+                &format!("{} and {} fused at a level", nests[k].0, nests[k + 1].0),
+                vec![
+                    choice(
+                        r,
+                        format!("fused at level {r} (the deepest legal): each element used while in cache"),
+                    ),
+                    choice(0, "not fused"),
+                ],
+            );
+            out.line(&format!("if fuse > 0 {{ {a} = fuse_outer({a}, {b}, fuse); }}"));
+            kept = vars.clone();
+            out.line(&format!(
+                "let parts = if fuse > 0 {{ [{}] }} else {{ [{}] }};",
+                vars.iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != k + 1)
+                    .map(|(_, v)| v.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                vars.join(", ")
+            ));
+        }
+    }
+    if !out.text.contains("let parts") {
+        out.line(&format!("let parts = [{}];", kept.join(", ")));
+    }
+    out.param(
+        "parallel",
+        "parallel",
+        "each nest's outermost parallel loop on threads",
+        vec![
+            choice("true", "each nest's outermost parallel loop (isl) on threads"),
+            choice("false", "one thread"),
+        ],
+    );
+    out.param(
+        "vectorize",
+        "vectorize",
+        "each nest's innermost loop in lanes",
+        vec![
+            choice("true", "the innermost loop in lanes where it is data-parallel"),
+            choice("false", "no vectors"),
+        ],
+    );
+    out.line("for k in 0..parts.len() {");
+    out.line("    let q = parts[k];");
+    out.line("    let par = parallel_levels(q);");
+    out.line("    if parallel && par.len() > 0 { q = parallelize(q, par[0]); }");
+    out.line("    if vectorize && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
+    out.line("    parts[k] = q;");
+    out.line("}");
+    if single {
+        out.line("p = parts[0];");
+        Ok(vec!["p".to_string()])
+    } else {
+        Ok(vec!["parts".to_string()])
+    }
+}

@@ -1,0 +1,212 @@
+//! What the rules of an automatic schedule read off a nest: its loops (extent at the program's
+//! sizes, and whether isl finds them data-parallel, reductions or carrying a dependence), the
+//! tensors it writes and reads with each one's stride along each loop, and its arithmetic.
+
+use crate::ir::{DType, Expr, Name, Nest, State, TNode};
+use crate::ops::explore::{Parallelism, parallelism};
+
+/// One loop on the nest's single path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopInfo {
+    /// Its level (1-based).
+    pub level: usize,
+    /// Its iterator.
+    pub iter: Name,
+    /// Its trip count at the program's sizes, where the bounds are constants there.
+    pub extent: Option<i64>,
+    /// Data-parallel, a reduction, or carrying a dependence (isl).
+    pub kind: Parallelism,
+}
+
+/// One access of a statement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    /// The tensor.
+    pub tensor: Name,
+    /// Written (the statement's target) or read.
+    pub write: bool,
+    /// Its index.
+    pub index: Vec<Expr>,
+    /// The tensor's extents at the program's sizes (empty where unknown).
+    pub dims: Vec<usize>,
+    /// Its element type.
+    pub dtype: DType,
+}
+
+impl Access {
+    /// Elements between the elements iteration `iter` and `iter + 1` touch (row-major), 0 where
+    /// the access does not depend on `iter`, `None` where an index is not affine in it.
+    pub fn stride(&self, iter: &str) -> Option<i64> {
+        let mut stride = 0i64;
+        let mut step = 1i64;
+        for (k, x) in self.index.iter().enumerate().rev() {
+            if x.mentions(iter) {
+                if !x.is_affine() {
+                    return None;
+                }
+                stride = stride.saturating_add(x.coeff(iter).saturating_mul(step));
+            }
+            step = step.saturating_mul(*self.dims.get(k).unwrap_or(&1) as i64);
+        }
+        Some(stride)
+    }
+
+    /// Whether `iter` appears in the last index only, with coefficient 1: the access is a
+    /// vector load or store in lanes of `iter`.
+    pub fn contiguous_in(&self, iter: &str) -> bool {
+        match self.index.split_last() {
+            Some((last, rest)) => {
+                !rest.iter().any(|x| x.mentions(iter)) && last.is_affine() && last.coeff(iter) == 1
+            }
+            None => false,
+        }
+    }
+
+    /// `A[i][k]`.
+    pub fn text(&self) -> String {
+        let ix: String = self.index.iter().map(|x| format!("[{x}]")).collect();
+        format!("{}{ix}", self.tensor)
+    }
+
+    /// Bytes of the whole tensor.
+    pub fn bytes(&self) -> u64 {
+        self.dims.iter().map(|&d| d as u64).product::<u64>() * self.dtype.size() as u64
+    }
+}
+
+/// A nest as the rules see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// The loops of the single path, outermost first.
+    pub loops: Vec<LoopInfo>,
+    /// Every access of every statement, the targets first within a statement.
+    pub accesses: Vec<Access>,
+    /// The statements, as C writes them.
+    pub statements: Vec<String>,
+    /// Statements in the nest.
+    pub n_stmts: usize,
+    /// Whether the statements sit at the bottom of the path (a perfect nest).
+    pub perfect: bool,
+    /// Floating-point operations of one run (at the program's sizes), where known.
+    pub flops: Option<u64>,
+}
+
+impl Workload {
+    /// The workload of `nest` in `state`.
+    pub fn of(state: &State, nest: &Nest) -> Result<Workload, String> {
+        Workload::read(state, nest, true)
+    }
+
+    /// The workload without asking isl which loops are parallel (each is `Carried`): its keys
+    /// and statements, cheaply.
+    pub fn shape(state: &State, nest: &Nest) -> Result<Workload, String> {
+        Workload::read(state, nest, false)
+    }
+
+    fn read(state: &State, nest: &Nest, classify: bool) -> Result<Workload, String> {
+        let consts = |v: &str| state.constant(v);
+        let path = nest.view().path();
+        let par = if classify {
+            parallelism(state, nest)?
+        } else {
+            path.iter().enumerate().map(|(k, l)| (k + 1, l.iter.clone(), Parallelism::Carried)).collect()
+        };
+        let mut loops = Vec::new();
+        for ((level, iter, kind), l) in par.into_iter().zip(&path) {
+            let extent = match (l.lb.eval(&consts), l.ub.eval(&consts)) {
+                (Ok(a), Ok(b)) => Some((b - a + 1).max(0)),
+                _ => None,
+            };
+            loops.push(LoopInfo { level, iter, extent, kind });
+        }
+        let perfect = path.last().is_some_and(|l| l.body.iter().all(|x| x.as_loop().is_none()));
+        let stmts = nest.stmts();
+        let mut accesses = Vec::new();
+        let mut statements = Vec::new();
+        let mut flops_per_instance = 0u64;
+        for s in &stmts {
+            let Some(lowered) = crate::ir::lower::lower(s) else { continue };
+            statements.push(s.to_string());
+            flops_per_instance += crate::ir::lower::flops(&lowered).max(1);
+            let mut push = |leaf: &TNode, write: bool| {
+                let Some(id) = leaf.id() else { return };
+                let dims = state.real_tensor(id).and_then(|t| t.extents_at(&consts).ok()).unwrap_or_default();
+                let index = leaf.index_list().unwrap_or(&[]).to_vec();
+                let a = Access { tensor: id.clone(), write, index, dims, dtype: leaf.dtype };
+                if !accesses.contains(&a) {
+                    accesses.push(a);
+                }
+            };
+            push(&lowered.target, true);
+            for leaf in lowered.rhs.indexed_leaves() {
+                if leaf.is_tensor_leaf() {
+                    push(leaf, false);
+                }
+            }
+        }
+        let instances = if perfect {
+            loops.iter().try_fold(1u64, |n, l| l.extent.map(|e| n.saturating_mul(e.max(0) as u64)))
+        } else {
+            None
+        };
+        Ok(Workload {
+            loops,
+            accesses,
+            n_stmts: stmts.len(),
+            statements,
+            perfect,
+            flops: instances.map(|n| n.saturating_mul(flops_per_instance)),
+        })
+    }
+
+    /// The loop over `iter`.
+    pub fn find(&self, iter: &str) -> Option<&LoopInfo> {
+        self.loops.iter().find(|l| &*l.iter == iter)
+    }
+
+    /// The written accesses.
+    pub fn writes(&self) -> impl Iterator<Item = &Access> {
+        self.accesses.iter().filter(|a| a.write)
+    }
+
+    /// The read accesses.
+    pub fn reads(&self) -> impl Iterator<Item = &Access> {
+        self.accesses.iter().filter(|a| !a.write)
+    }
+
+    /// The element type most accesses have (the kernel's arithmetic).
+    pub fn dtype(&self) -> DType {
+        let floats = self.accesses.iter().filter(|a| a.dtype == DType::Float).count();
+        if floats * 2 > self.accesses.len() { DType::Float } else { DType::Double }
+    }
+
+    /// The key of the workload in the tuning database: its statements and the extents of its
+    /// loops and tensors, independent of names given to variables.
+    pub fn key(&self) -> String {
+        let loops: Vec<String> =
+            self.loops.iter().map(|l| format!("{}:{}", l.iter, l.extent.unwrap_or(-1))).collect();
+        format!("{} | {}", self.statements.join("; "), loops.join(" "))
+    }
+
+    /// The statements alone (the same workload at another shape shares them).
+    pub fn shape_free_key(&self) -> String {
+        self.statements.join("; ")
+    }
+
+    /// In a comment line: `n 32 data-parallel, c 32 reduction`.
+    pub fn describe_loops(&self) -> String {
+        let kinds: Vec<String> = self
+            .loops
+            .iter()
+            .map(|l| {
+                let k = match l.kind {
+                    Parallelism::Independent => "data-parallel",
+                    Parallelism::Reduction => "reduction",
+                    Parallelism::Carried => "carried",
+                };
+                format!("{} ({}, {k})", l.iter, l.extent.map_or("?".into(), |e| e.to_string()))
+            })
+            .collect();
+        kinds.join(", ")
+    }
+}

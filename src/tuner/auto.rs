@@ -1,0 +1,271 @@
+//! Automatic schedules at the command line: the generated space of a program (`teml tune FILE`
+//! on a program without `param`, `teml auto --emit-space`), and `teml auto`: the space's point
+//! the machine model prefers, written as a `.teml` path with each decision's reason, in well
+//! under a second and without measuring anything.
+
+use super::db::{self, Db};
+use crate::ir::{Name, Params, State};
+use crate::ops::schedule::{self, Machine, Space, Workload};
+use crate::pipeline::{self, Program};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A program's generated space, written as a script.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The script.
+    pub path: PathBuf,
+    /// What the rules decided and why.
+    pub space: Space,
+    /// The kernel's workload (its first nest) and the database's keys.
+    pub workload: Option<Workload>,
+    /// The key of the whole kernel in the tuning database.
+    pub key: String,
+    /// Its key without the sizes.
+    pub statements: String,
+}
+
+/// `p` relative to the folder `from` (both made absolute first), for a script's directive.
+pub fn relative(from: &Path, p: &Path) -> PathBuf {
+    let abs = |x: &Path| std::path::absolute(x).unwrap_or_else(|_| x.to_path_buf());
+    let (from, to) = (super::normalize(&abs(from)), super::normalize(&abs(p)));
+    let a: Vec<_> = from.components().collect();
+    let b: Vec<_> = to.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if common == 0 {
+        return to;
+    }
+    let mut out = PathBuf::new();
+    for _ in common..a.len() {
+        out.push("..");
+    }
+    for c in &b[common..] {
+        out.push(c);
+    }
+    out
+}
+
+/// Evaluates `program` (a `.teml` file) at `defines`: its state, with at least one kernel.
+pub fn program_state(
+    program: &Path,
+    defines: &BTreeMap<Name, i64>,
+    unchecked: bool,
+) -> Result<State, String> {
+    let state = Program::file(program, defines.clone(), unchecked).eval().map_err(|e| e.to_string())?;
+    if state.kernels.is_empty() {
+        return Err(format!(
+            "{}: expected a program with a codegen statement (the kernel to schedule), found none",
+            program.display()
+        ));
+    }
+    Ok(state)
+}
+
+/// The database keys of a program's first kernel: (workload with sizes, statements alone).
+pub fn keys(state: &State) -> Result<(String, String, Option<Workload>), String> {
+    let req = state.kernels.first().ok_or("no kernel")?;
+    let nests = pipeline::untransformed(state, req).map_err(|e| e.to_string())?;
+    let mut keys = Vec::new();
+    let mut shape_free = Vec::new();
+    let mut first = None;
+    for n in &nests {
+        let w = Workload::shape(state, n)?;
+        keys.push(w.key());
+        shape_free.push(w.shape_free_key());
+        first.get_or_insert(w);
+    }
+    Ok((keys.join(" || "), shape_free.join(" || "), first))
+}
+
+/// Generates the space of `program`'s first kernel and writes it to `to`.
+pub fn generate(
+    program: &Path,
+    defines: &BTreeMap<Name, i64>,
+    unchecked: bool,
+    to: &Path,
+) -> Result<Generated, String> {
+    let state = program_state(program, defines, unchecked)?;
+    let req = &state.kernels[0];
+    let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (text, space) = schedule::script(&state, req, &Machine::this(), &relative(dir, program))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::write(to, text).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+    let (key, statements, workload) = keys(&state)?;
+    Ok(Generated { path: to.to_path_buf(), space, workload, key, statements })
+}
+
+/// What `teml auto` is asked.
+#[derive(Clone, Debug)]
+pub struct AutoOptions {
+    /// The program (`.teml`).
+    pub program: PathBuf,
+    /// Named constants.
+    pub defines: BTreeMap<Name, i64>,
+    /// `--unchecked`.
+    pub unchecked: bool,
+    /// Where space.rhai and auto.teml go.
+    pub out: PathBuf,
+    /// The tuning database (None: not read).
+    pub db: Option<PathBuf>,
+    /// The threads the path will run on (the database's records are per thread count).
+    pub threads: usize,
+}
+
+/// One decision of the chosen path.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decided {
+    /// The parameter.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What `teml auto` chose.
+#[derive(Clone, Debug, Serialize)]
+pub struct AutoReport {
+    /// The generated space.
+    pub space: PathBuf,
+    /// The path, a `.teml` file.
+    pub path: PathBuf,
+    /// Where the choice came from: `model`, `database` or `untransformed`.
+    pub source: String,
+    /// The decisions, with reasons.
+    pub decisions: Vec<Decided>,
+    /// Points of the space evaluated before one was legal.
+    pub tried: usize,
+    /// Seconds the choice took.
+    pub seconds: f64,
+    /// Notes: why a preferred point was refused, a database problem.
+    pub notes: Vec<String>,
+}
+
+/// `teml auto`: the model's point of the generated space (or the database's best record of this
+/// workload on this machine), written as `OUT/auto.teml`.
+pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
+    let t0 = Instant::now();
+    let space_path = o.out.join("space.rhai");
+    let g = generate(&o.program, &o.defines, o.unchecked, &space_path)?;
+    let mut notes = Vec::new();
+    let eval = |values: BTreeMap<String, String>| {
+        let params = Params { values, ..Params::default() };
+        let env = pipeline::script_env_with(pipeline::RunOptions::default(), false);
+        Program::with_params(&g.path, o.defines.clone(), o.unchecked, params, env).eval()
+    };
+    let mut tried = 0;
+    let mut chosen: Option<(State, String)> = None;
+    // The database first: the best record of this workload on this machine.
+    if let Some(path) = &o.db {
+        let d = Db::open(path);
+        notes.extend(d.notes.iter().cloned());
+        if let Some(best) = d.best(&g.key, &db::machine_key(o.threads), db::GENERATED) {
+            tried += 1;
+            match eval(best.params.clone()) {
+                Ok(s) if !s.kernels.is_empty() => {
+                    chosen = Some((s, format!("database ({:.3} ms measured, verified)", best.median_s * 1e3)))
+                }
+                Ok(_) => {}
+                Err(e) => notes.push(format!("the database's best record does not replay here: {e}")),
+            }
+        }
+    }
+    if chosen.is_none() {
+        let mut ev = |values: &BTreeMap<String, String>| match eval(values.clone()) {
+            Ok(s) if !s.kernels.is_empty() => Ok(s),
+            Ok(_) => Err("no kernel".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match schedule::first_legal(&g.space, &mut ev) {
+            Ok((s, k)) => {
+                tried += k;
+                chosen = Some((s, "model".into()));
+            }
+            Err(why) => {
+                tried += schedule::neighbours(&g.space).len().min(schedule::MAX_TRIES);
+                notes.extend(why);
+            }
+        }
+    }
+    let path = o.out.join("auto.teml");
+    let setting: Vec<String> = o.defines.iter().map(|(n, v)| format!(" -D {n}={v}")).collect();
+    let machine = crate::runtime::host::Host::this().describe();
+    let Some((state, source)) = chosen else {
+        // No point of the space is legal here: the program as written, with the reason.
+        let text = std::fs::read_to_string(&o.program)
+            .map_err(|e| format!("cannot read {}: {e}", o.program.display()))?;
+        let why = notes.first().cloned().unwrap_or_else(|| "the rules found nothing to schedule".into());
+        let header = format!(
+            "# `teml auto {}{}` found no legal point in its generated space ({}): the program as written.\n# Why: {why}\n\n",
+            o.program.display(),
+            setting.concat(),
+            space_path.display()
+        );
+        std::fs::write(&path, format!("{header}{text}"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        return Ok(AutoReport {
+            space: space_path,
+            path,
+            source: "untransformed".into(),
+            decisions: Vec::new(),
+            tried,
+            seconds: t0.elapsed().as_secs_f64(),
+            notes,
+        });
+    };
+    let decisions: Vec<Decided> = state
+        .params
+        .seen
+        .iter()
+        .map(|s| Decided {
+            name: s.name.clone(),
+            value: s.value.clone(),
+            reason: g.space.reason(&s.name, &s.value).unwrap_or("").to_string(),
+        })
+        .collect();
+    let mut header = format!(
+        "# Chosen by `teml auto {}{}` from the {source}, without measuring, for this machine:\n#   {machine}; {}.\n",
+        o.program.display(),
+        setting.concat(),
+        Machine::this().describe()
+    );
+    header.push_str(&format!(
+        "# The generated space: {} (teml tune searches it). Each decision and its reason:\n",
+        space_path.display()
+    ));
+    for d in &decisions {
+        header.push_str(&format!("#   {} = {}: {}\n", d.name, d.value, d.reason));
+    }
+    let text = super::replay(&space_path, &state, &header)?;
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(AutoReport {
+        space: space_path,
+        path,
+        source,
+        decisions,
+        tried,
+        seconds: t0.elapsed().as_secs_f64(),
+        notes,
+    })
+}
+
+/// The report in words.
+pub fn summary(r: &AutoReport) -> String {
+    let mut s = format!(
+        "teml auto: {} ({} point{} tried, {:.2} s)\n",
+        r.source,
+        r.tried,
+        if r.tried == 1 { "" } else { "s" },
+        r.seconds
+    );
+    for d in &r.decisions {
+        s.push_str(&format!("  {} = {}: {}\n", d.name, d.value, d.reason));
+    }
+    for n in &r.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s.push_str(&format!("path: {}\nspace: {}\n", r.path.display(), r.space.display()));
+    s
+}

@@ -1,0 +1,215 @@
+//! The tuning database: every verified, timed candidate with its workload (the kernel's
+//! statements and extents), the machine (its CPU and the threads), the space and choices that
+//! made it, its path and its time. One JSON object per line, appended as candidates finish, so
+//! a team shares one file and merges files by concatenating them (`cat a.jsonl b.jsonl`): a
+//! line that does not parse (a truncated last line, another version's format) is reported and
+//! skipped, never trusted.
+//!
+//! `teml auto` replays the best record of the same workload on the same machine at once;
+//! `teml tune` measures it first, and seeds its search with the records of the same statements
+//! at other sizes (their choices, where they are among this size's choices).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The format's version: records of another are reported and ignored.
+pub const VERSION: u32 = 1;
+
+/// The `space` of records made by generated spaces (their choices replay in any generated
+/// space of the same workload).
+pub const GENERATED: &str = "generated";
+
+/// One measured candidate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The workload: statements and extents.
+    pub workload: String,
+    /// The statements alone.
+    pub statements: String,
+    /// The machine and threads ([`machine_key`]).
+    pub machine: String,
+    /// The machine in words.
+    pub host: String,
+    /// [`GENERATED`], or the space's file name.
+    pub space: String,
+    /// The choices, by their text.
+    pub params: BTreeMap<String, String>,
+    /// The path (the builtin calls that made the kernel's nests).
+    pub path: Vec<String>,
+    /// Verified median, seconds.
+    pub median_s: f64,
+    /// Seconds since the epoch when it was measured.
+    pub when: u64,
+    /// The cost model's features of the candidate ([`super::model::features`]).
+    #[serde(default)]
+    pub features: Vec<f32>,
+}
+
+/// The database's default file: `$TEML_TUNING_DB`, else `teml/tuning.jsonl` in the user's cache
+/// folder.
+pub fn default_path() -> PathBuf {
+    if let Ok(p) = std::env::var("TEML_TUNING_DB")
+        && !p.trim().is_empty()
+    {
+        return PathBuf::from(p);
+    }
+    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("teml").join("tuning.jsonl")
+}
+
+/// The machine a time belongs to: the CPU (architecture, model, flags) and the threads.
+pub fn machine_key(threads: usize) -> String {
+    let host = crate::runtime::host::Host::this();
+    format!("{:016x}/{threads}t", crate::ir::params::hash(&host.cpu_key()))
+}
+
+/// The records of a file.
+#[derive(Clone, Debug, Default)]
+pub struct Db {
+    /// Its records, in order.
+    pub entries: Vec<Entry>,
+    /// Lines skipped, and why.
+    pub notes: Vec<String>,
+}
+
+impl Db {
+    /// Reads `path` (an absent file is an empty database); lines that do not parse, or are of
+    /// another version, are skipped with a note.
+    pub fn open(path: &Path) -> Db {
+        let mut db = Db::default();
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return db,
+            Err(e) => {
+                db.notes.push(format!("tuning database {}: cannot read it ({e}): ignored", path.display()));
+                return db;
+            }
+        };
+        let mut bad = Vec::new();
+        let mut other = 0;
+        for (k, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(v) if v.get("version").and_then(|x| x.as_u64()) != Some(VERSION as u64) => other += 1,
+                Ok(v) => match serde_json::from_value::<Entry>(v) {
+                    Ok(e) if e.median_s.is_finite() && e.median_s > 0.0 => db.entries.push(e),
+                    _ => bad.push(k + 1),
+                },
+                Err(_) => bad.push(k + 1),
+            }
+        }
+        if !bad.is_empty() {
+            let lines: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
+            db.notes.push(format!(
+                "tuning database {}: {} line{} that do not parse (line {}{}): skipped",
+                path.display(),
+                bad.len(),
+                if bad.len() == 1 { "" } else { "s" },
+                lines.join(", "),
+                if bad.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+        if other > 0 {
+            db.notes.push(format!(
+                "tuning database {}: {other} record{} of another version (not {VERSION}): ignored",
+                path.display(),
+                if other == 1 { "" } else { "s" }
+            ));
+        }
+        db
+    }
+
+    /// The fastest record of `workload` on `machine` from `space`.
+    pub fn best(&self, workload: &str, machine: &str, space: &str) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .filter(|e| e.workload == workload && e.machine == machine && e.space == space)
+            .min_by(|a, b| a.median_s.total_cmp(&b.median_s))
+    }
+
+    /// Seeds for a search of `workload`: the best record of each other size of the same
+    /// statements on `machine` from `space`, fastest (relative to its own size) first; then
+    /// the best of this workload itself first of all.
+    pub fn seeds(&self, workload: &str, statements: &str, machine: &str, space: &str) -> Vec<&Entry> {
+        let mut best: BTreeMap<&str, &Entry> = BTreeMap::new();
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| e.statements == statements && e.machine == machine && e.space == space)
+        {
+            let slot = best.entry(e.workload.as_str()).or_insert(e);
+            if e.median_s < slot.median_s {
+                *slot = e;
+            }
+        }
+        let mut out: Vec<&Entry> = best.values().copied().collect();
+        out.sort_by_key(|e| e.workload != workload);
+        out
+    }
+}
+
+/// Appends a record as one line (one write, so that concurrent writers on one file interleave
+/// whole lines).
+pub fn append(path: &Path, e: &Entry) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    }
+    let mut line = serde_json::to_string(e).map_err(|err| err.to_string())?;
+    line.push('\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|err| format!("cannot append to the tuning database {}: {err}", path.display()))
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(workload: &str, t: f64) -> Entry {
+        Entry {
+            version: VERSION,
+            workload: workload.into(),
+            statements: "C += A * B".into(),
+            machine: "m/2t".into(),
+            host: "h".into(),
+            space: GENERATED.into(),
+            params: [("mr".to_string(), "4".to_string())].into_iter().collect(),
+            path: vec![],
+            median_s: t,
+            when: 0,
+            features: vec![],
+        }
+    }
+
+    #[test]
+    fn corrupt_and_foreign_lines_are_reported_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("db.jsonl");
+        append(&p, &entry("w1", 2.0)).unwrap();
+        append(&p, &entry("w1", 1.0)).unwrap();
+        append(&p, &entry("w2", 0.5)).unwrap();
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str("{\"version\": 99, \"x\": 1}\n{\"version\": 1, \"workl");
+        std::fs::write(&p, text).unwrap();
+        let db = Db::open(&p);
+        assert_eq!(db.entries.len(), 3);
+        assert_eq!(db.notes.len(), 2, "{:?}", db.notes);
+        assert_eq!(db.best("w1", "m/2t", GENERATED).unwrap().median_s, 1.0);
+        assert!(db.best("w1", "other/2t", GENERATED).is_none());
+        let seeds = db.seeds("w2", "C += A * B", "m/2t", GENERATED);
+        assert_eq!(seeds.iter().map(|e| e.workload.as_str()).collect::<Vec<_>>(), ["w2", "w1"]);
+    }
+}
