@@ -27,6 +27,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         ":legal ID",
         "is the nest legal? (the dependences it keeps, or a witness of the one it breaks), its legal loop orders, and which of its loops are data-parallel or reductions",
     ),
+    (
+        ":auto ID",
+        "the path `teml auto` picks for the nest ID without measuring, each decision with its reason (auto(ID) returns it as a nest)",
+    ),
     (":history ID", "the builtin calls that made the nest ID, from its build, as .teml statements"),
     (":run ID", "compile the nest ID, run it and verify it against the untransformed program"),
     (":time ID", ":run, then time it and the untransformed build (speedup)"),
@@ -400,6 +404,14 @@ impl Repl {
                     list.join(" "),
                     loops.join("\n")
                 ))
+            }
+            ":auto" => {
+                let id = need("a loop nest")?;
+                self.request(id)?;
+                let Some(Value::Nest(n)) = self.state.get(id) else {
+                    return Err(format!("`{id}` is not a loop nest"));
+                };
+                crate::tuner::auto::explain(&self.state, id, n)
             }
             ":run" | ":time" => {
                 let id = need("a loop nest")?;

@@ -269,3 +269,41 @@ pub fn summary(r: &AutoReport) -> String {
     s.push_str(&format!("path: {}\nspace: {}\n", r.path.display(), r.space.display()));
     s
 }
+
+/// The REPL's `:auto l`: the path `teml auto` picks for the nest `name` of the session, each
+/// decision with its reason, and the path's steps.
+pub fn explain(state: &State, name: &str, nest: &crate::ir::Nest) -> Result<String, String> {
+    let space = schedule::generate(state, &[(Name::from(name), nest.clone())], &Machine::this())?;
+    let src = format!("{}codegen(p);\n", space.body);
+    let start = State { kernels: Vec::new(), params: Params::default(), ..state.clone() };
+    let mut eval = |values: &BTreeMap<String, String>| {
+        let s = State { params: Params { values: values.clone(), ..Params::default() }, ..start.clone() };
+        match crate::script::eval(&src, ":auto", &s) {
+            Ok(s) if !s.kernels.is_empty() => Ok(s),
+            Ok(_) => Err("no kernel".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let (s, tried) = schedule::first_legal(&space, &mut eval)
+        .map_err(|why| format!(":auto: no point of the generated space is legal here: {}", why.join("; ")))?;
+    let mut out =
+        format!("{name}: teml auto's path ({tried} point{} tried)\n", if tried == 1 { "" } else { "s" });
+    for seen in &s.params.seen {
+        out.push_str(&format!(
+            "  {} = {}: {}\n",
+            seen.name,
+            seen.value,
+            space.reason(&seen.name, &seen.value).unwrap_or("")
+        ));
+    }
+    out.push_str("path:\n");
+    for n in &s.kernels[0].nests {
+        for l in n.history.lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "(`auto({name})` returns it as a nest to continue from; `auto_space({name})` is the space to tune)"
+    ));
+    Ok(out)
+}

@@ -5,6 +5,7 @@
 mod common;
 
 mod affine_results;
+mod auto;
 mod bench;
 mod cli;
 mod codegen_golden;

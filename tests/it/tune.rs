@@ -44,6 +44,7 @@ fn tune(dir: &Path, args: &[&str]) -> (Value, String) {
         .arg(dir.join("out"))
         .args(args)
         .env("TEML_CACHE_DIR", dir.join("cache"))
+        .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
@@ -308,6 +309,7 @@ fn a_space_with_errors_is_the_users_to_fix() {
         .arg(dir.path().join("space.rhai"))
         .arg("--out")
         .arg(dir.path().join("out"))
+        .arg("--no-db")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

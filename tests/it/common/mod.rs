@@ -198,20 +198,21 @@ pub fn kernel_cache() -> std::path::PathBuf {
 }
 
 /// Runs the `teml` binary with `args`, with the shared kernel cache ([`kernel_cache`]); `dir` is
-/// the test's own folder (its files).
-pub fn teml_in(_dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+/// the test's own folder (its files, and its own tuning database).
+pub fn teml_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(args)
         .env("TEML_CACHE_DIR", kernel_cache())
+        .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"))
         .output()
         .unwrap()
 }
 
 /// Runs the binary (the shared kernel cache) with `vector_bits` as `TEML_VECTOR_BITS`
 /// (`None`: the host's): whether it succeeded, and what it printed (stdout, then stderr).
-pub fn teml_bits(_dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]) -> (bool, String) {
+pub fn teml_bits(dir: &std::path::Path, vector_bits: Option<&str>, args: &[&str]) -> (bool, String) {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_teml"));
-    c.args(args).env("TEML_CACHE_DIR", kernel_cache());
+    c.args(args).env("TEML_CACHE_DIR", kernel_cache()).env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"));
     if let Some(bits) = vector_bits {
         c.env("TEML_VECTOR_BITS", bits);
     }

@@ -1,0 +1,240 @@
+//! Automatic schedules as a user meets them, with the real binary and compiler, on kernels no
+//! script of the repository covers: `teml auto` (the model's path with its reasons, verified,
+//! replayed), `teml tune` on a program without `param` (the generated space, the learned model,
+//! the tuning database), `--emit-space`, `auto_space(l)` in a hand-written space, and programs
+//! the rules can do little with. No timing is asserted.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A convolution with one group (no script here covers it): O[n][k][y][x] += I * F.
+const CONV: &str = "NB = 2\nK = 8\nC = 3\nH = 6\nR = 3\n\
+I = tensor([NB, C, H+R-1, H+R-1])\nF = tensor([K, C, R, R])\nO = tensor([NB, K, H, H])\ninit(O, 0)\n\
+P = vmul(I, F, [[n, c, y+r, x+s], [k, c, r, s]])\nO = add(O, P, [[n, k, y, x], ] -> [n, k, y, x])\n\
+l = build(O)\ncodegen(l)\n";
+
+/// A tensor-times-matrix contraction, C[a][b][e] = sum_d A[a][d][e] B[d][b].
+const TTM: &str = "NA = 6\nND = 10\nNE = 12\nA = tensor([NA, ND, NE])\nB = tensor([ND, NA])\n\
+C = tensor([NA, NA, NE])\ninit(C, 0)\nP = vmul(A, B, [[a, d, e], [d, b]])\nC = add(C, P, [[a, b, e], ] -> [a, b, e])\n";
+
+fn teml(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(args)
+        .current_dir(dir)
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn write(dir: &Path, name: &str, src: &str) -> String {
+    std::fs::write(dir.join(name), src).unwrap();
+    name.to_string()
+}
+
+#[test]
+fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "conv.teml", CONV);
+    let o = teml(d.path(), &["auto", &f, "--threads", "2", "--out", "a"]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("teml auto: model") && out.contains("verified") && out.contains("time:"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("# Chosen by `teml auto conv.teml`"), "{path}");
+    // Every decision carries its reason; the block is on O, contiguous in x.
+    assert!(path.contains("#   sketch = register_block: O contiguous in x"), "{path}");
+    assert!(path.lines().filter(|l| l.starts_with("#   ") && l.contains(": ")).count() >= 4, "{path}");
+    assert!(path.contains("register") || path.contains("registers("), "{path}");
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.starts_with("// program: ../conv.teml\n"), "{space}");
+    let o = teml(d.path(), &["run", "a/auto.teml", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}
+
+#[test]
+fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_the_best() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "ttm.teml", &format!("{TTM}l = build(C)\ncodegen(l)\n"));
+    let args = [
+        "tune",
+        &f,
+        "--budget",
+        "5",
+        "--strategy",
+        "model",
+        "--json",
+        "--no-anchors",
+        "--min-time",
+        "0",
+        "--leaders",
+        "2",
+        "--rounds",
+        "1",
+        "--threads",
+        "2",
+        "--out",
+        "t",
+    ];
+    let o = teml(d.path(), &args);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("asks for no param") && notes.contains("space.rhai"), "{notes}");
+    assert!(report["best"]["key"].as_str().unwrap().contains("sketch="), "{report}");
+    assert_eq!(report["strategy"], "model");
+    let best = d.path().join("t/best.teml");
+    let o = teml(d.path(), &["run", best.to_str().unwrap(), "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+    // Every measured candidate is in the database, with its workload, machine and path.
+    let db = std::fs::read_to_string(d.path().join("tuning-db.jsonl")).unwrap();
+    let records: Vec<Value> = db.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!records.is_empty());
+    for r in &records {
+        assert_eq!(r["space"], "generated");
+        assert!(r["workload"].as_str().unwrap().contains("a:6"), "{r}");
+        assert!(r["median_s"].as_f64().unwrap() > 0.0);
+        assert!(r["path"][0].as_str().unwrap().contains("build(C)"), "{r}");
+        assert_eq!(r["features"].as_array().unwrap().len(), 20);
+    }
+    // teml auto now replays the fastest record instead of asking the model.
+    let o = teml(d.path(), &["auto", &f, "--no-run", "--out", "a"]);
+    assert!(o.status.success() && text(&o).contains("teml auto: database"), "{}", text(&o));
+    // The same statements at another size: the records seed the search.
+    let o = teml(
+        d.path(),
+        &[
+            "tune",
+            &f,
+            "-D",
+            "NE=20",
+            "--budget",
+            "2",
+            "--json",
+            "--no-anchors",
+            "--min-time",
+            "0",
+            "--rounds",
+            "1",
+            "--out",
+            "t2",
+        ],
+    );
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert!(report["notes"].to_string().contains("measured first"), "{report}");
+}
+
+#[test]
+fn the_emitted_space_is_a_script_to_edit_and_tune() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "conv.teml", CONV);
+    let o = teml(d.path(), &["auto", &f, "--emit-space", "s/conv_space.rhai"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = std::fs::read_to_string(d.path().join("s/conv_space.rhai")).unwrap();
+    assert!(s.starts_with("// program: ../conv.teml\n"), "{s}");
+    assert!(s.contains("param(\"sketch\", [\"register_block\", \"loops\"])"), "{s}");
+    assert!(s.contains("// loops: n (2, data-parallel)"), "{s}");
+    // At its first choices it is teml auto's path; any other point runs too.
+    for extra in [&[][..], &["--param", "sketch=loops"][..]] {
+        let mut args = vec!["run", "s/conv_space.rhai", "-q"];
+        args.extend_from_slice(extra);
+        let o = teml(d.path(), &args);
+        assert!(o.status.success() && text(&o).contains("verified"), "{extra:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn a_hand_written_space_starts_from_auto_space_and_auto_continues_a_path() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "ttm.teml", &format!("{TTM}l = build(C)\n"));
+    let space = "// program: ttm.teml\nlet p = auto_space(l);\n\
+        if param(\"mine\", [false, true]) { p = unroll(p, depth(p)); }\ncodegen(p);\n";
+    let f = write(d.path(), "space.rhai", space);
+    let o = teml(
+        d.path(),
+        &[
+            "tune",
+            &f,
+            "--budget",
+            "3",
+            "--strategy",
+            "exhaustive",
+            "--json",
+            "--no-anchors",
+            "--min-time",
+            "0",
+            "--rounds",
+            "1",
+            "--out",
+            "t",
+        ],
+    );
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(report["candidates"], 3, "{report}");
+    let keys = std::fs::read_to_string(d.path().join("t/log.jsonl")).unwrap();
+    assert!(keys.contains("sketch=") && keys.contains("mine="), "{keys}");
+    let f = write(
+        d.path(),
+        "cont.rhai",
+        "// program: ttm.teml\nlet q = auto(l);\nprint(history(q).len() > 1);\ncodegen(q);\n",
+    );
+    let o = teml(d.path(), &["run", &f, "-q"]);
+    assert!(o.status.success() && text(&o).contains("true") && text(&o).contains("verified"), "{}", text(&o));
+}
+
+#[test]
+fn programs_the_rules_can_do_little_with_still_get_a_valid_answer() {
+    let d = tempfile::tempdir().unwrap();
+    // Shapes of 1, and a kernel of one statement instance.
+    let ones =
+        "A = tensor([1, 1])\nB = tensor([1, 1])\nC = contract(A, B, [2, 1])\nl = build(C)\ncodegen(l)\n";
+    let scalar =
+        "A = tensor([1])\nB = tensor([1])\nS = add(A, B, [[i], [i]] -> [i])\nl = build(S)\ncodegen(l)\n";
+    for (name, src) in [("ones.teml", ones), ("one.teml", scalar)] {
+        let f = write(d.path(), name, src);
+        let o = teml(d.path(), &["auto", &f, "--threads", "1", "--out", &format!("o_{name}")]);
+        assert!(o.status.success() && text(&o).contains("verified"), "{name}: {}", text(&o));
+    }
+    // No kernel: a clear error.
+    let f = write(d.path(), "none.teml", "A = tensor([4])\n");
+    let o = teml(d.path(), &["auto", &f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("expected a program with a codegen statement"), "{}", text(&o));
+    // A corrupt database is reported and ignored.
+    std::fs::write(d.path().join("tuning-db.jsonl"), "{not json\n{\"version\": 7}\n").unwrap();
+    let f = write(d.path(), "conv.teml", CONV);
+    let o = teml(d.path(), &["auto", &f, "--no-run"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("teml auto: model"), "{out}");
+    assert!(
+        out.contains("1 line that do not parse (line 1)") && out.contains("1 record of another version"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_repl_shows_the_automatic_path_with_its_reasons() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .arg("repl")
+        .current_dir(d.path())
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{TTM}l = build(C)\n:auto l\n:auto A\n:quit\n").as_bytes())
+        .unwrap();
+    let o = c.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("l: teml auto's path") && out.contains("  sketch = "), "{out}");
+    assert!(out.contains("l1 = build(C)"), "{out}");
+}
