@@ -141,6 +141,15 @@ pub struct BenchArgs {
     /// Also draw the speedups as a grouped bar chart (SVG), in the style of the paper's Fig. 11.
     #[arg(long, value_name = "PATH")]
     pub svg: Option<PathBuf>,
+    /// Re-tune the tuned row on this machine first (machines differ: AVX2 on some, AVX-512 on
+    /// others): each kernel's space in scripts/tune/ (the generated space where it has none),
+    /// searched with the learned model for --tune-budget seconds; the winner replaces the
+    /// shipped path in the row, and every candidate goes to the tuning database.
+    #[arg(long)]
+    pub tune: bool,
+    /// Seconds of re-tuning a kernel with --tune.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0, requires = "tune")]
+    pub tune_budget: f64,
 }
 
 /// `teml tune`.
@@ -791,6 +800,8 @@ pub fn bench(a: &BenchArgs) -> i32 {
         run: RunOptions::default(),
         no_anchors: a.no_anchors,
         file_sizes: a.file_sizes,
+        tune: a.tune.then_some(a.tune_budget),
+        db: if a.tune { Some(crate::tuner::db::default_path()) } else { None },
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));

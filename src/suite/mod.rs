@@ -213,6 +213,55 @@ pub struct BenchOptions {
     pub suite: Suite,
     /// The rest: flags, timeouts, cache, worker.
     pub run: RunOptions,
+    /// Re-tune the tuned row on this machine first, for at most this many seconds a kernel
+    /// (`teml bench --tune`): the kernel's space in `scripts/tune/` where it has one, else the
+    /// space the rules generate; the winner replaces the shipped path in the row.
+    pub tune: Option<f64>,
+    /// The tuning database the re-tune reads and records into (`None`: neither).
+    pub db: Option<PathBuf>,
+}
+
+/// Re-tunes kernel `k` at `defines` for at most `secs` seconds: the winner's path, or why not.
+fn retune(
+    o: &BenchOptions,
+    k: &str,
+    base: &Path,
+    defines: &BTreeMap<Name, i64>,
+    secs: f64,
+    out: &Path,
+) -> Result<PathBuf, String> {
+    let space = o.root.join("scripts/tune").join(format!("{k}.rhai"));
+    let space = if o.suite == Suite::Paper && space.exists() { space } else { base.to_path_buf() };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let t = crate::tuner::TuneOptions {
+        space,
+        defines: defines.clone(),
+        fixed: BTreeMap::new(),
+        strategy: crate::tuner::strategy::Strategy::Model,
+        seed: 1,
+        budget: 10_000,
+        time_budget: Some(std::time::Duration::from_secs_f64(secs.max(1.0))),
+        shard: None,
+        log: out.join("log.jsonl"),
+        merge: Vec::new(),
+        out: out.to_path_buf(),
+        jobs: cores,
+        leaders: 3,
+        rounds: 3,
+        anchors: false,
+        unchecked: false,
+        json: true,
+        run: RunOptions {
+            threads: Some(o.threads),
+            timing: Some(Timing { warmup: 1, min_time_s: 0.1, min_reps: 3, max_reps: 50 }),
+            time_untransformed: false,
+            ..o.run.clone()
+        },
+        db: o.db.clone(),
+        generated: false,
+    };
+    let r = crate::tuner::tune(&t, &mut |_| {})?;
+    r.best.and_then(|b| b.replay).ok_or_else(|| "the search found no verified winner".to_string())
 }
 
 /// One variant of one kernel.
@@ -546,7 +595,39 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         let mut base: Option<(Buffers, Vec<Name>)> = None;
         let mut baseline_state: Option<State> = None;
         let mut timers: Vec<(usize, Timer)> = Vec::new();
-        for (name, file) in o.suite.variants(&o.root, k) {
+        // The auto row: `teml auto`'s path at these sizes, on this machine (no measurement, no
+        // tuning database: the rules and the model alone).
+        let auto_dir = tempfile::tempdir().ok();
+        let mut files = o.suite.variants(&o.root, k);
+        if let Some(dir) = &auto_dir {
+            let a = crate::tuner::auto::AutoOptions {
+                program: base_file.clone(),
+                defines: defines.clone(),
+                unchecked: false,
+                out: dir.path().to_path_buf(),
+                db: None,
+                threads: o.threads,
+            };
+            match crate::tuner::auto::auto(&a) {
+                Ok(r) => {
+                    let at = files.iter().position(|(n, _)| *n == "polly").map_or(1, |i| i + 1);
+                    files.insert(at.min(files.len()), ("auto", r.path));
+                }
+                Err(e) => kr.notes.push(format!("auto: {e}")),
+            }
+        }
+        let tune_dir = o.tune.and_then(|_| tempfile::tempdir().ok());
+        if let (Some(secs), Some(dir)) = (o.tune, &tune_dir) {
+            progress(&format!("{k}: re-tuning ({secs:.0} s)"));
+            match retune(o, k, &base_file, &defines, secs, dir.path()) {
+                Ok(best) => match files.iter_mut().find(|(n, _)| *n == "tuned") {
+                    Some(slot) => slot.1 = best,
+                    None => files.push(("tuned", best)),
+                },
+                Err(e) => kr.notes.push(format!("--tune: {e}; the shipped tuned path is kept")),
+            }
+        }
+        for (name, file) in files {
             if !file.exists() {
                 continue;
             }
@@ -724,7 +805,7 @@ pub fn table(report: &Report) -> String {
              expression's (a lifted row runs fewer).\n",
         );
     }
-    for variant in ["pluto", "tuned"] {
+    for variant in ["auto", "pluto", "tuned"] {
         if let Some((g, n)) = geomean_vs_polly(report, variant) {
             s.push_str(&format!(
                 "\n{variant} against Polly on the same C: geometric mean {g:.2}x over the {n} kernels where both verified and ran.\n"

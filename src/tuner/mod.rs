@@ -630,6 +630,8 @@ impl<'a> Tuning<'a> {
                     if res.as_ref().is_err_and(|e| e.to_string().contains("is not among its choices")) {
                         continue;
                     }
+                    // (The strategy does not hear of seeds: an exhaustive odometer keeps its
+                    // reading.)
                     (res, seen, eval_s)
                 }
                 None => {
@@ -637,11 +639,12 @@ impl<'a> Tuning<'a> {
                         exhausted = true;
                         break;
                     };
-                    evaluate(o, p.pinned, p.seed)
+                    let (res, seen, eval_s) = evaluate(o, p.pinned, p.seed);
+                    self.search.evaluated(&seen);
+                    (res, seen, eval_s)
                 }
             };
             self.report.eval_s += eval_s;
-            self.search.evaluated(&seen);
             let key = log::key(&seen);
             if let Some((k, n)) = o.shard
                 && crate::ir::params::hash(&key) % n as u64 != k as u64
@@ -1004,6 +1007,7 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
     let setting = if setting.is_empty() { String::new() } else { format!(", {}", setting.join(" ")) };
     let header = format!(
         "# Tuned by `teml tune {}` ({} search, seed {}, {} candidates, {} threads{}): {}.\n\
+         # Machine: {}.\n\
          # Median {:.3} ms over {} interleaved rounds (spread {:.0}%){}{}.\n",
         o.space.display(),
         o.strategy,
@@ -1012,6 +1016,7 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
         o.run.threads.map_or("default".into(), |t| t.to_string()),
         setting,
         b.key,
+        crate::runtime::host::Host::this().describe(),
         b.median_s * 1e3,
         o.rounds.max(1),
         b.spread * 100.0,
