@@ -33,12 +33,12 @@ pub enum Command {
     /// Search a space of optimization paths (a program with `param(name, choices)`): every
     /// candidate checked for legality, verified and timed; the fastest written back as a
     /// replayable `.teml` script.
-    Tune(TuneArgs),
+    Tune(Box<TuneArgs>),
     /// A schedule without measuring: the point of the space the rules generate from the
     /// program's kernel that the machine model prefers (or the tuning database's best record of
     /// this kernel on this machine), written as a `.teml` path with each decision's reason,
     /// then run verified and timed.
-    Auto(AutoArgs),
+    Auto(Box<AutoArgs>),
     /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
     /// we have), each verified and timed in one run on this machine.
     Bench(BenchArgs),

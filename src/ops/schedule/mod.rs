@@ -84,15 +84,15 @@ pub fn neighbours(space: &Space) -> Vec<std::collections::BTreeMap<String, Strin
     out
 }
 
+/// Evaluates a point given by its choices' text.
+pub type Evaluate<'a, T> = dyn FnMut(&std::collections::BTreeMap<String, String>) -> Result<T, String> + 'a;
+
 /// The most points [`first_legal`] evaluates.
 pub const MAX_TRIES: usize = 64;
 
 /// The first of [`neighbours`] that `eval` accepts: its value and the number of points tried,
 /// or the reasons of the first refusals.
-pub fn first_legal<T>(
-    space: &Space,
-    eval: &mut dyn FnMut(&std::collections::BTreeMap<String, String>) -> Result<T, String>,
-) -> Result<(T, usize), Vec<String>> {
+pub fn first_legal<T>(space: &Space, eval: &mut Evaluate<'_, T>) -> Result<(T, usize), Vec<String>> {
     let mut why = Vec::new();
     for (k, values) in neighbours(space).into_iter().take(MAX_TRIES).enumerate() {
         match eval(&values) {

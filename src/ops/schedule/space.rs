@@ -113,8 +113,7 @@ fn choice(value: impl ToString, reason: impl Into<String>) -> Choice {
 pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Space, String> {
     let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new() };
     let mut facts = Vec::new();
-    let outputs;
-    match nests {
+    let outputs = match nests {
         [] => return Err("expected a kernel with at least one nest, found none".into()),
         [(name, nest)] => {
             let w = Workload::of(state, nest)?;
@@ -128,7 +127,7 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
                 ));
                 several(&mut out, state, &[(name.clone(), nest.clone())], m)?;
             }
-            outputs = vec!["p".to_string()];
+            vec!["p".to_string()]
         }
         many => {
             for (name, nest) in many {
@@ -136,9 +135,9 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
                     facts.push(format!("{name}: {}", w.describe_loops()));
                 }
             }
-            outputs = several(&mut out, state, many, m)?;
+            several(&mut out, state, many, m)?
         }
-    }
+    };
     Ok(Space { body: out.text, outputs, decisions: out.decisions, facts })
 }
 
@@ -320,7 +319,7 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
                         format!(
                             "{k}: an nr-column panel of {} across {k} iterations ({} KiB) keeps half the L1",
                             t.b.as_deref().unwrap_or("the operand"),
-                            k as u64 * elem * 2 * lanes as u64 >> 10
+                            (k as u64 * elem * 2 * lanes as u64) >> 10
                         )
                     },
                 )
@@ -444,7 +443,7 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
     if rows.is_empty() {
         return None;
     }
-    rows.sort_by(|a, b| (a.0, a.1, std::cmp::Reverse(a.4)).cmp(&(b.0, b.1, std::cmp::Reverse(b.4))));
+    rows.sort_by_key(|r| (r.0, r.1, std::cmp::Reverse(r.4)));
     rows.truncate(3);
     let after = rows.iter().map(|r| r.2).max().unwrap_or(0).max(lane.level);
     let mut windows = Vec::new();
