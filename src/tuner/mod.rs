@@ -616,13 +616,9 @@ impl<'a> Tuning<'a> {
         let pool = if ranked { POOL * batch_size } else { batch_size };
         let mut batch: Vec<Candidate> = Vec::new();
         let mut exhausted = false;
-        while batch.len() < pool
-            && self.records.len() + batch.len() < o.budget.max(pool.min(o.budget + pool))
-            && !self.time_up()
-        {
-            if !ranked && self.records.len() + batch.len() >= o.budget {
-                break;
-            }
+        // The model strategy evaluates a whole pool (rank() keeps what the budget allows).
+        let limit = if ranked { usize::MAX } else { o.budget };
+        while batch.len() < pool && self.records.len() + batch.len() < limit && !self.time_up() {
             let (res, seen, eval_s) = match self.seeds.pop_front() {
                 Some(values) => {
                     let (res, seen, eval_s) = evaluate_values(o, BTreeMap::new(), None, values);

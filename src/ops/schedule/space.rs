@@ -119,7 +119,7 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             let w = Workload::of(state, nest)?;
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
-                single(&mut out, state, name, nest, &w, m)?;
+                single(&mut out, name, &w, m);
             } else {
                 facts.push(format!(
                     "{name} is not a perfect nest of one statement ({} statements): its outer loop on threads, its inner loops in lanes",
@@ -162,14 +162,7 @@ fn describe(w: &Workload) -> Vec<String> {
 }
 
 /// The rules for a perfect nest of one statement.
-fn single(
-    out: &mut Out,
-    state: &State,
-    name: &Name,
-    nest: &Nest,
-    w: &Workload,
-    m: &Machine,
-) -> Result<(), String> {
+fn single(out: &mut Out, name: &Name, w: &Workload, m: &Machine) {
     let target = w.writes().next().cloned();
     let tile = target.as_ref().and_then(|t| matmul_like(w, t));
     let block = target.as_ref().and_then(|t| block_plan(w, t, m));
@@ -204,12 +197,11 @@ fn single(
         match kind.as_str() {
             "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
             "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
-            _ => loops(out, state, nest, w, m)?,
+            _ => loops(out, w, m),
         }
         out.indent -= 1;
     }
     out.line("}");
-    Ok(())
 }
 
 /// A matrix product's inner three loops: rows i, columns j (contiguous in the result), a
@@ -386,7 +378,6 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
             o + 4
         ));
     }
-    let _ = &t.k;
 }
 
 /// The register block's plan: the lane loop and the row candidates.
@@ -592,12 +583,11 @@ fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
 }
 
 /// The loops sketch of a perfect nest.
-fn loops(out: &mut Out, state: &State, nest: &Nest, w: &Workload, m: &Machine) -> Result<(), String> {
+fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     let d = w.loops.len();
     let k = d.min(crate::ops::explore::MAX_PERMUTED);
     // Every order of the outer k loops, ranked by the strides along the innermost loop; the
     // legality of the one a candidate takes is checked by `permute` (isl) when it is evaluated.
-    let _ = (state, nest);
     let mut orders = all_orders(k);
     // Score: the strides of the accesses along the innermost loop (the result's counted twice).
     let innermost = |order: &[usize]| -> usize { if d > k { d } else { order[k - 1] } };
@@ -691,7 +681,6 @@ fn loops(out: &mut Out, state: &State, nest: &Nest, w: &Workload, m: &Machine) -
             t.tensor
         ));
     }
-    Ok(())
 }
 
 /// Every permutation of 1..=k, the identity first (lexicographic).
