@@ -21,6 +21,7 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod cluster;
 pub mod codegen;
 pub mod error;
 pub mod export;

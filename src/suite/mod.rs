@@ -219,21 +219,26 @@ pub struct BenchOptions {
     pub tune: Option<f64>,
     /// The tuning database the re-tune reads and records into (`None`: neither).
     pub db: Option<PathBuf>,
+    /// The tuned row from a re-tune on Slurm (`--tuned-from DIR`, the merge job's): each
+    /// kernel's `DIR/kernels/K/best.teml`, its database records merged into `db`.
+    pub tuned_from: Option<PathBuf>,
 }
 
-/// Re-tunes kernel `k` at `defines` for at most `secs` seconds: the winner's path, or why not.
-fn retune(
+/// The search that re-tunes kernel `k` at `defines` for at most `secs` seconds into `out`:
+/// the kernel's space in `scripts/tune/` where the paper suite has one, else the space the
+/// rules generate, with the learned model.
+fn retune_options(
     o: &BenchOptions,
     k: &str,
     base: &Path,
     defines: &BTreeMap<Name, i64>,
     secs: f64,
     out: &Path,
-) -> Result<PathBuf, String> {
+) -> crate::tuner::TuneOptions {
     let space = o.root.join("scripts/tune").join(format!("{k}.rhai"));
     let space = if o.suite == Suite::Paper && space.exists() { space } else { base.to_path_buf() };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let t = crate::tuner::TuneOptions {
+    crate::tuner::TuneOptions {
         space,
         defines: defines.clone(),
         fixed: BTreeMap::new(),
@@ -259,9 +264,102 @@ fn retune(
         },
         db: o.db.clone(),
         generated: false,
-    };
-    let r = crate::tuner::tune(&t, &mut |_| {})?;
+        measure_only: false,
+        collect: None,
+        db_append: None,
+    }
+}
+
+/// Re-tunes kernel `k` at `defines` for at most `secs` seconds: the winner's path, or why not.
+fn retune(
+    o: &BenchOptions,
+    k: &str,
+    base: &Path,
+    defines: &BTreeMap<Name, i64>,
+    secs: f64,
+    out: &Path,
+) -> Result<PathBuf, String> {
+    let r = crate::tuner::tune(&retune_options(o, k, base, defines, secs, out), &mut |_| {})?;
     r.best.and_then(|b| b.replay).ok_or_else(|| "the search found no verified winner".to_string())
+}
+
+/// The kernels `o` runs.
+fn selected(o: &BenchOptions) -> Vec<&'static str> {
+    let all = o.suite.kernels();
+    if o.kernels.is_empty() {
+        all.to_vec()
+    } else {
+        all.iter().copied().filter(|k| o.kernels.iter().any(|x| x == k)).collect()
+    }
+}
+
+/// Kernel `k`'s program and the sizes `o` runs it at.
+fn setup(o: &BenchOptions, k: &str) -> (PathBuf, BTreeMap<Name, i64>) {
+    let base_file = o.suite.base(&o.root, k);
+    let defines = if o.quick {
+        test_sizes(&base_file)
+    } else if o.file_sizes {
+        BTreeMap::new()
+    } else {
+        o.suite.sizes(k)
+    };
+    (base_file, defines)
+}
+
+/// A kernel's folder of a re-tune on Slurm (`teml bench --tune --slurm`).
+pub fn tuned_dir(dir: &Path, k: &str) -> PathBuf {
+    dir.join("kernels").join(k)
+}
+
+/// `teml bench --tune --slurm`: one array task per kernel re-tuning it (for `o.tune` seconds,
+/// in its own folder under `dir`, its tuning-database records in its own file); the merge
+/// job's command (`bench_args`, then `--tuned-from DIR`) runs the bench on one node with the
+/// winners in the tuned row.
+pub fn slurm_job(
+    o: &BenchOptions,
+    dir: &Path,
+    bench_args: Vec<String>,
+    options: &[String],
+) -> Result<crate::cluster::Job, String> {
+    let secs = o.tune.ok_or("--slurm: expected --tune (the array re-tunes the kernels)")?;
+    let dir = crate::tuner::slurm::absolute(dir);
+    let root = crate::tuner::slurm::absolute(&o.root);
+    let o = BenchOptions { root, db: o.db.as_deref().map(crate::tuner::slurm::absolute), ..o.clone() };
+    let mut tasks = Vec::new();
+    let mut names = Vec::new();
+    for k in selected(&o) {
+        let (base, defines) = setup(&o, k);
+        let out = tuned_dir(&dir, k);
+        let t = crate::tuner::TuneOptions {
+            jobs: o.threads,
+            db_append: o.db.as_ref().map(|_| out.join("tuning.jsonl")),
+            json: false,
+            ..retune_options(&o, k, &base, &defines, secs, &out)
+        };
+        tasks.push(t.argv());
+        names.push(k);
+    }
+    let mut merge = bench_args;
+    merge.extend([
+        "--root".into(),
+        o.root.display().to_string(),
+        "--tuned-from".into(),
+        dir.display().to_string(),
+    ]);
+    Ok(crate::cluster::Job {
+        name: format!("teml-bench-{}", if o.suite == Suite::PolyBench { "polybench" } else { "paper" }),
+        what: format!(
+            "teml bench --tune on Slurm: one array task per kernel ({}), each re-tuning it for {secs:.0} s, then the bench on one node",
+            names.join(", ")
+        ),
+        dir: dir.join("slurm"),
+        chdir: crate::tuner::slurm::absolute(Path::new(".")),
+        teml: std::env::current_exe().map_err(|e| format!("cannot find the teml binary: {e}"))?,
+        tasks,
+        merge,
+        cpus: o.threads,
+        options: options.to_vec(),
+    })
 }
 
 /// One variant of one kernel.
@@ -560,12 +658,7 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
 
 fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
     let mut out = Vec::new();
-    let all = o.suite.kernels();
-    let kernels: Vec<&str> = if o.kernels.is_empty() {
-        all.to_vec()
-    } else {
-        all.iter().copied().filter(|k| o.kernels.iter().any(|x| x == k)).collect()
-    };
+    let kernels = selected(o);
     let (timing, rounds) = if o.quick {
         (Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 }, 1)
     } else {
@@ -575,14 +668,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
     let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { compiler::polly() };
     let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
     for k in kernels {
-        let base_file = o.suite.base(&o.root, k);
-        let defines = if o.quick {
-            test_sizes(&base_file)
-        } else if o.file_sizes {
-            BTreeMap::new()
-        } else {
-            o.suite.sizes(k)
-        };
+        let (base_file, defines) = setup(o, k);
         let mut kr = KernelResult {
             kernel: k.to_string(),
             sizes: BTreeMap::new(),
@@ -625,6 +711,25 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                     None => files.push(("tuned", best)),
                 },
                 Err(e) => kr.notes.push(format!("--tune: {e}; the shipped tuned path is kept")),
+            }
+        }
+        if let Some(dir) = &o.tuned_from {
+            let from = tuned_dir(dir, k);
+            let best = from.join("best.teml");
+            if best.exists() {
+                match files.iter_mut().find(|(n, _)| *n == "tuned") {
+                    Some(slot) => slot.1 = best,
+                    None => files.push(("tuned", best)),
+                }
+            } else {
+                kr.notes.push(format!(
+                    "--tuned-from: {} has no best.teml (its array task never ran, failed, or found no verified winner; see {}): the shipped tuned path is kept",
+                    from.display(),
+                    dir.join("slurm").display()
+                ));
+            }
+            if let Some(db) = &o.db {
+                kr.notes.extend(crate::tuner::db::merge(db, &[from.join("tuning.jsonl")]));
             }
         }
         for (name, file) in files {

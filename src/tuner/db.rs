@@ -11,7 +11,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The format's version: records of another are reported and ignored.
@@ -154,19 +153,46 @@ impl Db {
 }
 
 /// Appends a record as one line (one write, so that concurrent writers on one file interleave
-/// whole lines).
+/// whole lines; a line cut short by a killed writer is ended first, and skipped by readers).
 pub fn append(path: &Path, e: &Entry) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    }
-    let mut line = serde_json::to_string(e).map_err(|err| err.to_string())?;
-    line.push('\n');
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(line.as_bytes()))
+    let line = serde_json::to_string(e).map_err(|err| err.to_string())?;
+    super::log::append_line(path, &line, false)
         .map_err(|err| format!("cannot append to the tuning database {}: {err}", path.display()))
+}
+
+/// Merges the records of the files `from` (shards' own files; absent ones are empty) into the
+/// database `into`, each record once: a record already in `into` (the same line) is not added
+/// again, so collecting twice adds nothing. Returns notes: lines skipped, records added.
+pub fn merge(into: &Path, from: &[PathBuf]) -> Vec<String> {
+    let target = Db::open(into);
+    let mut notes = target.notes;
+    let mut known: std::collections::BTreeSet<String> =
+        target.entries.iter().filter_map(|e| serde_json::to_string(e).ok()).collect();
+    let mut added = 0;
+    for f in from {
+        let d = Db::open(f);
+        notes.extend(d.notes);
+        for e in d.entries {
+            let Ok(line) = serde_json::to_string(&e) else { continue };
+            if known.insert(line) {
+                match append(into, &e) {
+                    Ok(()) => added += 1,
+                    Err(err) => {
+                        notes.push(err);
+                        return notes;
+                    }
+                }
+            }
+        }
+    }
+    if added > 0 {
+        notes.push(format!(
+            "tuning database {}: {added} record{} of the shards merged",
+            into.display(),
+            if added == 1 { "" } else { "s" }
+        ));
+    }
+    notes
 }
 
 /// Seconds since the epoch.
@@ -211,5 +237,26 @@ mod tests {
         assert!(db.best("w1", "other/2t", GENERATED).is_none());
         let seeds = db.seeds("w2", "C += A * B", "m/2t", GENERATED);
         assert_eq!(seeds.iter().map(|e| e.workload.as_str()).collect::<Vec<_>>(), ["w2", "w1"]);
+    }
+
+    #[test]
+    fn shards_merge_each_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (team, a, b) =
+            (dir.path().join("team.jsonl"), dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        append(&team, &entry("w1", 2.0)).unwrap();
+        append(&a, &entry("w1", 2.0)).unwrap();
+        append(&a, &entry("w1", 1.0)).unwrap();
+        append(&b, &entry("w2", 3.0)).unwrap();
+        // A task killed mid-line.
+        std::fs::write(&b, format!("{}{{\"version\": 1, \"wor", std::fs::read_to_string(&b).unwrap()))
+            .unwrap();
+        let notes = merge(&team, &[a.clone(), b.clone(), dir.path().join("never-ran.jsonl")]);
+        assert!(notes.iter().any(|n| n.contains("2 records of the shards merged")), "{notes:?}");
+        assert!(notes.iter().any(|n| n.contains("b.jsonl: 1 line")), "{notes:?}");
+        assert_eq!(Db::open(&team).entries.len(), 3);
+        let again = merge(&team, &[a, b]);
+        assert!(!again.iter().any(|n| n.contains("merged")), "{again:?}");
+        assert_eq!(Db::open(&team).entries.len(), 3);
     }
 }

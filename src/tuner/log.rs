@@ -109,34 +109,76 @@ pub fn key(seen: &[Seen]) -> String {
 }
 
 /// Reads the records of `paths` (missing files are empty logs), the first record of each key
-/// winning; a line that is not a record is an error naming the file and line.
-pub fn read(paths: &[&Path]) -> Result<BTreeMap<String, Record>, String> {
+/// winning; a line that is not a record is an error naming the file and line, except a last
+/// line cut short (a writer killed mid-line: no newline at its end), which is skipped with a
+/// note in the second value.
+pub fn read(paths: &[&Path]) -> Result<(BTreeMap<String, Record>, Vec<String>), String> {
     let mut out = BTreeMap::new();
+    let mut notes = Vec::new();
     for p in paths {
         let text = match std::fs::read_to_string(p) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("cannot read the log {}: {e}", p.display())),
         };
-        for (n, line) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let r: Record = serde_json::from_str(line).map_err(|e| {
-                format!(
-                    "{}:{}:1: expected a tuning record (one JSON object a line), found: {e}",
-                    p.display(),
-                    n + 1
-                )
-            })?;
+            let r: Record = match serde_json::from_str(line) {
+                Ok(r) => r,
+                Err(_) if n + 1 == lines.len() && !text.ends_with('\n') => {
+                    notes.push(format!(
+                        "{}:{}: a last line cut short (its writer was stopped mid-line): skipped",
+                        p.display(),
+                        n + 1
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{}:{}:1: expected a tuning record (one JSON object a line), found: {e}",
+                        p.display(),
+                        n + 1
+                    ));
+                }
+            };
             out.entry(r.key.clone()).or_insert(r);
         }
     }
-    Ok(out)
+    Ok((out, notes))
 }
 
-/// Appends a record to the log at `path` (created with its folders), flushed at once.
+/// Creates the log at `path` (with its folders) if it does not exist.
+pub fn touch(path: &Path) -> Result<(), String> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(|_| ())
+        .map_err(|e| format!("cannot create the log {}: {e}", path.display()))
+}
+
+/// Appends a record to the log at `path` (created with its folders), flushed at once. A last
+/// line cut short by a run that was killed mid-line (this log's one writer) is dropped first,
+/// so that a resumed log stays readable.
 pub fn append(path: &Path, r: &Record) -> Result<(), String> {
+    let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+    append_line(path, &line, true).map_err(|e| format!("cannot write the log {}: {e}", path.display()))
+}
+
+/// Appends `line` and a newline to the file at `path` (created with its folders) in one write,
+/// so that concurrent writers interleave whole lines. A last line cut short by a killed writer
+/// is dropped (`drop_cut`: the file has one writer) or ended (a shared file, whose readers skip
+/// a line that does not parse).
+pub fn append_line(path: &Path, line: &str, drop_cut: bool) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
     {
@@ -144,13 +186,31 @@ pub fn append(path: &Path, r: &Record) -> Result<(), String> {
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("cannot open the log {}: {e}", path.display()))?;
-    let line = serde_json::to_string(r).map_err(|e| e.to_string())?;
-    writeln!(f, "{line}")
-        .and_then(|()| f.flush())
-        .map_err(|e| format!("cannot write the log {}: {e}", path.display()))
+        .map_err(|e| e.to_string())?;
+    let mut text = String::with_capacity(line.len() + 2);
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1)).and_then(|_| f.read_exact(&mut last)).map_err(|e| e.to_string())?;
+        if last[0] != b'\n' {
+            if drop_cut {
+                let mut all = Vec::new();
+                f.seek(SeekFrom::Start(0))
+                    .and_then(|_| f.read_to_end(&mut all))
+                    .map_err(|e| e.to_string())?;
+                let keep = all.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                f.set_len(keep as u64).map_err(|e| e.to_string())?;
+            } else {
+                text.push('\n');
+            }
+        }
+    }
+    text.push_str(line);
+    text.push('\n');
+    f.write_all(text.as_bytes()).and_then(|()| f.flush()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -170,9 +230,22 @@ mod tests {
         append(&p, &r).unwrap();
         r.median_s = Some(9.0);
         append(&p, &r).unwrap();
-        let logs = read(&[&p, &dir.path().join("missing.jsonl")]).unwrap();
+        let (logs, notes) = read(&[&p, &dir.path().join("missing.jsonl")]).unwrap();
+        assert!(notes.is_empty());
         assert_eq!(logs.len(), 1);
         assert_eq!(logs["v=32"].median_s, Some(0.5));
+        // A writer killed mid-line: the cut line is skipped with a note, and dropped by the next
+        // append (the resumed log reads without a note).
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}{{\"key\": \"v=6")).unwrap();
+        let (logs, notes) = read(&[&p]).unwrap();
+        assert_eq!((logs.len(), notes.len()), (1, 1), "{notes:?}");
+        assert!(notes[0].contains("log.jsonl:3: a last line cut short"), "{notes:?}");
+        let seen = vec![Seen { name: "v".into(), index: 0, choices: 2, value: "16".into() }];
+        append(&p, &Record::new(key(&seen), seen, Status::Illegal, None)).unwrap();
+        let (logs, notes) = read(&[&p]).unwrap();
+        assert_eq!((logs.len(), notes.len()), (2, 0), "{notes:?}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap().lines().count(), 3);
         std::fs::write(&p, "{not json\n").unwrap();
         assert!(read(&[&p]).unwrap_err().contains("log.jsonl:1:1: expected a tuning record"));
     }

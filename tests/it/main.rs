@@ -39,6 +39,7 @@ mod runtime_exec;
 mod runtime_npy;
 mod script_frontend;
 mod sink;
+mod slurm;
 mod state_json;
 mod stdlib_loops;
 mod stdlib_tensors;
