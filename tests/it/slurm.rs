@@ -388,3 +388,53 @@ fn dry_run_writes_scripts_that_name_every_shard_and_submits_nothing() {
         std::fs::read_dir(dir.path().join("o")).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(collected.len(), 1, "only the scripts: {collected:?}");
 }
+
+#[test]
+fn bench_tune_on_slurm_tunes_each_kernel_in_a_task_and_benches_the_winners_on_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cluster) = Cluster::start(&dir.path().join("slurm"), "slurm::bench_tune_on_slurm") else {
+        return;
+    };
+    let runs = dir.path().join("bench");
+    let db = dir.path().join("team.jsonl");
+    let o = cluster
+        .command(env!("CARGO_BIN_EXE_teml"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "bench",
+            "--quick",
+            "--json",
+            "--threads",
+            "1",
+            "--no-anchors",
+            "--kernel",
+            "mm",
+            "--kernel",
+            "blur",
+        ])
+        .args(["--tune", "--tune-budget", "8", "--slurm", "--slurm-dir", runs.to_str().unwrap()])
+        .env("TEML_CACHE_DIR", dir.path().join("cache"))
+        .env("TEML_TUNING_DB", &db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let (array, merge) = job_ids(&runs);
+    assert!(stdout.contains(&format!("submitted array job {array} (2 tasks")), "{stdout}");
+    cluster.wait(&[&array, &merge]);
+    assert_eq!(cluster.state(&merge), "COMPLETED", "{}", outputs(&runs));
+    let text = std::fs::read_to_string(runs.join("slurm/merge.out")).unwrap();
+    let start = text.find('{').unwrap_or_else(|| panic!("{text}"));
+    let v: Value = serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(v["ok"], true, "{v}");
+    for k in ["mm", "blur"] {
+        let kernel = v["kernels"].as_array().unwrap().iter().find(|x| x["kernel"] == k).unwrap();
+        let tuned = kernel["variants"].as_array().unwrap().iter().find(|x| x["variant"] == "tuned").unwrap();
+        let file = runs.join(format!("kernels/{k}/best.teml"));
+        assert_eq!(tuned["file"], file.display().to_string(), "the task's winner in the tuned row: {kernel}");
+        assert_eq!(tuned["verified"], true, "{tuned}");
+    }
+    // The tasks recorded into their own files; the bench job merged them into the database.
+    assert!(runs.join("kernels/mm/tuning.jsonl").exists());
+    assert!(std::fs::read_to_string(&db).unwrap().lines().count() > 0);
+}
