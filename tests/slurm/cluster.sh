@@ -43,7 +43,7 @@ fi
 [ "$(id -u)" = 0 ] || { echo "not root: slurmd must run as root to start jobs as their user" >&2; exit 1; }
 for b in munged mungekey slurmctld slurmd sbatch squeue scancel; do
   command -v "$b" >/dev/null 2>&1 || {
-    echo "$b not found: install Debian's packages munge and slurm-wlm (apt-get install munge slurm-wlm)" >&2
+    echo "$b not found: install Debian's packages (apt-get install slurmctld slurmd slurm-client munge, or slurm-wlm munge)" >&2
     exit 1
   }
 done
