@@ -270,16 +270,9 @@ fn retune_options(
     }
 }
 
-/// Re-tunes kernel `k` at `defines` for at most `secs` seconds: the winner's path, or why not.
-fn retune(
-    o: &BenchOptions,
-    k: &str,
-    base: &Path,
-    defines: &BTreeMap<Name, i64>,
-    secs: f64,
-    out: &Path,
-) -> Result<PathBuf, String> {
-    let r = crate::tuner::tune(&retune_options(o, k, base, defines, secs, out), &mut |_| {})?;
+/// Runs a re-tune: the winner's path, or why not.
+fn retune(t: &crate::tuner::TuneOptions) -> Result<PathBuf, String> {
+    let r = crate::tuner::tune(t, &mut |_| {})?;
     r.best.and_then(|b| b.replay).ok_or_else(|| "the search found no verified winner".to_string())
 }
 
@@ -705,7 +698,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
         let tune_dir = o.tune.and_then(|_| tempfile::tempdir().ok());
         if let (Some(secs), Some(dir)) = (o.tune, &tune_dir) {
             progress(&format!("{k}: re-tuning ({secs:.0} s)"));
-            match retune(o, k, &base_file, &defines, secs, dir.path()) {
+            match retune(&retune_options(o, k, &base_file, &defines, secs, dir.path())) {
                 Ok(best) => match files.iter_mut().find(|(n, _)| *n == "tuned") {
                     Some(slot) => slot.1 = best,
                     None => files.push(("tuned", best)),
