@@ -238,3 +238,33 @@ fn the_repl_shows_the_automatic_path_with_its_reasons() {
     assert!(out.contains("l: teml auto's path") && out.contains("  sketch = "), "{out}");
     assert!(out.contains("l1 = build(C)"), "{out}");
 }
+
+/// A chain of three matrix products written as one einsum (N^5 operations as written, 3 N^3
+/// lifted): no script here covers it.
+const CHAIN: &str = "N = 24\nA = tensor([N, N])\nB = tensor([N, N])\nC = tensor([N, N])\nD = tensor([N, N])\n\
+X = einsum(\"ij,jk,kl,lm->im\", [A, B, C, D])\nl = build(X)\ncodegen(l)\n";
+
+#[test]
+fn a_product_of_four_operands_is_lifted_and_each_contraction_gets_the_rules() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "chain.teml", CHAIN);
+    let o = teml(d.path(), &["auto", &f, "--threads", "2", "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    // Lifted first (it saves far more than half the operations), in the cheapest order, and
+    // every contraction scheduled on its own (through focus), the last one first.
+    assert!(path.contains("#   form = lifted: X as single contractions"), "{path}");
+    assert!(path.contains("#   contraction = [[0, 1], [0, 1], [0, 1]]"), "{path}");
+    for c in ["c1_sketch", "c2_sketch", "c3_sketch"] {
+        assert!(path.contains(&format!("#   {c} = ")), "{c}: {path}");
+    }
+    assert!(path.contains("lift(X, [[0, 1], [0, 1], [0, 1]], \"summed_first\")"), "{path}");
+    assert!(path.contains("focus("), "{path}");
+    // The space offers the product as written too, with the rules of a single nest.
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains("let form = param(\"form\", [\"lifted\", \"as_written\"]);"), "{space}");
+    assert!(space.contains("if form == \"as_written\" {"), "{space}");
+    let o = teml(d.path(), &["run", "a/space.rhai", "--param", "form=as_written", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}

@@ -18,6 +18,10 @@
 //!   a result written once that exceeds the caches.
 //! - kernels of several nests, or nests with several statements at a level: fusion where
 //!   legal, then each nest's outermost parallel loop on threads and innermost in lanes.
+//! - **lift** (TeIL Sec. 5): a product of three or more tensors summed over some iterators
+//!   (an einsum of several operands) as written, or as a sequence of single contractions in
+//!   one of its cheapest orders (`contraction_orders`), each contraction then scheduled by the
+//!   rules above (through `focus`). Lifted first when it saves at least half the operations.
 //!
 //! Every point is a legal path by construction or refused by the legality check of the
 //! builtin that makes it, before anything is compiled.
@@ -80,6 +84,8 @@ struct Out {
     text: String,
     indent: usize,
     decisions: Vec<Decision>,
+    /// Put before every parameter's name (the rules of one contraction of a lifted product).
+    prefix: String,
 }
 
 impl Out {
@@ -95,13 +101,14 @@ impl Out {
                 seen.push(c);
             }
         }
+        let name = format!("{}{name}", self.prefix);
         self.line(&format!("// {name}: {what}"));
         for c in &seen {
             self.line(&format!("//   {}: {}", c.value, c.reason));
         }
         let list: Vec<&str> = seen.iter().map(|c| c.value.as_str()).collect();
         self.line(&format!("let {var} = param(\"{name}\", [{}]);", list.join(", ")));
-        self.decisions.push(Decision { name: name.to_string(), choices: seen });
+        self.decisions.push(Decision { name, choices: seen });
     }
 }
 
@@ -111,7 +118,7 @@ fn choice(value: impl ToString, reason: impl Into<String>) -> Choice {
 
 /// The generated space of the kernel made of `nests` (name, nest) in `state`.
 pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Space, String> {
-    let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new() };
+    let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new(), prefix: String::new() };
     let mut facts = Vec::new();
     let outputs = match nests {
         [] => return Err("expected a kernel with at least one nest, found none".into()),
@@ -119,7 +126,14 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             let w = Workload::of(state, nest)?;
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
-                single(&mut out, name, &w, m);
+                out.line(&format!("let p = {name};"));
+                match lift_plan(state, &w) {
+                    Some(plan) => {
+                        facts.push(plan.fact.clone());
+                        lifted_or_written(&mut out, &plan, &w, m);
+                    }
+                    None => single(&mut out, &w, m),
+                }
             } else {
                 facts.push(format!(
                     "{name} is not a perfect nest of one statement ({} statements): its outer loop on threads, its inner loops in lanes",
@@ -161,8 +175,9 @@ fn describe(w: &Workload) -> Vec<String> {
     facts
 }
 
-/// The rules for a perfect nest of one statement.
-fn single(out: &mut Out, name: &Name, w: &Workload, m: &Machine) {
+/// The rules for a perfect nest of one statement, transforming `p` (the nest, or one
+/// contraction of a lifted product in focus).
+fn single(out: &mut Out, w: &Workload, m: &Machine) {
     let target = w.writes().next().cloned();
     let tile = target.as_ref().and_then(|t| matmul_like(w, t));
     let block = target.as_ref().and_then(|t| block_plan(w, t, m));
@@ -187,7 +202,6 @@ fn single(out: &mut Out, name: &Name, w: &Workload, m: &Machine) {
     }
     sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
     out.param("sketch", "sketch", "the kind of schedule", sketches.clone());
-    out.line(&format!("let p = {name};"));
     let mut first = true;
     for s in &sketches {
         let kind = s.value.trim_matches('"').to_string();
@@ -201,6 +215,150 @@ fn single(out: &mut Out, name: &Name, w: &Workload, m: &Machine) {
         }
         out.indent -= 1;
     }
+    out.line("}");
+}
+
+/// How many of the cheapest contraction orders the space offers.
+const LIFT_ORDERS: usize = 2;
+
+/// One contraction order of a lifted product: its steps, its FLOPs, and its contractions (the
+/// focus address of each one's outer loop, its workload), in program order.
+struct LiftOrder {
+    steps: Vec<(usize, usize)>,
+    flops: f64,
+    parts: Vec<(String, Workload)>,
+}
+
+/// A product of three or more operands and its cheapest contraction orders, each with the
+/// sequence `lift` makes.
+struct LiftPlan {
+    tensor: Name,
+    /// FLOPs as written.
+    before: f64,
+    orders: Vec<LiftOrder>,
+    fact: String,
+}
+
+fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
+    use crate::ir::Value;
+    use crate::ops::lift::{self, TempLayout};
+    let target = w.writes().next()?;
+    let Some(Value::Tensor(x)) = state.vars.get(&target.tensor) else { return None };
+    let orders = lift::orders(state, x).ok()?;
+    if orders.first()?.0.len() < 2 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut before = 0.0;
+    for (path, _) in orders.into_iter().take(LIFT_ORDERS) {
+        let steps: Vec<(i64, i64)> = path.iter().map(|&(a, b)| (a as i64, b as i64)).collect();
+        let Ok(l) = lift::lift(state, x, Some(&steps), TempLayout::SummedFirst) else { continue };
+        let Some(r) = l.nest.rewrites.first() else { continue };
+        before = r.flops_before;
+        // The temporaries as tensors of the state, so that their accesses have extents.
+        let mut s = state.clone();
+        for st in &l.stmts {
+            if let Some(id) = st.target().and_then(|t| t.id()) {
+                s.vars.insert(id.clone(), Value::Tensor(st.clone()));
+            }
+        }
+        let mut seen: std::collections::BTreeMap<Name, usize> = Default::default();
+        let mut parts = Vec::new();
+        for item in &l.nest.items {
+            let top = item.as_loop()?;
+            // The occurrence of the part's outer iterator among the loops before it.
+            let count = |n: &crate::ir::LNode, seen: &mut std::collections::BTreeMap<Name, usize>| {
+                let mut stack = vec![n];
+                while let Some(x) = stack.pop() {
+                    if let Some(lp) = x.as_loop() {
+                        *seen.entry(lp.iter.clone()).or_default() += 1;
+                        stack.extend(lp.body.iter().rev());
+                    }
+                }
+            };
+            let address = format!("{}#{}", top.iter, seen.get(&top.iter).copied().unwrap_or(0) + 1);
+            count(item, &mut seen);
+            let sub = Nest { items: vec![item.clone()], ..l.nest.clone() };
+            let wc = Workload::of(&s, &sub).ok()?;
+            if !(wc.perfect && wc.n_stmts == 1) {
+                return None;
+            }
+            parts.push((address, wc));
+        }
+        out.push(LiftOrder { steps: path, flops: r.flops_after, parts });
+    }
+    let best = out.first()?.flops;
+    Some(LiftPlan {
+        tensor: target.tensor.clone(),
+        before,
+        fact: format!(
+            "{} is a product of {} operands: {:.3e} flops as written, {:.3e} lifted in its cheapest order ({:.1}x fewer)",
+            target.tensor,
+            out[0].steps.len() + 1,
+            before,
+            best,
+            before / best.max(1.0)
+        ),
+        orders: out,
+    })
+}
+
+/// The product as written (the rules of a single nest) or lifted (each contraction by the
+/// rules of a single nest), lifted first when it saves at least half the operations.
+fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) {
+    let best = plan.orders[0].flops;
+    let ratio = plan.before / best.max(1.0);
+    let lifted = choice(
+        "\"lifted\"",
+        format!(
+            "{} as single contractions through temporaries: {ratio:.1}x fewer operations ({:.2e} -> {:.2e})",
+            plan.tensor, plan.before, best
+        ),
+    );
+    let written = choice(
+        "\"as_written\"",
+        format!(
+            "the product as written: lifting saves {ratio:.1}x the operations and adds temporaries' traffic"
+        ),
+    );
+    let forms = if ratio >= 2.0 { vec![lifted, written] } else { vec![written, lifted] };
+    out.param("form", "form", &format!("{} as written or lifted (TeIL Sec. 5)", plan.tensor), forms);
+    out.line("if form == \"as_written\" {");
+    out.indent += 1;
+    single(out, w, m);
+    out.indent -= 1;
+    out.line("} else {");
+    out.indent += 1;
+    let show = |path: &[(usize, usize)]| {
+        format!("[{}]", path.iter().map(|(a, b)| format!("[{a}, {b}]")).collect::<Vec<_>>().join(", "))
+    };
+    out.param(
+        "contraction",
+        "contraction",
+        "the contraction order (opt_einsum's path: each step contracts two operands of the list; summed_first: each temporary contiguous along the result of the step that reads it)",
+        plan.orders
+            .iter()
+            .map(|o| choice(show(&o.steps), format!("{:.2e} flops in {} contractions", o.flops, o.parts.len())))
+            .collect(),
+    );
+    out.line(&format!("p = lift({}, contraction, \"summed_first\");", plan.tensor));
+    for (k, o) in plan.orders.iter().enumerate() {
+        out.line(&format!("{}if contraction == {} {{", if k == 0 { "" } else { "} else " }, show(&o.steps)));
+        out.indent += 1;
+        // The last contraction first: transforming it leaves the earlier ones' addresses as
+        // they are.
+        for (j, (address, wc)) in o.parts.iter().enumerate().rev() {
+            out.line(&format!("// contraction {}: {}", j + 1, wc.statements.join("; ")));
+            out.line(&format!("p = focus(p, \"{address}\");"));
+            out.prefix = if k == 0 { format!("c{}_", j + 1) } else { format!("o{}c{}_", k + 1, j + 1) };
+            single(out, wc, m);
+            out.prefix.clear();
+        }
+        out.line("p = focus(p);");
+        out.indent -= 1;
+    }
+    out.line("}");
+    out.indent -= 1;
     out.line("}");
 }
 
@@ -394,8 +552,13 @@ struct Block {
 }
 
 fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
+    // Lanes along a loop contiguous in the result and in every operand that varies along it
+    // (a strided operand cannot be loaded as a vector: `registers` refuses it).
     let lane = w.loops.iter().find(|l| {
-        l.kind == Parallelism::Independent && t.contiguous_in(&l.iter) && l.extent.is_some_and(|e| e >= 2)
+        l.kind == Parallelism::Independent
+            && t.contiguous_in(&l.iter)
+            && l.extent.is_some_and(|e| e >= 2)
+            && w.reads().all(|a| a.stride(&l.iter).is_none_or(|s| s == 0) || a.contiguous_in(&l.iter))
     })?;
     let mut rows = Vec::new();
     for l in &w.loops {
