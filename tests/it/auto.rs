@@ -268,3 +268,26 @@ fn a_product_of_four_operands_is_lifted_and_each_contraction_gets_the_rules() {
     let o = teml(d.path(), &["run", "a/space.rhai", "--param", "form=as_written", "-q"]);
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }
+
+#[test]
+fn nests_of_a_kernel_are_fused_together_and_their_temporaries_stored_per_iteration() {
+    // interp: t, w and v in three nests; every pair fuses at level 2 (e, a), and t and w are
+    // read only by the later nests of the same iteration.
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/interp.teml");
+    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "-D", "E=16", "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   fuse = all@2: every nest fused at level 2"), "{path}");
+    assert!(path.contains("#   contract = true"), "{path}");
+    assert!(path.contains("store_at(") && path.contains("fuse_outer("), "{path}");
+    // The other choices stay in the space: a pair, or nothing fused.
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains("let fuse = param(\"fuse\", [\"all@2\", \"1+2@2\", \"none\"]);"), "{space}");
+    for fuse in ["1+2@2", "none"] {
+        let o =
+            teml(d.path(), &["run", "a/space.rhai", "-D", "E=16", "--param", &format!("fuse={fuse}"), "-q"]);
+        assert!(o.status.success() && text(&o).contains("verified"), "{fuse}: {}", text(&o));
+    }
+}

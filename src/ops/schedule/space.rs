@@ -16,8 +16,10 @@
 //!   innermost first), square tiles where the inner loops' data exceed the L2, the outermost
 //!   parallel loop on threads, the innermost in lanes where data-parallel, streaming stores for
 //!   a result written once that exceeds the caches.
-//! - kernels of several nests, or nests with several statements at a level: fusion where
-//!   legal, then each nest's outermost parallel loop on threads and innermost in lanes.
+//! - kernels of several nests, or nests with several statements at a level: every nest fused at
+//!   the deepest level legal for each pair with the temporaries stored per iteration (storage
+//!   contraction), or the first fusable pair, or none; then each part's outermost parallel loop
+//!   on threads and, unfused, its innermost in lanes.
 //! - **lift** (TeIL Sec. 5): a product of three or more tensors summed over some iterators
 //!   (an einsum of several operands) as written, or as a sequence of single contractions in
 //!   one of its cheapest orders (`contraction_orders`), each contraction then scheduled by the
@@ -881,46 +883,122 @@ fn several(
         out.line(&format!("let {v} = {name};"));
         vars.push(v);
     }
-    // Fusion of consecutive nests where legal (the deepest level first).
-    let mut kept = vars.clone();
+    // Fusion: every nest at the deepest level legal for each consecutive pair (then the
+    // temporaries one nest writes and a later one reads stored per iteration of that loop:
+    // storage contraction), or the first fusable pair at its deepest level, or none.
+    let mut choices = Vec::new();
+    // Each choice's lines, and whether they ask whether to contract the temporaries.
+    let mut arms: Vec<(String, Vec<String>, bool)> = Vec::new();
     if nests.len() > 1 {
-        let mut fused = Vec::new();
+        let mut levels = Vec::new();
         for k in 0..nests.len() - 1 {
-            let levels = crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?;
-            if let Some(&deepest) = levels.last() {
-                fused.push((k, deepest));
-            }
+            levels.push(crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?);
         }
-        if let Some(&(k, r)) = fused.first() {
+        let common = levels[0].iter().copied().filter(|r| levels.iter().all(|l| l.contains(r))).max();
+        if let Some(r) = common {
+            // Tensors written by one nest and read by a later one: candidates for store_at.
+            let rw: Vec<(Vec<Name>, Vec<Name>)> = nests
+                .iter()
+                .map(|(_, n)| {
+                    Workload::shape(state, n).map_or((vec![], vec![]), |w| {
+                        (
+                            w.writes().map(|a| a.tensor.clone()).collect(),
+                            w.reads().map(|a| a.tensor.clone()).collect(),
+                        )
+                    })
+                })
+                .collect();
+            let temps: Vec<Name> = (0..nests.len())
+                .flat_map(|k| {
+                    rw[k]
+                        .0
+                        .iter()
+                        .filter(|t| rw[k + 1..].iter().any(|(_, r)| r.contains(t)))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let chain =
+                vars[1..].iter().fold(vars[0].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
+            let mut lines = vec![format!("let f = {chain};")];
+            let contracted = !temps.is_empty();
+            if contracted {
+                for t in &temps {
+                    lines.push(format!("if contract {{ f = store_at(f, {r}, {t}); }}"));
+                }
+            }
+            lines.push("parts = [f];".into());
+            lines.push("fused = [true];".into());
+            choices.push(choice(
+                format!("\"all@{r}\""),
+                format!(
+                    "every nest fused at level {r} (the deepest legal for each pair): each element used while in cache{}",
+                    if contracted {
+                        format!("; {} stored per iteration (storage contraction)", temps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+            arms.push((format!("\"all@{r}\""), lines, contracted));
+        }
+        if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
+            && (nests.len() > 2 || common != Some(r))
+        {
             let (a, b) = (&vars[k], &vars[k + 1]);
-            out.param(
-                "fuse",
-                "fuse",
-                &format!("{} and {} fused at a level", nests[k].0, nests[k + 1].0),
-                vec![
-                    choice(
-                        r,
-                        format!("fused at level {r} (the deepest legal): each element used while in cache"),
-                    ),
-                    choice(0, "not fused"),
-                ],
-            );
-            out.line(&format!("if fuse > 0 {{ {a} = fuse_outer({a}, {b}, fuse); }}"));
-            kept = vars.clone();
-            out.line(&format!(
-                "let parts = if fuse > 0 {{ [{}] }} else {{ [{}] }};",
-                vars.iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != k + 1)
-                    .map(|(_, v)| v.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                vars.join(", ")
+            let rest: Vec<String> = vars
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i == k { format!("fuse_outer({a}, {b}, {r})") } else { v.clone() })
+                .enumerate()
+                .filter(|(i, _)| *i != k + 1)
+                .map(|(_, v)| v)
+                .collect();
+            let tag = format!("\"{}+{}@{r}\"", k + 1, k + 2);
+            choices.push(choice(
+                &tag,
+                format!(
+                    "{} and {} fused at level {r} (their deepest legal), the others apart",
+                    nests[k].0,
+                    nests[k + 1].0
+                ),
+            ));
+            let flags: Vec<&str> = (0..rest.len()).map(|i| if i == k { "true" } else { "false" }).collect();
+            arms.push((
+                tag,
+                vec![format!("parts = [{}];", rest.join(", ")), format!("fused = [{}];", flags.join(", "))],
+                false,
             ));
         }
+        if !choices.is_empty() {
+            choices.push(choice("\"none\"", "not fused"));
+        }
     }
-    if !out.text.contains("let parts") {
-        out.line(&format!("let parts = [{}];", kept.join(", ")));
+    out.line(&format!("let parts = [{}];", vars.join(", ")));
+    // A fused part's depth is its shared loops': its inner loops are left to the compiler.
+    out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
+    if !choices.is_empty() {
+        out.param("fuse", "fuse", "which nests are fused, at which level", choices);
+        for (k, (tag, lines, contract)) in arms.iter().enumerate() {
+            out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
+            out.indent += 1;
+            if *contract {
+                out.param(
+                    "contract",
+                    "contract",
+                    "the temporaries of the fused nests stored per iteration of the fused loop",
+                    vec![
+                        choice("true", "a block per iteration, in cache, instead of the whole tensor"),
+                        choice("false", "the whole tensors"),
+                    ],
+                );
+            }
+            for l in lines {
+                out.line(l);
+            }
+            out.indent -= 1;
+        }
+        out.line("}");
     }
     out.param(
         "parallel",
@@ -944,7 +1022,7 @@ fn several(
     out.line("    let q = parts[k];");
     out.line("    let par = parallel_levels(q);");
     out.line("    if parallel && par.len() > 0 { q = parallelize(q, par[0]); }");
-    out.line("    if vectorize && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
+    out.line("    if vectorize && !fused[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
     out.line("    parts[k] = q;");
     out.line("}");
     if single {
