@@ -1040,3 +1040,78 @@ const WORKS_CITED: &str = "
   Vectorisation\", FHPC 2013 (layout types: an axis regrouped into vectors of width V).
 - *Feautrier 1988*: \"Array expansion\", ICS 1988 (privatization: a copy per iteration).
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `teml tune ARGS` parsed into the search's options.
+    fn options(args: &[&str]) -> crate::tuner::TuneOptions {
+        let cli = Cli::try_parse_from(std::iter::once("teml").chain(args.iter().copied())).unwrap();
+        let Command::Tune(a) = cli.command else { panic!("not tune") };
+        tune_options(&a).unwrap_or_else(|code| panic!("exit {code}"))
+    }
+
+    #[test]
+    fn the_slurm_scripts_command_lines_parse_back_to_the_same_search() {
+        let o = options(&[
+            "tune",
+            "s.rhai",
+            "-D",
+            "N=64",
+            "--param",
+            "mr=4",
+            "--strategy",
+            "model",
+            "--seed",
+            "7",
+            "--budget",
+            "33",
+            "--time-budget",
+            "12.5",
+            "--shard",
+            "2/5",
+            "--log",
+            "x/log.jsonl",
+            "--merge",
+            "y.jsonl",
+            "--out",
+            "x",
+            "--jobs",
+            "3",
+            "--threads",
+            "2",
+            "--leaders",
+            "4",
+            "--rounds",
+            "5",
+            "--min-time",
+            "0.25",
+            "--timeout",
+            "9",
+            "--compile-timeout",
+            "8",
+            "--max-reference",
+            "1000",
+            "--no-anchors",
+            "--cc",
+            "/usr/bin/gcc-12",
+            "--cflags",
+            "-O2 -march=native '-DX=a b'",
+            "--db",
+            "d.jsonl",
+            "--db-append",
+            "e.jsonl",
+            "--measure-only",
+            "--unchecked",
+            "--generated",
+        ]);
+        let argv = o.argv();
+        let back = options(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(format!("{back:?}"), format!("{o:?}"), "{argv:?}");
+        // And without a database, collecting.
+        let o = options(&["tune", "s.rhai", "--no-db", "--collect", "4", "--json"]);
+        let back = options(&o.argv().iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(format!("{back:?}"), format!("{o:?}"));
+    }
+}
