@@ -25,6 +25,8 @@ pub struct Generated {
     pub key: String,
     /// Its key without the sizes.
     pub statements: String,
+    /// The tensors the kernel writes (every path of the space must write them all).
+    pub writes: std::collections::BTreeSet<Name>,
 }
 
 /// `p` relative to the folder `from` (both made absolute first), for a script's directive.
@@ -93,7 +95,8 @@ pub fn generate(
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     std::fs::write(to, text).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     let (key, statements, workload) = keys(&state)?;
-    Ok(Generated { path: to.to_path_buf(), space, workload, key, statements })
+    let writes = schedule::written(&req.nests);
+    Ok(Generated { path: to.to_path_buf(), space, workload, key, statements, writes })
 }
 
 /// What `teml auto` is asked.
@@ -174,7 +177,20 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     }
     if chosen.is_none() {
         let mut ev = |values: &BTreeMap<String, String>| match eval(values.clone()) {
-            Ok(s) if !s.kernels.is_empty() => Ok(s),
+            Ok(s) if !s.kernels.is_empty() => {
+                // Every tensor the program's kernel writes, the path's kernel writes too (a path
+                // that left a nest out would verify on the rest).
+                let missing: Vec<String> = g
+                    .writes
+                    .difference(&schedule::written(&s.kernels[0].nests))
+                    .map(|n| n.to_string())
+                    .collect();
+                if missing.is_empty() {
+                    Ok(s)
+                } else {
+                    Err(format!("the path's kernel does not compute {}", missing.join(", ")))
+                }
+            }
             Ok(_) => Err("no kernel".to_string()),
             Err(e) => Err(e.to_string()),
         };

@@ -291,3 +291,23 @@ fn nests_of_a_kernel_are_fused_together_and_their_temporaries_stored_per_iterati
         assert!(o.status.success() && text(&o).contains("verified"), "{fuse}: {}", text(&o));
     }
 }
+
+#[test]
+fn a_kernel_of_many_nests_keeps_every_nest_in_its_path() {
+    // adi: twelve nests. A path whose kernel left some out would verify on the rest; every
+    // tensor the program writes must be compared.
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/adi.teml");
+    let o = teml(
+        d.path(),
+        &["auto", program.to_str().unwrap(), "-D", "N=20", "-D", "TSTEPS=3", "--out", "a", "--no-db"],
+    );
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    for t in ["DX", "mul1", "a", "f", "v", "p", "q", "u"] {
+        assert!(
+            out.contains(&format!(" {t},")) || out.contains(&format!(" {t} ")),
+            "{t} not compared: {out}"
+        );
+    }
+}

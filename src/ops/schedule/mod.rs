@@ -43,16 +43,17 @@ pub fn script(
     }
     text.push('\n');
     text.push_str(&space.body);
-    text.push_str(&codegen_line(&space.outputs));
+    text.push_str(&codegen_line(&space.outputs, req.nests.len()));
     Ok((text, space))
 }
 
-/// The `codegen` statement of the space's outputs (a list of nests is unpacked).
-fn codegen_line(outputs: &[String]) -> String {
+/// The `codegen` statement of the space's outputs: a list of nests (`parts`, at most `max` of
+/// them: the kernel's nests, fused or not) is unpacked, every one of them.
+fn codegen_line(outputs: &[String], max: usize) -> String {
     match outputs {
         [one] if one == "parts" => {
             let mut s = String::new();
-            for n in 1..=4 {
+            for n in 1..=max.max(1) {
                 let args: Vec<String> = (0..n).map(|k| format!("parts[{k}]")).collect();
                 s.push_str(&format!(
                     "{}if parts.len() == {n} {{ codegen({}); }}",
@@ -60,11 +61,22 @@ fn codegen_line(outputs: &[String]) -> String {
                     args.join(", ")
                 ));
             }
-            s.push_str(" else { codegen(parts[0], parts[1], parts[2], parts[3], parts[4]); }\n");
+            s.push_str(&format!(
+                " else {{ throw `expected at most {max} nests, found ${{parts.len()}}`; }}\n"
+            ));
             s
         }
         vars => format!("codegen({});\n", vars.join(", ")),
     }
+}
+
+/// The tensors the statements of `nests` write.
+pub fn written(nests: &[crate::ir::Nest]) -> std::collections::BTreeSet<crate::ir::Name> {
+    nests
+        .iter()
+        .flat_map(|n| n.stmts())
+        .filter_map(|s| crate::ir::lower::lower(&s).and_then(|l| l.target.id().cloned()))
+        .collect()
 }
 
 fn consts_text(state: &State) -> String {
