@@ -284,8 +284,11 @@ fn nests_of_a_kernel_are_fused_together_and_their_temporaries_stored_per_iterati
     assert!(path.contains("store_at(") && path.contains("fuse_outer("), "{path}");
     // The other choices stay in the space: a pair, or nothing fused.
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
-    assert!(space.contains("let fuse = param(\"fuse\", [\"all@2\", \"1+2@2\", \"none\"]);"), "{space}");
-    for fuse in ["1+2@2", "none"] {
+    assert!(
+        space.contains("let fuse = param(\"fuse\", [\"all@2\", \"1+2@2\", \"each\", \"none\"]);"),
+        "{space}"
+    );
+    for fuse in ["1+2@2", "each", "none"] {
         let o =
             teml(d.path(), &["run", "a/space.rhai", "-D", "E=16", "--param", &format!("fuse={fuse}"), "-q"]);
         assert!(o.status.success() && text(&o).contains("verified"), "{fuse}: {}", text(&o));
@@ -310,4 +313,21 @@ fn a_kernel_of_many_nests_keeps_every_nest_in_its_path() {
             "{t} not compared: {out}"
         );
     }
+}
+
+#[test]
+fn a_matrix_product_among_several_nests_gets_its_register_tile() {
+    // gemm: C *= beta, then C += alpha A B (a reduction of 80): unfused, each nest by its own
+    // rules, first (fusing the scaling in would forbid the product's register tile).
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/gemm.teml");
+    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(
+        path.contains("#   fuse = each: not fused: each nest by its own rules (1 matrix product"),
+        "{path}"
+    );
+    assert!(path.contains("#   n2_sketch = register_tile"), "{path}");
 }

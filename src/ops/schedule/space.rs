@@ -870,16 +870,11 @@ fn all_orders(k: usize) -> Vec<Vec<usize>> {
 
 /// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
 /// lanes per nest. Returns the output variables.
-fn several(
-    out: &mut Out,
-    state: &State,
-    nests: &[(Name, Nest)],
-    _m: &Machine,
-) -> Result<Vec<String>, String> {
+fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Vec<String>, String> {
     let mut vars = Vec::new();
-    let single = nests.len() == 1;
+    let alone = nests.len() == 1;
     for (k, (name, _)) in nests.iter().enumerate() {
-        let v = if single { "p".to_string() } else { format!("p{}", k + 1) };
+        let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
         out.line(&format!("let {v} = {name};"));
         vars.push(v);
     }
@@ -974,14 +969,69 @@ fn several(
             choices.push(choice("\"none\"", "not fused"));
         }
     }
+    // Unfused, each perfect nest of one statement by the rules of a single nest (a matrix
+    // product's register tile, a register block, an order): first where one of them is a
+    // matrix product with a long reduction (gemm's, 2mm's), whose register tile fusion would
+    // forbid.
+    let own: Vec<Option<Workload>> = if alone {
+        vec![None]
+    } else {
+        nests
+            .iter()
+            .map(|(_, n)| {
+                Workload::of(state, n).ok().filter(|w| w.perfect && w.n_stmts == 1 && !w.loops.is_empty())
+            })
+            .collect()
+    };
+    let products = own
+        .iter()
+        .flatten()
+        .filter(|w| w.writes().next().and_then(|t| matmul_like(w, t)).is_some_and(|t| t.k_extent >= 64))
+        .count();
+    if own.iter().any(Option::is_some) {
+        let each = choice(
+            "\"each\"",
+            format!(
+                "not fused: each nest by its own rules{}",
+                if products > 0 {
+                    format!(
+                        " ({products} matrix product{} with a register tile)",
+                        if products == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        let at = if products > 0 { 0 } else { choices.len().saturating_sub(1).min(choices.len()) };
+        if choices.is_empty() {
+            choices.push(choice("\"none\"", "not fused"));
+        }
+        choices.insert(at, each);
+        arms.insert(at, ("\"each\"".into(), Vec::new(), false));
+    }
     out.line(&format!("let parts = [{}];", vars.join(", ")));
-    // A fused part's depth is its shared loops': its inner loops are left to the compiler.
+    // A fused part's depth is its shared loops': its inner loops are left to the compiler; a
+    // nest scheduled by its own rules is left as they made it.
     out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
+    out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
     if !choices.is_empty() {
         out.param("fuse", "fuse", "which nests are fused, at which level", choices);
         for (k, (tag, lines, contract)) in arms.iter().enumerate() {
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
+            if tag == "\"each\"" {
+                for (j, w) in own.iter().enumerate() {
+                    let Some(w) = w else { continue };
+                    out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));
+                    out.line(&format!("let p = {};", vars[j]));
+                    out.prefix = format!("n{}_", j + 1);
+                    single(out, w, m);
+                    out.prefix.clear();
+                    out.line(&format!("parts[{j}] = p;"));
+                    out.line(&format!("ruled[{j}] = true;"));
+                }
+            }
             if *contract {
                 out.param(
                     "contract",
@@ -1021,11 +1071,11 @@ fn several(
     out.line("for k in 0..parts.len() {");
     out.line("    let q = parts[k];");
     out.line("    let par = parallel_levels(q);");
-    out.line("    if parallel && par.len() > 0 { q = parallelize(q, par[0]); }");
-    out.line("    if vectorize && !fused[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
+    out.line("    if parallel && !ruled[k] && par.len() > 0 { q = parallelize(q, par[0]); }");
+    out.line("    if vectorize && !fused[k] && !ruled[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
     out.line("    parts[k] = q;");
     out.line("}");
-    if single {
+    if alone {
         out.line("p = parts[0];");
         Ok(vec!["p".to_string()])
     } else {
