@@ -148,7 +148,7 @@ impl Job {
     /// half-submitted) and the error says so. The ids are recorded in `DIR/job.json`.
     pub fn submit(&self) -> Result<Submitted, String> {
         let scripts = self.write()?;
-        let sbatch = on_path("sbatch").ok_or_else(|| {
+        let sbatch = crate::runtime::compiler::on_path("sbatch").ok_or_else(|| {
             format!(
                 "--slurm: `sbatch` is not on the PATH (run teml where Slurm's commands are, a login node; \
                  --dry-run writes the scripts without submitting them: {})",
@@ -210,12 +210,6 @@ fn sbatch_run(sbatch: &Path, extra: &[String], script: &Path) -> Result<String, 
         ));
     }
     Ok(id)
-}
-
-/// The file `name` in a folder of `$PATH`.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 #[cfg(test)]

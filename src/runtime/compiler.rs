@@ -496,12 +496,13 @@ pub fn polly_flags() -> Flags {
 /// compiler a kernel that did not match is built with, to tell a compiler defect from a wrong
 /// path.
 pub fn installed_clang() -> Option<PathBuf> {
+    (14..=20).rev().map(|v| format!("clang-{v}")).chain(["clang".to_string()]).find_map(|c| on_path(&c))
+}
+
+/// The file `name` in the first folder of `$PATH` that has it.
+pub fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    (14..=20)
-        .rev()
-        .map(|v| format!("clang-{v}"))
-        .chain(["clang".to_string()])
-        .find_map(|c| std::env::split_paths(&path).map(|d| d.join(&c)).find(|f| f.is_file()))
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// The line that installs Polly on Debian.

@@ -695,32 +695,39 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                 Err(e) => kr.notes.push(format!("auto: {e}")),
             }
         }
+        // The tuned row re-tuned here (--tune) or by a Slurm array (--tuned-from).
         let tune_dir = o.tune.and_then(|_| tempfile::tempdir().ok());
-        if let (Some(secs), Some(dir)) = (o.tune, &tune_dir) {
+        let retuned = if let (Some(secs), Some(dir)) = (o.tune, &tune_dir) {
             progress(&format!("{k}: re-tuning ({secs:.0} s)"));
-            match retune(&retune_options(o, k, &base_file, &defines, secs, dir.path())) {
-                Ok(best) => match files.iter_mut().find(|(n, _)| *n == "tuned") {
-                    Some(slot) => slot.1 = best,
-                    None => files.push(("tuned", best)),
-                },
-                Err(e) => kr.notes.push(format!("--tune: {e}; the shipped tuned path is kept")),
-            }
+            Some(
+                retune(&retune_options(o, k, &base_file, &defines, secs, dir.path()))
+                    .map_err(|e| format!("--tune: {e}")),
+            )
+        } else if let Some(dir) = &o.tuned_from {
+            let from = tuned_dir(dir, k);
+            let best = from.join("best.teml");
+            Some(if best.exists() {
+                Ok(best)
+            } else {
+                Err(format!(
+                    "--tuned-from: {} has no best.teml (its array task never ran, failed, or found no verified winner; see {})",
+                    from.display(),
+                    dir.join("slurm").display()
+                ))
+            })
+        } else {
+            None
+        };
+        match retuned {
+            Some(Ok(best)) => match files.iter_mut().find(|(n, _)| *n == "tuned") {
+                Some(slot) => slot.1 = best,
+                None => files.push(("tuned", best)),
+            },
+            Some(Err(e)) => kr.notes.push(format!("{e}; the shipped tuned path is kept")),
+            None => {}
         }
         if let Some(dir) = &o.tuned_from {
             let from = tuned_dir(dir, k);
-            let best = from.join("best.teml");
-            if best.exists() {
-                match files.iter_mut().find(|(n, _)| *n == "tuned") {
-                    Some(slot) => slot.1 = best,
-                    None => files.push(("tuned", best)),
-                }
-            } else {
-                kr.notes.push(format!(
-                    "--tuned-from: {} has no best.teml (its array task never ran, failed, or found no verified winner; see {}): the shipped tuned path is kept",
-                    from.display(),
-                    dir.join("slurm").display()
-                ));
-            }
             if let Some(db) = &o.db {
                 kr.notes.extend(crate::tuner::db::merge(db, &[from.join("tuning.jsonl")]));
             }

@@ -150,13 +150,19 @@ pub fn read(paths: &[&Path]) -> Result<(BTreeMap<String, Record>, Vec<String>), 
     Ok((out, notes))
 }
 
+/// Creates the folder `path` goes in, if it does not exist.
+pub fn create_parent(path: &Path) -> Result<(), String> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Creates the log at `path` (with its folders) if it does not exist.
 pub fn touch(path: &Path) -> Result<(), String> {
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
+    create_parent(path)?;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -179,11 +185,7 @@ pub fn append(path: &Path, r: &Record) -> Result<(), String> {
 /// a line that does not parse).
 pub fn append_line(path: &Path, line: &str, drop_cut: bool) -> Result<(), String> {
     use std::io::{Read, Seek, SeekFrom};
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
+    create_parent(path)?;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .read(true)

@@ -423,15 +423,7 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
     }
     let mut t = Tuning::start(o, progress)?;
     if o.collect.is_some() {
-        // Every candidate is a logged one: nothing is measured again.
-        let logged = std::mem::take(&mut t.logged);
-        let mut records: Vec<Record> = logged.into_values().collect();
-        records.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-        for r in records {
-            t.done.insert(r.key.clone());
-            t.finish(r, false)?;
-        }
-        slurm::write_log(&o.log, &t.records)?;
+        t.adopt_logged()?;
     }
     while o.collect.is_none() && t.records.len() < o.budget && !t.time_up() {
         let (batch, exhausted) = t.propose()?;
@@ -990,6 +982,18 @@ impl<'a> Tuning<'a> {
                 r.reason = Some(e.to_string());
             }
         }
+    }
+
+    /// Collecting: every candidate is a logged one, in the order they were measured (nothing is
+    /// measured again), and the merged log is written.
+    fn adopt_logged(&mut self) -> Result<(), String> {
+        let mut records: Vec<Record> = std::mem::take(&mut self.logged).into_values().collect();
+        records.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        for r in records {
+            self.done.insert(r.key.clone());
+            self.finish(r, false)?;
+        }
+        slurm::write_log(&self.o.log, &self.records)
     }
 
     /// The end of a run that only measures (`measure_only`): its report, no final round.

@@ -138,9 +138,7 @@ pub fn collect(o: &TuneOptions, n: usize) -> (Vec<PathBuf>, Vec<String>) {
 /// Writes `records` as the log at `path` (replacing it): the merged log of the shards, which a
 /// later run of the same search resumes from.
 pub fn write_log(path: &Path, records: &[Record]) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
+    super::log::create_parent(path)?;
     let mut text = String::new();
     for r in records {
         text.push_str(&serde_json::to_string(r).map_err(|e| e.to_string())?);

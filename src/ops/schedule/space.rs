@@ -878,6 +878,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         out.line(&format!("let {v} = {name};"));
         vars.push(v);
     }
+    // Each nest's workload, read once (isl's verdicts included): what it writes and reads for
+    // storage contraction, and the single-nest rules for `each`.
+    let works: Vec<Option<Workload>> =
+        if alone { vec![None] } else { nests.iter().map(|(_, n)| Workload::of(state, n).ok()).collect() };
     // Fusion: every nest at the deepest level legal for each consecutive pair (then the
     // temporaries one nest writes and a later one reads stored per iteration of that loop:
     // storage contraction), or the first fusable pair at its deepest level, or none.
@@ -892,25 +896,17 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         let common = levels[0].iter().copied().filter(|r| levels.iter().all(|l| l.contains(r))).max();
         if let Some(r) = common {
             // Tensors written by one nest and read by a later one: candidates for store_at.
-            let rw: Vec<(Vec<Name>, Vec<Name>)> = nests
-                .iter()
-                .map(|(_, n)| {
-                    Workload::shape(state, n).map_or((vec![], vec![]), |w| {
-                        (
-                            w.writes().map(|a| a.tensor.clone()).collect(),
-                            w.reads().map(|a| a.tensor.clone()).collect(),
-                        )
-                    })
-                })
-                .collect();
+            let names = |w: &Option<Workload>, write: bool| -> Vec<Name> {
+                w.iter()
+                    .flat_map(|w| w.accesses.iter())
+                    .filter(|a| a.write == write)
+                    .map(|a| a.tensor.clone())
+                    .collect()
+            };
             let temps: Vec<Name> = (0..nests.len())
                 .flat_map(|k| {
-                    rw[k]
-                        .0
-                        .iter()
-                        .filter(|t| rw[k + 1..].iter().any(|(_, r)| r.contains(t)))
-                        .cloned()
-                        .collect::<Vec<_>>()
+                    let later: Vec<Name> = works[k + 1..].iter().flat_map(|w| names(w, false)).collect();
+                    names(&works[k], true).into_iter().filter(move |t| later.contains(t))
                 })
                 .collect();
             let chain =
@@ -973,16 +969,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     // product's register tile, a register block, an order): first where one of them is a
     // matrix product with a long reduction (gemm's, 2mm's), whose register tile fusion would
     // forbid.
-    let own: Vec<Option<Workload>> = if alone {
-        vec![None]
-    } else {
-        nests
-            .iter()
-            .map(|(_, n)| {
-                Workload::of(state, n).ok().filter(|w| w.perfect && w.n_stmts == 1 && !w.loops.is_empty())
-            })
-            .collect()
-    };
+    let own: Vec<Option<&Workload>> = works
+        .iter()
+        .map(|w| w.as_ref().filter(|w| w.perfect && w.n_stmts == 1 && !w.loops.is_empty()))
+        .collect();
     let products = own
         .iter()
         .flatten()
