@@ -23,6 +23,9 @@ struct Api {
     ctx_last_error: unsafe extern "C" fn(Ptr) -> c_int,
     ctx_set_max_operations: unsafe extern "C" fn(Ptr, std::ffi::c_ulong),
     ctx_abort: unsafe extern "C" fn(Ptr),
+    ctx_resume: unsafe extern "C" fn(Ptr),
+    ctx_reset_operations: unsafe extern "C" fn(Ptr),
+    ctx_reset_error: unsafe extern "C" fn(Ptr),
     options_set_on_error: unsafe extern "C" fn(Ptr, c_int) -> c_int,
     umap_read: unsafe extern "C" fn(Ptr, *const c_char) -> Ptr,
     umap_copy: unsafe extern "C" fn(Ptr) -> Ptr,
@@ -137,6 +140,9 @@ fn resolve(lib: Library) -> Result<Api, String> {
         ctx_last_error: f!("isl_ctx_last_error"),
         ctx_set_max_operations: f!("isl_ctx_set_max_operations"),
         ctx_abort: f!("isl_ctx_abort"),
+        ctx_resume: f!("isl_ctx_resume"),
+        ctx_reset_operations: f!("isl_ctx_reset_operations"),
+        ctx_reset_error: f!("isl_ctx_reset_error"),
         options_set_on_error: f!("isl_options_set_on_error"),
         umap_read: f!("isl_union_map_read_from_str"),
         umap_copy: f!("isl_union_map_copy"),
@@ -170,6 +176,48 @@ pub fn available() -> Result<(), String> {
 pub struct Ctx {
     api: &'static Api,
     raw: Ptr,
+    /// The maps read from text so far, by their text: a legality question reads the same
+    /// relations (a nest's domain, the lexicographic order of its times) as the questions
+    /// before it, and isl takes milliseconds to read a long one. isl's maps are copied on
+    /// write, so a cached map is shared by reference count.
+    read: std::cell::RefCell<std::collections::HashMap<String, Ptr>>,
+}
+
+/// Maps a context keeps read ([`Ctx::map`]) at most (then forgets them all at once).
+const READ_CACHE: usize = 2048;
+
+thread_local! {
+    /// This thread's context for [`with_ctx`].
+    static SHARED: std::cell::OnceCell<Result<Ctx, String>> = const { std::cell::OnceCell::new() };
+    /// How deep [`with_ctx`] calls are nested on this thread.
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` with this thread's isl context, which lives as long as the thread and keeps the
+/// maps it read: the questions of one search (a tuner's candidates, the rules that generate a
+/// space) read the same relations again and again. Each outermost call starts with a fresh
+/// operation budget ([`max_operations`]) and no pending Ctrl-C abort.
+pub fn with_ctx<R>(f: impl FnOnce(&Ctx) -> Result<R, String>) -> Result<R, String> {
+    struct Nested;
+    impl Drop for Nested {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get() - 1));
+        }
+    }
+    SHARED.with(|cell| {
+        let ctx = cell.get_or_init(Ctx::new).as_ref().map_err(Clone::clone)?;
+        if DEPTH.with(|d| d.get()) == 0 {
+            // SAFETY: ctx.raw is a live context of this thread.
+            unsafe {
+                (ctx.api.ctx_resume)(ctx.raw);
+                (ctx.api.ctx_reset_operations)(ctx.raw);
+                (ctx.api.ctx_reset_error)(ctx.raw);
+            }
+        }
+        DEPTH.with(|d| d.set(d.get() + 1));
+        let _nested = Nested;
+        f(ctx)
+    })
 }
 
 impl Ctx {
@@ -186,7 +234,7 @@ impl Ctx {
         unsafe { (api.ctx_set_max_operations)(raw, max_operations() as std::ffi::c_ulong) };
         LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(raw as usize);
         watch_interrupts(api);
-        Ok(Ctx { api, raw })
+        Ok(Ctx { api, raw, read: Default::default() })
     }
 
     fn error(&self, what: &str) -> String {
@@ -218,10 +266,24 @@ impl Ctx {
 
     /// A union map from isl's syntax, e.g. `[N] -> { S0[i] -> A[i + 1] : 0 <= i < N }`.
     pub fn map(&self, text: &str) -> Result<UMap<'_>, String> {
+        if let Some(&known) = self.read.borrow().get(text) {
+            // SAFETY: a cached map is live (the cache holds one reference); copying adds one.
+            return self.wrap(unsafe { (self.api.umap_copy)(known) }, "copy");
+        }
         let c = CString::new(text).map_err(|_| "isl: NUL in a map".to_string())?;
         // SAFETY: raw is live; c is NUL-terminated and outlives the call.
         let raw = unsafe { (self.api.umap_read)(self.raw, c.as_ptr()) };
-        self.wrap(raw, &format!("cannot read `{text}`"))
+        let map = self.wrap(raw, &format!("cannot read `{text}`"))?;
+        let mut read = self.read.borrow_mut();
+        if read.len() >= READ_CACHE {
+            for (_, p) in read.drain() {
+                // SAFETY: the cache owns one reference to each map.
+                unsafe { (self.api.umap_free)(p) };
+            }
+        }
+        // SAFETY: map is live; the cache keeps a reference of its own.
+        read.insert(text.to_string(), unsafe { (self.api.umap_copy)(map.raw) });
+        Ok(map)
     }
 }
 
@@ -229,6 +291,10 @@ impl Drop for Ctx {
     fn drop(&mut self) {
         let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
         live.retain(|&r| r != self.raw as usize);
+        for (_, p) in self.read.get_mut().drain() {
+            // SAFETY: the cache owns one reference to each map, freed before its context.
+            unsafe { (self.api.umap_free)(p) };
+        }
         // SAFETY: every UMap borrows the context, so none is alive any more.
         unsafe { (self.api.ctx_free)(self.raw) }
     }

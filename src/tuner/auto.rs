@@ -153,10 +153,19 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     let space_path = o.out.join("space.rhai");
     let g = generate(&o.program, &o.defines, o.unchecked, &space_path)?;
     let mut notes = Vec::new();
-    let eval = |values: BTreeMap<String, String>| {
+    // A point is evaluated without the gate each step runs, and its kernel's nests are then
+    // checked once, whole: the same verdict (legality depends only on the final nest and the
+    // original statements), without an isl analysis per step of the path.
+    let eval = |values: BTreeMap<String, String>| -> Result<State, String> {
         let params = Params { values, ..Params::default() };
         let env = pipeline::script_env_with(pipeline::RunOptions::default(), false);
-        Program::with_params(&g.path, o.defines.clone(), o.unchecked, params, env).eval()
+        let s = Program::with_params(&g.path, o.defines.clone(), true, params, env)
+            .eval()
+            .map_err(|e| e.to_string())?;
+        if !o.unchecked {
+            legal_at_end(&s)?;
+        }
+        Ok(s)
     };
     let mut tried = 0;
     let mut chosen: Option<(State, String)> = None;
@@ -192,7 +201,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
                 }
             }
             Ok(_) => Err("no kernel".to_string()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         };
         match schedule::first_legal(&g.space, &mut ev) {
             Ok((s, k)) => {
@@ -265,6 +274,19 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         seconds: t0.elapsed().as_secs_f64(),
         notes,
     })
+}
+
+/// Every nest of every kernel of `s` legal at the program's sizes (what the gate of each
+/// transformation would have refused, with its witness).
+fn legal_at_end(s: &State) -> Result<(), String> {
+    for k in &s.kernels {
+        for n in &k.nests {
+            if let Err(e) = crate::analysis::legality::decide_at_sizes(s, n)? {
+                return Err(format!("illegal: {}", e.message));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The report in words.

@@ -41,7 +41,7 @@ pub use queries::*;
 use verdict::*;
 use witness::*;
 
-use super::isl::{Ctx, UMap};
+use super::isl::{Ctx, UMap, with_ctx};
 use crate::ir::{Atom, Expr, Instance, LNode, Loop, Name, Nest, State, TExpr, Update, lower};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -232,10 +232,40 @@ pub(super) fn dependences<'c>(
             }
         }
     }
-    let all = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), pieces.join("; ")))?;
+    let text = format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "));
+    // Every transformed nest of one program has the same original statements, so a search
+    // (and the rules that generate a space) asks for the same dependences again and again:
+    // they are remembered as isl's text, which reads back exactly.
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&text, original).hash(&mut h);
+        h.finish()
+    };
+    if let Some(known) = dependence_memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return ctx.map(&known);
+    }
+    let all = ctx.map(&text)?;
     // Keep the pairs in the original order.
     let sched = ctx.map(original)?;
-    all.and(sched.clone().lex_lt(sched)?)?.coalesce()
+    let deps = all.and(sched.clone().lex_lt(sched)?)?.coalesce()?;
+    if let Ok(mut m) = dependence_memo().lock() {
+        if m.len() >= DEPENDENCE_MEMO_SIZE {
+            m.clear();
+        }
+        m.insert(key, deps.to_string());
+    }
+    Ok(deps)
+}
+
+/// Dependence maps remembered at most (then forgotten all at once).
+const DEPENDENCE_MEMO_SIZE: usize = 512;
+
+/// [`dependences`] as isl's text, by the hash of the statements' text and the original order.
+fn dependence_memo() -> &'static std::sync::Mutex<std::collections::HashMap<u64, String>> {
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, String>>> =
+        std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
 }
 
 /// The updates of one element by different statements with the same `max` (or `min`), none a

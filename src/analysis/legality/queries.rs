@@ -18,10 +18,11 @@ pub fn stays_local(
     let Some(d) = m.places.iter().find_map(|p| p.loops.iter().position(|x| std::ptr::eq(*x, l))) else {
         return Ok(Ok(()));
     };
-    let ctx = Ctx::new()?;
-    Ok(match m.escapes(&ctx, Some((d, l)), tensor, &m.these)? {
-        None => Ok(()),
-        Some(message) => Err(Illegal { message }),
+    with_ctx(|ctx| {
+        Ok(match m.escapes(ctx, Some((d, l)), tensor, &m.these)? {
+            None => Ok(()),
+            Some(message) => Err(Illegal { message }),
+        })
     })
 }
 
@@ -33,10 +34,11 @@ pub fn stays_local(
 pub fn written_before_read(state: &State, nest: &Nest, tensor: &Name) -> Result<Result<(), Illegal>, String> {
     let program = Nest::new(nest.program.clone(), nest.origin.clone());
     let m = Model::new(state, &program)?;
-    let ctx = Ctx::new()?;
-    Ok(match m.escapes(&ctx, None, tensor, &m.these)? {
-        None => Ok(()),
-        Some(message) => Err(Illegal { message }),
+    with_ctx(|ctx| {
+        Ok(match m.escapes(ctx, None, tensor, &m.these)? {
+            None => Ok(()),
+            Some(message) => Err(Illegal { message }),
+        })
     })
 }
 
@@ -65,70 +67,71 @@ pub(super) fn element_at(org: &Origin, a: &Access, vals: &[i64], params: &[(Stri
 /// sizes; `Err(Illegal)` with a witness otherwise.
 pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<Result<(), Illegal>, String> {
     let m = Model::new(state, nest)?;
-    let ctx = Ctx::new()?;
-    let orig = ctx.map(&m.original)?.with_params(&m.these)?;
-    // s -> t: t runs before s in the original order.
-    let before = orig.clone().lex_lt(orig)?.reverse()?;
-    let writes = m.accesses(&ctx, y, &|a| a.write, &m.these)?;
-    let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
-    let bound: Vec<(String, i64)> = state.consts.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
-        element_at(org, a, vals, &[params, &bound].concat())
-    };
-    for org in &m.origins {
-        for a in org.accesses.iter().filter(|a| !a.write) {
-            let is = |t: &Name| a.tensor == *t;
-            // An update's read of what it adds to: a zeroed accumulator's reads its own sum; a
-            // user's `y = add(y, ..)` reads `y` from before the nest, which over `x` is `x`.
-            let own = a.accumulates && (a.zeroed || y == x);
-            if own || !(is(x) || (is(y) && y != x)) {
-                continue;
-            }
-            let read = m.accesses(&ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?;
-            let earlier_writes = read.then(writes.clone().reverse()?)?.and(before.clone())?;
-            if is(x) {
-                // A write of `y` over the element before this read of `x`.
-                if let Some(sample) = earlier_writes.coalesce()?.sample()? {
-                    let (params, s, t) = point(&sample);
-                    let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
-                    let (read, wrote) = (m.instance_words(s.as_ref()), m.instance_words(t.as_ref()));
-                    let message = if y == x {
-                        format!(
-                            "{x}{el} is read by {read} after {wrote} overwrote it: in place, a new value \
-                             would be read where the old one is meant (not a compatible statement, Ullrich 2018)"
-                        )
-                    } else {
-                        format!(
-                            "{x}{el} is read by {read} after {wrote} wrote {y}{el}: stored over `{x}`, `{y}` \
-                             would overwrite a value still to be read (not a compatible statement, Ullrich 2018)"
-                        )
-                    };
-                    return Ok(Err(Illegal { message }));
+    with_ctx(|ctx| {
+        let orig = ctx.map(&m.original)?.with_params(&m.these)?;
+        // s -> t: t runs before s in the original order.
+        let before = orig.clone().lex_lt(orig)?.reverse()?;
+        let writes = m.accesses(ctx, y, &|a| a.write, &m.these)?;
+        let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
+        let bound: Vec<(String, i64)> = state.consts.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
+            element_at(org, a, vals, &[params, &bound].concat())
+        };
+        for org in &m.origins {
+            for a in org.accesses.iter().filter(|a| !a.write) {
+                let is = |t: &Name| a.tensor == *t;
+                // An update's read of what it adds to: a zeroed accumulator's reads its own sum; a
+                // user's `y = add(y, ..)` reads `y` from before the nest, which over `x` is `x`.
+                let own = a.accumulates && (a.zeroed || y == x);
+                if own || !(is(x) || (is(y) && y != x)) {
+                    continue;
                 }
-            } else {
-                // A read of `y` with no write of its element before: over `x`, it would read `x`.
-                let unit = ctx.map(&format!(
-                    "{} -> {{ M[{}] -> [] }}",
-                    m.names.param_list(),
-                    (0..a.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
-                ))?;
-                let reads = m.accesses(&ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?.then(unit)?;
-                let open = reads.minus(earlier_writes.then(instances.clone())?)?;
-                if let Some(sample) = open.coalesce()?.sample()? {
-                    let (params, s, _) = point(&sample);
-                    let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
-                    return Ok(Err(Illegal {
-                        message: format!(
-                            "{y}{el} is read by {} before the nest writes it: stored over `{x}`, it would \
+                let read = m.accesses(ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?;
+                let earlier_writes = read.then(writes.clone().reverse()?)?.and(before.clone())?;
+                if is(x) {
+                    // A write of `y` over the element before this read of `x`.
+                    if let Some(sample) = earlier_writes.coalesce()?.sample()? {
+                        let (params, s, t) = point(&sample);
+                        let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
+                        let (read, wrote) = (m.instance_words(s.as_ref()), m.instance_words(t.as_ref()));
+                        let message = if y == x {
+                            format!(
+                                "{x}{el} is read by {read} after {wrote} overwrote it: in place, a new value \
+                             would be read where the old one is meant (not a compatible statement, Ullrich 2018)"
+                            )
+                        } else {
+                            format!(
+                                "{x}{el} is read by {read} after {wrote} wrote {y}{el}: stored over `{x}`, `{y}` \
+                             would overwrite a value still to be read (not a compatible statement, Ullrich 2018)"
+                            )
+                        };
+                        return Ok(Err(Illegal { message }));
+                    }
+                } else {
+                    // A read of `y` with no write of its element before: over `x`, it would read `x`.
+                    let unit = ctx.map(&format!(
+                        "{} -> {{ M[{}] -> [] }}",
+                        m.names.param_list(),
+                        (0..a.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
+                    ))?;
+                    let reads = m.accesses(ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?.then(unit)?;
+                    let open = reads.minus(earlier_writes.then(instances.clone())?)?;
+                    if let Some(sample) = open.coalesce()?.sample()? {
+                        let (params, s, _) = point(&sample);
+                        let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
+                        return Ok(Err(Illegal {
+                            message: format!(
+                                "{y}{el} is read by {} before the nest writes it: stored over `{x}`, it would \
                              read `{x}`'s value instead of `{y}`'s",
-                            m.instance_words(s.as_ref())
-                        ),
-                    }));
+                                m.instance_words(s.as_ref())
+                            ),
+                        }));
+                    }
                 }
             }
         }
-    }
-    Ok(Ok(()))
+        Ok(Ok(()))
+    })
 }
 
 /// True if loop `target` of `nest` carries a dependence at the program's sizes, reductions
@@ -173,20 +176,21 @@ pub(super) fn carries_with(
     {
         return Ok(c);
     }
-    let ctx = Ctx::new()?;
-    // At the program's sizes: fixed before anything is composed.
-    let deps =
-        dependences(&ctx, &m.origins, &m.names, &m.original, reductions, false)?.with_params(&m.these)?;
-    let carried = !m.carried(&ctx, &deps, d, target)?.1.is_empty()?;
-    if let Some(k) = key
-        && let Ok(mut memo) = carried_memo().lock()
-    {
-        if memo.len() >= MEMO_SIZE {
-            memo.clear();
+    with_ctx(|ctx| {
+        // At the program's sizes: fixed before anything is composed.
+        let deps =
+            dependences(ctx, &m.origins, &m.names, &m.original, reductions, false)?.with_params(&m.these)?;
+        let carried = !m.carried(ctx, &deps, d, target)?.1.is_empty()?;
+        if let Some(k) = key
+            && let Ok(mut memo) = carried_memo().lock()
+        {
+            if memo.len() >= MEMO_SIZE {
+                memo.clear();
+            }
+            memo.insert(k, carried);
         }
-        memo.insert(k, carried);
-    }
-    Ok(carried)
+        Ok(carried)
+    })
 }
 
 /// True if `g >= 0` at every point of the loops `outer` (outermost first), whatever values the
@@ -219,72 +223,75 @@ pub fn out_of_bounds(state: &State, items: &[LNode]) -> Result<Option<String>, S
         go(items, &mut Vec::new(), &mut out);
         out
     };
-    let ctx = Ctx::new()?;
-    for (s, loops) in &stmts {
-        let iters: Vec<Name> = loops.iter().map(|l| l.iter.clone()).collect();
-        // An iterator no loop binds yet (`around` will, and checks again): skipped.
-        let free: Vec<Name> = s.domain().free;
-        if loops.iter().any(|l| free.iter().any(|v| l.bounds_mention(v))) {
-            continue;
-        }
-        let mut leaves = Vec::new();
-        s.visit(&mut |n| {
-            if n.is_tensor_leaf() {
-                leaves.push(n.clone());
+    with_ctx(|ctx| {
+        for (s, loops) in &stmts {
+            let iters: Vec<Name> = loops.iter().map(|l| l.iter.clone()).collect();
+            // An iterator no loop binds yet (`around` will, and checks again): skipped.
+            let free: Vec<Name> = s.domain().free;
+            if loops.iter().any(|l| free.iter().any(|v| l.bounds_mention(v))) {
+                continue;
             }
-        });
-        for leaf in &leaves {
-            let (Some(xs), Some(ds)) = (leaf.index_list(), leaf.shape.dims()) else { continue };
-            for (x, d) in xs.iter().zip(ds) {
-                let crate::ir::Dim::Known(extent) = d else { continue };
-                if x.vars().iter().any(|v| free.contains(v)) {
-                    continue;
+            let mut leaves = Vec::new();
+            s.visit(&mut |n| {
+                if n.is_tensor_leaf() {
+                    leaves.push(n.clone());
                 }
-                let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
-                for e in loops.iter().flat_map(|l| [&l.lb, &l.ub]).chain([x, extent]) {
-                    params.extend(e.vars().into_iter().filter(|v| !iters.contains(v)));
-                }
-                let names = Names { params };
-                let v = names.var(&iters, "v_");
-                let mut cons: Vec<String> =
-                    loops.iter().map(|l| bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v)).collect();
-                for g in s.guard() {
-                    cons.push(format!("{} >= 0", isl(g, &v)));
-                }
-                for p in &names.params {
-                    match state.constant(p) {
-                        Some(val) => cons.push(format!("p_{p} = {val}")),
-                        None => cons.push(format!("p_{p} >= 1")),
+            });
+            for leaf in &leaves {
+                let (Some(xs), Some(ds)) = (leaf.index_list(), leaf.shape.dims()) else { continue };
+                for (x, d) in xs.iter().zip(ds) {
+                    let crate::ir::Dim::Known(extent) = d else { continue };
+                    if x.vars().iter().any(|v| free.contains(v)) {
+                        continue;
                     }
+                    let mut params: BTreeSet<Name> = state.consts.keys().cloned().collect();
+                    for e in loops.iter().flat_map(|l| [&l.lb, &l.ub]).chain([x, extent]) {
+                        params.extend(e.vars().into_iter().filter(|v| !iters.contains(v)));
+                    }
+                    let names = Names { params };
+                    let v = names.var(&iters, "v_");
+                    let mut cons: Vec<String> =
+                        loops.iter().map(|l| bounded(&l.lb, &format!("v_{}", l.iter), &l.ub, &v)).collect();
+                    for g in s.guard() {
+                        cons.push(format!("{} >= 0", isl(g, &v)));
+                    }
+                    for p in &names.params {
+                        match state.constant(p) {
+                            Some(val) => cons.push(format!("p_{p} = {val}")),
+                            None => cons.push(format!("p_{p} >= 1")),
+                        }
+                    }
+                    cons.push(format!("({} < 0 or {} > {} - 1)", isl(x, &v), isl(x, &v), isl(extent, &v)));
+                    let text = format!(
+                        "{} -> {{ S0[{}] -> [] : {} }}",
+                        names.param_list(),
+                        dims(&iters, "v_"),
+                        cons.join(" and ")
+                    );
+                    let Some(sample) = ctx.map(&text)?.coalesce()?.sample()? else { continue };
+                    let (ps, a, _) = point(&sample);
+                    let vals = a.map(|(_, v)| v).unwrap_or_default();
+                    let mut env: BTreeMap<String, i64> =
+                        iters.iter().map(|i| i.to_string()).zip(vals.iter().copied()).collect();
+                    env.extend(ps.iter().cloned());
+                    env.extend(state.consts.iter().map(|(k, v)| (k.to_string(), *v)));
+                    let at: Vec<String> = iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
+                    let value = x.eval(&|n| env.get(n).copied()).map_or("?".into(), |e| e.to_string());
+                    let ext =
+                        extent.eval(&|n| env.get(n).copied()).map_or(extent.to_string(), |e| e.to_string());
+                    let sizes: Vec<String> = ps.iter().map(|(p, v)| format!("{p}={v}")).collect();
+                    let sizes =
+                        if sizes.is_empty() { String::new() } else { format!(" ({})", sizes.join(", ")) };
+                    return Ok(Some(format!(
+                        "`{}` at ({}) in `{s}` is at index {value} of a dimension of extent {ext}{sizes}",
+                        leaf.access(),
+                        at.join(", "),
+                    )));
                 }
-                cons.push(format!("({} < 0 or {} > {} - 1)", isl(x, &v), isl(x, &v), isl(extent, &v)));
-                let text = format!(
-                    "{} -> {{ S0[{}] -> [] : {} }}",
-                    names.param_list(),
-                    dims(&iters, "v_"),
-                    cons.join(" and ")
-                );
-                let Some(sample) = ctx.map(&text)?.coalesce()?.sample()? else { continue };
-                let (ps, a, _) = point(&sample);
-                let vals = a.map(|(_, v)| v).unwrap_or_default();
-                let mut env: BTreeMap<String, i64> =
-                    iters.iter().map(|i| i.to_string()).zip(vals.iter().copied()).collect();
-                env.extend(ps.iter().cloned());
-                env.extend(state.consts.iter().map(|(k, v)| (k.to_string(), *v)));
-                let at: Vec<String> = iters.iter().zip(&vals).map(|(i, v)| format!("{i}={v}")).collect();
-                let value = x.eval(&|n| env.get(n).copied()).map_or("?".into(), |e| e.to_string());
-                let ext = extent.eval(&|n| env.get(n).copied()).map_or(extent.to_string(), |e| e.to_string());
-                let sizes: Vec<String> = ps.iter().map(|(p, v)| format!("{p}={v}")).collect();
-                let sizes = if sizes.is_empty() { String::new() } else { format!(" ({})", sizes.join(", ")) };
-                return Ok(Some(format!(
-                    "`{}` at ({}) in `{s}` is at index {value} of a dimension of extent {ext}{sizes}",
-                    leaf.access(),
-                    at.join(", "),
-                )));
             }
         }
-    }
-    Ok(None)
+        Ok(None)
+    })
 }
 
 /// True if no point of the loops `outer` (outermost first) satisfies every `c >= 0` of `conds`,
@@ -323,8 +330,7 @@ pub(super) fn empty_within(outer: &[&Loop], conds: &[Expr], positive: bool) -> O
     cons.extend(conds.iter().map(|c| format!("{} >= 0", isl(c, &v))));
     let text =
         format!("{} -> {{ [{}] -> [] : {} }}", names.param_list(), dims(&iters, "v_"), cons.join(" and "));
-    let ctx = Ctx::new().ok()?;
-    ctx.map(&text).ok()?.is_empty().ok()
+    with_ctx(|ctx| ctx.map(&text)?.is_empty()).ok()
 }
 
 /// Loop `l`'s bounds without the arguments of their `max` (lower) and `min` (upper) that
