@@ -490,6 +490,27 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_context_keeps_what_it_read_and_recovers_from_an_abort() {
+        let text = "[N] -> { S[i] -> [i] : 0 <= i < N }";
+        let first = with_ctx(|c| Ok(c.map(text)?.to_string())).unwrap();
+        // A map read from the cache and changed leaves the cached one as it was.
+        let fixed = with_ctx(|c| Ok(c.map(text)?.with_params("[N] -> { : N = 3 }")?.to_string())).unwrap();
+        assert!(fixed.contains("N = 3"), "{fixed}");
+        let nested = with_ctx(|_| with_ctx(|c| Ok(c.map(text)?.to_string()))).unwrap();
+        assert_eq!(first, nested);
+        // Ctrl-C aborts the question under way; the next question starts afresh.
+        let _ = with_ctx(|c| {
+            // SAFETY: c.raw is this thread's live context.
+            unsafe { (c.api.ctx_abort)(c.raw) };
+            c.map("[M] -> { T[i] -> [i] : 0 <= i < M }")?.coalesce()?.is_empty()
+        });
+        let empty = with_ctx(|c| {
+            c.map("[M] -> { T[i, j] -> [j, i] : 0 <= i < M and 0 <= j < i }")?.coalesce()?.is_empty()
+        });
+        assert_eq!(empty, Ok(false));
+    }
+
+    #[test]
     fn syntax_errors_are_messages() {
         let ctx = Ctx::new().unwrap();
         let e = ctx.map("{ S[i] -> ").err().unwrap();
