@@ -309,19 +309,33 @@ fn register_search(engine: &mut Engine, shared: &Rc<Shared>) {
     };
     // The levels of the loops whose parallelism `keep` accepts (explore::parallelism).
     use crate::ops::explore::Parallelism;
-    let levels = |name: &'static str, keep: fn(Parallelism) -> bool| {
+    let levels = |name: &'static str, keep: fn(Parallelism, &crate::ir::Loop) -> bool| {
         let sh = shared.clone();
         move |l: Dynamic| -> RhaiResult<Array> {
             let n = nest_of(&l, name)?;
             let ps = crate::ops::explore::parallelism(&sh.state.borrow(), &n)
                 .map_err(|e| format!("{name}: {e}"))?;
-            Ok(ps.into_iter().filter(|(_, _, p)| keep(*p)).map(|(r, _, _)| Dynamic::from(r as i64)).collect())
+            let path = n.view().path();
+            Ok(ps
+                .into_iter()
+                .filter(|(r, _, p)| path.get(r - 1).is_some_and(|l| keep(*p, l)))
+                .map(|(r, _, _)| Dynamic::from(r as i64))
+                .collect())
         }
     };
-    engine.register_fn("parallel_levels", levels("parallel_levels", |p| p != Parallelism::Carried));
+    // A reduction loop counts where code generation realizes it: one accumulated element per
+    // iteration (not `mean[j]` with `j` inside the loop, which `codegen` refuses to run on threads).
+    engine.register_fn(
+        "parallel_levels",
+        levels("parallel_levels", |p, l| match p {
+            Parallelism::Independent => true,
+            Parallelism::Reduction => crate::analysis::reduction::plan(l, true).is_ok(),
+            Parallelism::Carried => false,
+        }),
+    );
     engine.register_fn(
         "data_parallel_levels",
-        levels("data_parallel_levels", |p| p == Parallelism::Independent),
+        levels("data_parallel_levels", |p, _| p == Parallelism::Independent),
     );
     let p2 = perms.clone();
     engine.register_fn("legal_permutations", move |l: Dynamic| perms(&l, None));

@@ -181,7 +181,7 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     (
         "parallel_levels",
         "parallel_levels(l)",
-        "the levels of the loops on l's path that parallelize legally: data-parallel ones and reductions (private accumulators), decided by isl",
+        "the levels of the loops on l's path that parallelize legally: data-parallel ones and reductions (private accumulators) into one element per iteration, decided by isl",
     ),
     (
         "data_parallel_levels",

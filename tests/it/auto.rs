@@ -331,3 +331,28 @@ fn a_matrix_product_among_several_nests_gets_its_register_tile() {
     );
     assert!(path.contains("#   n2_sketch = register_tile"), "{path}");
 }
+
+#[test]
+fn a_nest_fused_as_written_is_distributed_and_its_sum_reordered() {
+    // covariance: the sum over the samples, the scaling and the mirroring fused under one
+    // `i, j` as PolyBench writes them, the sum's `k` innermost (a column walk). The rules
+    // distribute the nest (legal: isl) and give each part its own order: the sum as i k j.
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/covariance.teml");
+    let args = ["-D", "M=40", "-D", "N=50"];
+    let mut a = vec!["auto", program.to_str().unwrap(), "--out", "a", "--no-db"];
+    a.extend(args);
+    let o = teml(d.path(), &a);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   fuse = each: not fused: each nest by its own rules; lm distributed into 2 nests; lc distributed into 3 nests"), "{path}");
+    assert!(path.contains("lc (i#1)'s loops reordered, j innermost"), "{path}");
+    assert!(path.contains("#   n3d1_order = [1, 3, 2]: i k j (j innermost"), "{path}");
+    assert!(path.contains("distribute("), "{path}");
+    // The nest as written stays a choice of the space.
+    let mut r = vec!["run", "a/space.rhai", "--param", "fuse=none", "-q"];
+    r.extend(args);
+    let o = teml(d.path(), &r);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}

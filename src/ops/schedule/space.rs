@@ -228,7 +228,7 @@ const LIFT_ORDERS: usize = 2;
 struct LiftOrder {
     steps: Vec<(usize, usize)>,
     flops: f64,
-    parts: Vec<(String, Workload)>,
+    parts: Vec<Part>,
 }
 
 /// A product of three or more operands and its cheapest contraction orders, each with the
@@ -264,29 +264,7 @@ fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
                 s.vars.insert(id.clone(), Value::Tensor(st.clone()));
             }
         }
-        let mut seen: std::collections::BTreeMap<Name, usize> = Default::default();
-        let mut parts = Vec::new();
-        for item in &l.nest.items {
-            let top = item.as_loop()?;
-            // The occurrence of the part's outer iterator among the loops before it.
-            let count = |n: &crate::ir::LNode, seen: &mut std::collections::BTreeMap<Name, usize>| {
-                let mut stack = vec![n];
-                while let Some(x) = stack.pop() {
-                    if let Some(lp) = x.as_loop() {
-                        *seen.entry(lp.iter.clone()).or_default() += 1;
-                        stack.extend(lp.body.iter().rev());
-                    }
-                }
-            };
-            let address = format!("{}#{}", top.iter, seen.get(&top.iter).copied().unwrap_or(0) + 1);
-            count(item, &mut seen);
-            let sub = Nest { items: vec![item.clone()], ..l.nest.clone() };
-            let wc = Workload::of(&s, &sub).ok()?;
-            if !(wc.perfect && wc.n_stmts == 1) {
-                return None;
-            }
-            parts.push((address, wc));
-        }
+        let parts = top_parts(&s, &l.nest)?;
         out.push(LiftOrder { steps: path, flops: r.flops_after, parts });
     }
     let best = out.first()?.flops;
@@ -303,6 +281,130 @@ fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
         ),
         orders: out,
     })
+}
+
+/// The top-level items of `nest` as perfect nests of one statement each: the address `focus`
+/// takes for each one's outer loop ("i#2": the second loop over `i` in program order) and its
+/// workload; `None` where one is not such a nest.
+fn top_parts(state: &State, nest: &Nest) -> Option<Vec<Part>> {
+    let mut seen: std::collections::BTreeMap<Name, usize> = Default::default();
+    let mut parts = Vec::new();
+    for item in &nest.items {
+        let top = item.as_loop()?;
+        let address = format!("{}#{}", top.iter, seen.get(&top.iter).copied().unwrap_or(0) + 1);
+        // The loops of this part count for the addresses of the parts after it.
+        let mut stack = vec![item];
+        while let Some(x) = stack.pop() {
+            if let Some(lp) = x.as_loop() {
+                *seen.entry(lp.iter.clone()).or_default() += 1;
+                stack.extend(lp.body.iter().rev());
+            }
+        }
+        let sub = Nest { items: vec![item.clone()], focus: Vec::new(), ..nest.clone() };
+        let w = Workload::of(state, &sub).ok()?;
+        if !(w.perfect && w.n_stmts == 1 && !w.loops.is_empty()) {
+            return None;
+        }
+        // Reordered in place (the other parts beside it), as `focus` then `permute` do.
+        let index = nest.items.iter().position(|x| std::ptr::eq(x, item)).unwrap_or(0);
+        let reorder = wants_reorder(state, &Nest { focus: vec![index], ..nest.clone() }, &w);
+        parts.push(Part { address, work: w, reorder });
+    }
+    Some(parts)
+}
+
+/// One perfect nest of one statement among the top-level items of a nest: the address `focus`
+/// takes for its outer loop, its workload, and the loop a better order puts innermost.
+struct Part {
+    address: String,
+    work: Workload,
+    reorder: Option<Reorder>,
+}
+
+/// A nest with sequences inside (statements fused as written: covariance's sum, scaling and
+/// mirroring under one `i, j`; correlation's `i` around a statement and a `j` loop), distributed
+/// into perfect nests of one statement: the loops `distribute` splits, innermost first, as the
+/// addresses `focus` takes, and the parts.
+struct Distribution {
+    addresses: Vec<String>,
+    parts: Vec<Part>,
+}
+
+/// The address (`iter#k`: the k-th loop over `iter` in program order) of the first loop whose
+/// body is a sequence with no sequence inside it, if any.
+fn innermost_sequence(items: &[crate::ir::LNode]) -> Option<String> {
+    fn has_sequence(items: &[crate::ir::LNode]) -> bool {
+        items.iter().any(|x| x.as_loop().is_some_and(|l| l.body.len() > 1 || has_sequence(&l.body)))
+    }
+    fn go(
+        items: &[crate::ir::LNode],
+        seen: &mut std::collections::BTreeMap<Name, usize>,
+        found: &mut Option<String>,
+    ) {
+        for x in items {
+            let Some(l) = x.as_loop() else { continue };
+            let k = seen.entry(l.iter.clone()).or_default();
+            *k += 1;
+            let address = format!("{}#{k}", l.iter);
+            if found.is_none() && l.body.len() > 1 && !has_sequence(&l.body) {
+                *found = Some(address);
+            }
+            go(&l.body, seen, found);
+        }
+    }
+    let mut found = None;
+    go(items, &mut Default::default(), &mut found);
+    found
+}
+
+/// `items` with the loop at `address` distributed (one loop per item of its body, the same
+/// header), as `focus(p, address)` then `distribute(p, 1)` make it.
+fn distribute_at(items: &[crate::ir::LNode], address: &str) -> Vec<crate::ir::LNode> {
+    use crate::ir::LNode;
+    fn go(items: &[LNode], address: &str, seen: &mut std::collections::BTreeMap<Name, usize>) -> Vec<LNode> {
+        let mut out = Vec::new();
+        for x in items {
+            let Some(l) = x.as_loop() else {
+                out.push(x.clone());
+                continue;
+            };
+            let k = seen.entry(l.iter.clone()).or_default();
+            *k += 1;
+            if format!("{}#{k}", l.iter) == address {
+                out.extend(l.body.iter().map(|b| LNode::Loop(l.with_body(vec![b.clone()]))));
+                // Later loops keep their counts: the copies count like the loop they replace.
+                continue;
+            }
+            let body = go(&l.body, address, seen);
+            out.push(LNode::Loop(l.with_body(body)));
+        }
+        out
+    }
+    go(items, address, &mut Default::default())
+}
+
+/// The nest distributed loop by loop, innermost sequences first, where each step is legal (isl)
+/// and the parts are perfect nests of one statement.
+fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
+    if !nest.focus.is_empty() {
+        return None;
+    }
+    let mut cur = nest.clone();
+    let mut addresses = Vec::new();
+    while let Some(address) = innermost_sequence(&cur.items) {
+        if addresses.len() >= 32 {
+            return None;
+        }
+        let next = Nest { items: distribute_at(&cur.items, &address), ..cur.clone() };
+        crate::analysis::legality::decide_at_sizes(state, &next).ok()?.ok()?;
+        cur = next;
+        addresses.push(address);
+    }
+    if addresses.is_empty() {
+        return None;
+    }
+    let parts = top_parts(state, &cur)?;
+    Some(Distribution { addresses, parts })
 }
 
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
@@ -349,7 +451,7 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
         out.indent += 1;
         // The last contraction first: transforming it leaves the earlier ones' addresses as
         // they are.
-        for (j, (address, wc)) in o.parts.iter().enumerate().rev() {
+        for (j, Part { address, work: wc, .. }) in o.parts.iter().enumerate().rev() {
             out.line(&format!("// contraction {}: {}", j + 1, wc.statements.join("; ")));
             out.line(&format!("p = focus(p, \"{address}\");"));
             out.prefix = if k == 0 { format!("c{}_", j + 1) } else { format!("o{}c{}_", k + 1, j + 1) };
@@ -748,31 +850,76 @@ fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
 }
 
 /// The loops sketch of a perfect nest.
+/// The level innermost after `order` permutes the outer `order.len()` of `d` loops.
+fn innermost_after(d: usize, order: &[usize]) -> usize {
+    if d > order.len() { d } else { order[order.len() - 1] }
+}
+
+/// The score of a loop order: the strides of the accesses along the loop it leaves innermost
+/// (0 unchanged, 1 contiguous, 16 any other; the result's counted twice). Lower is better.
+fn order_cost(w: &Workload, order: &[usize]) -> i64 {
+    let l = &w.loops[innermost_after(w.loops.len(), order) - 1];
+    w.accesses
+        .iter()
+        .map(|a| {
+            let s = a.stride(&l.iter).map_or(1 << 20, |s| s.abs().min(1 << 20));
+            let s = if s == 0 {
+                0
+            } else if s == 1 {
+                1
+            } else {
+                16
+            };
+            if a.write { 2 * s } else { s }
+        })
+        .sum()
+}
+
+/// A better order of a nest's outer loops than the written one (levels, as `permute` takes
+/// them), and the loop it puts innermost.
+#[derive(Clone, Debug)]
+struct Reorder {
+    order: Vec<usize>,
+    inner: Name,
+}
+
+impl Reorder {
+    /// Whether the order brings a loop from below level `r` into the first `r` levels (what
+    /// fusing the nest at level `r` forbids).
+    fn crosses(&self, r: usize) -> bool {
+        let mut first: Vec<usize> = self.order.iter().take(r).copied().collect();
+        first.sort_unstable();
+        first.iter().enumerate().any(|(k, &l)| l != k + 1)
+    }
+}
+
+/// Where another order of a perfect nest's loops scores better than the written one and is
+/// legal (isl): that order.
+fn wants_reorder(state: &State, nest: &Nest, w: &Workload) -> Option<Reorder> {
+    let d = w.loops.len();
+    if d < 2 || !w.perfect {
+        return None;
+    }
+    let k = d.min(crate::ops::explore::MAX_PERMUTED);
+    let written: Vec<usize> = (1..=k).collect();
+    let best = all_orders(k).into_iter().min_by_key(|o| order_cost(w, o))?;
+    if order_cost(w, &best) >= order_cost(w, &written) {
+        return None;
+    }
+    let moved = crate::ops::explore::permute(&nest.view(), &best).map(|n| nest.splice(n))?;
+    crate::analysis::legality::decide_at_sizes(state, &moved).ok()?.ok()?;
+    let inner = w.loops[innermost_after(d, &best) - 1].iter.clone();
+    Some(Reorder { order: best, inner })
+}
+
 fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     let d = w.loops.len();
     let k = d.min(crate::ops::explore::MAX_PERMUTED);
     // Every order of the outer k loops, ranked by the strides along the innermost loop; the
     // legality of the one a candidate takes is checked by `permute` (isl) when it is evaluated.
     let mut orders = all_orders(k);
-    // Score: the strides of the accesses along the innermost loop (the result's counted twice).
-    let innermost = |order: &[usize]| -> usize { if d > k { d } else { order[k - 1] } };
-    let cost = |order: &[usize]| -> i64 {
-        let l = &w.loops[innermost(order) - 1];
-        w.accesses
-            .iter()
-            .map(|a| {
-                let s = a.stride(&l.iter).map_or(1 << 20, |s| s.abs().min(1 << 20));
-                let s = if s == 0 {
-                    0
-                } else if s == 1 {
-                    1
-                } else {
-                    16
-                };
-                if a.write { 2 * s } else { s }
-            })
-            .sum()
-    };
+    let innermost = |order: &[usize]| -> usize { innermost_after(d, order) };
+    let cost = |order: &[usize]| -> i64 { order_cost(w, order) };
     orders.sort_by_key(|o| cost(o));
     orders.truncate(6);
     if orders.is_empty() {
@@ -888,12 +1035,15 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     let mut choices = Vec::new();
     // Each choice's lines, and whether they ask whether to contract the temporaries.
     let mut arms: Vec<(String, Vec<String>, bool)> = Vec::new();
+    // The level of the model's first fusion choice.
+    let mut fused_at: Option<usize> = None;
     if nests.len() > 1 {
         let mut levels = Vec::new();
         for k in 0..nests.len() - 1 {
             levels.push(crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?);
         }
         let common = levels[0].iter().copied().filter(|r| levels.iter().all(|l| l.contains(r))).max();
+        fused_at = common.or_else(|| levels.iter().find_map(|l| l.last().copied()));
         if let Some(r) = common {
             // Tensors written by one nest and read by a later one: candidates for store_at.
             let names = |w: &Option<Workload>, write: bool| -> Vec<Name> {
@@ -973,27 +1123,80 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         .iter()
         .map(|w| w.as_ref().filter(|w| w.perfect && w.n_stmts == 1 && !w.loops.is_empty()))
         .collect();
+    // A nest with a sequence inside, distributed into perfect nests where that is legal, each
+    // then by the rules of a single nest (what Polly and Pluto do with a fused kernel).
+    let plans: Vec<Option<Distribution>> = nests
+        .iter()
+        .zip(&own)
+        .map(|((_, n), w)| if w.is_some() { None } else { distribution(state, n) })
+        .collect();
     let products = own
         .iter()
         .flatten()
         .filter(|w| w.writes().next().and_then(|t| matmul_like(w, t)).is_some_and(|t| t.k_extent >= 64))
         .count();
-    if own.iter().any(Option::is_some) {
+    // A nest with most of the kernel's work whose loops want another order (covariance's sum
+    // over the samples, innermost as written, walks a column): fusion keeps the order it was
+    // written in, its own rules do not.
+    // Each perfect piece of work (a nest, or a part of a distributed one): its name, its
+    // statement instances, the loop a better legal order puts innermost where fusion as the
+    // model's first choice (or as written, for the parts) would keep the written order.
+    let pieces: Vec<(String, f64, Option<Name>)> = (0..nests.len())
+        .flat_map(|j| {
+            let name = nests[j].0.to_string();
+            let mut v = Vec::new();
+            if let Some(plan) = &plans[j] {
+                v.extend(plan.parts.iter().map(|p| {
+                    let inner = p.reorder.as_ref().map(|r| r.inner.clone());
+                    (format!("{name} ({})", p.address), p.work.mean_instances(), inner)
+                }));
+            } else if let Some(w) = &works[j] {
+                let better = own[j]
+                    .and_then(|w| wants_reorder(state, &nests[j].1, w))
+                    .filter(|r| fused_at.is_some_and(|at| r.crosses(at)));
+                v.push((name, w.mean_instances(), better.map(|r| r.inner)));
+            }
+            v
+        })
+        .collect();
+    let total: f64 = pieces.iter().map(|p| p.1).sum();
+    let reordered: Vec<String> = pieces
+        .iter()
+        .filter(|p| p.1 >= 0.25 * total)
+        .filter_map(|(name, _, inner)| {
+            Some(format!("{name}'s loops reordered, {} innermost", inner.as_ref()?))
+        })
+        .collect();
+    let split: Vec<String> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| {
+            p.as_ref().map(|p| format!("{} distributed into {} nests", nests[j].0, p.parts.len()))
+        })
+        .collect();
+    if own.iter().any(Option::is_some) || !split.is_empty() {
         let each = choice(
             "\"each\"",
             format!(
-                "not fused: each nest by its own rules{}",
+                "not fused: each nest by its own rules{}{}",
+                split.iter().map(|s| format!("; {s}")).collect::<String>(),
                 if products > 0 {
                     format!(
                         " ({products} matrix product{} with a register tile)",
                         if products == 1 { "" } else { "s" }
                     )
+                } else if !reordered.is_empty() {
+                    format!(" ({}: fusion would keep the written order)", reordered.join("; "))
                 } else {
                     String::new()
                 }
             ),
         );
-        let at = if products > 0 { 0 } else { choices.len().saturating_sub(1).min(choices.len()) };
+        let at = if products > 0 || !reordered.is_empty() {
+            0
+        } else {
+            choices.len().saturating_sub(1).min(choices.len())
+        };
         if choices.is_empty() {
             choices.push(choice("\"none\"", "not fused"));
         }
@@ -1011,6 +1214,30 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
+                for (j, plan) in plans.iter().enumerate() {
+                    let Some(plan) = plan else { continue };
+                    out.line(&format!(
+                        "// nest {}: distributed into {} perfect nests, each by its own rules",
+                        j + 1,
+                        plan.parts.len()
+                    ));
+                    out.line(&format!("let p = {};", vars[j]));
+                    for a in &plan.addresses {
+                        out.line(&format!("p = focus(p, \"{a}\"); p = distribute(p, 1); p = focus(p);"));
+                    }
+                    // The last part first: transforming it leaves the earlier ones' addresses.
+                    for (i, Part { address, work: w, .. }) in plan.parts.iter().enumerate().rev() {
+                        out.line(&format!("// part {}: {}", i + 1, w.statements.join("; ")));
+                        out.line(&format!("p = focus(p, \"{address}\");"));
+                        out.prefix =
+                            if alone { format!("d{}_", i + 1) } else { format!("n{}d{}_", j + 1, i + 1) };
+                        single(out, w, m);
+                        out.prefix.clear();
+                    }
+                    out.line("p = focus(p);");
+                    out.line(&format!("parts[{j}] = p;"));
+                    out.line(&format!("ruled[{j}] = true;"));
+                }
                 for (j, w) in own.iter().enumerate() {
                     let Some(w) = w else { continue };
                     out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));

@@ -14,6 +14,9 @@ pub struct LoopInfo {
     pub iter: Name,
     /// Its trip count at the program's sizes, where the bounds are constants there.
     pub extent: Option<i64>,
+    /// Its average trip count: the extent, or for bounds that use outer iterators (a
+    /// triangle's `j` from `i`), the trip count with those at the middle of their ranges.
+    pub mean_extent: f64,
     /// Data-parallel, a reduction, or carrying a dependence (isl).
     pub kind: Parallelism,
 }
@@ -112,12 +115,24 @@ impl Workload {
             path.iter().enumerate().map(|(k, l)| (k + 1, l.iter.clone(), Parallelism::Carried)).collect()
         };
         let mut loops = Vec::new();
+        // The outer iterators at the middle of their ranges, for the mean trip counts.
+        let mut middle: std::collections::BTreeMap<String, i64> = Default::default();
         for ((level, iter, kind), l) in par.into_iter().zip(&path) {
             let extent = match (l.lb.eval(&consts), l.ub.eval(&consts)) {
                 (Ok(a), Ok(b)) => Some((b - a + 1).max(0)),
                 _ => None,
             };
-            loops.push(LoopInfo { level, iter, extent, kind });
+            let at = |v: &str| middle.get(v).copied().or_else(|| consts(v));
+            let (lb, ub) = (l.lb.eval(&at).ok(), l.ub.eval(&at).ok());
+            let mean_extent = match (extent, lb, ub) {
+                (Some(e), _, _) => e as f64,
+                (None, Some(a), Some(b)) => (b - a + 1).max(1) as f64,
+                _ => 1.0,
+            };
+            if let (Some(a), Some(b)) = (lb, ub) {
+                middle.insert(iter.to_string(), (a + b) / 2);
+            }
+            loops.push(LoopInfo { level, iter, extent, mean_extent, kind });
         }
         let perfect = path.last().is_some_and(|l| l.body.iter().all(|x| x.as_loop().is_none()));
         let stmts = nest.stmts();
@@ -157,6 +172,11 @@ impl Workload {
             perfect,
             flops: instances.map(|n| n.saturating_mul(flops_per_instance)),
         })
+    }
+
+    /// Statement instances of one run, about (the mean trip counts' product).
+    pub fn mean_instances(&self) -> f64 {
+        self.loops.iter().map(|l| l.mean_extent).product()
     }
 
     /// The loop over `iter`.
