@@ -356,3 +356,27 @@ fn a_nest_fused_as_written_is_distributed_and_its_sum_reordered() {
     let o = teml(d.path(), &r);
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }
+
+#[test]
+fn a_nest_that_stays_whole_gets_its_inner_reductions_in_lanes_and_its_carried_loop_unrolled() {
+    // cholesky: no loop of it distributes or runs on threads (`j` and `i` carry dependences),
+    // but its two inner sums over `k` are reductions into one element each: in lanes; the `j`
+    // around the first, with a statement beside it, unrolled by 2.
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/cholesky.teml");
+    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "-D", "N=60", "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(
+        path.contains(
+            "#   lanes = true: in lanes: k#1 (a reduction into A[i][j]), k#2 (a reduction into A[i][i])"
+        ),
+        "{path}"
+    );
+    assert!(path.contains("#   unroll = 2: j#1 by 2"), "{path}");
+    let c = teml(d.path(), &["run", "a/auto.teml", "-D", "N=60", "--no-run"]);
+    let c = text(&c);
+    // The first sum in each unrolled copy and in the rest of `j`, the second sum once.
+    assert_eq!(c.matches("#pragma omp simd reduction(+:").count(), 5, "{c}");
+}

@@ -407,6 +407,83 @@ fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
     Some(Distribution { addresses, parts })
 }
 
+/// The innermost loops (no loop inside) of a nest with sequences that can run in vector lanes:
+/// data-parallel, or a reduction into one element (cholesky's `A[i][j] -= A[i][k] * A[j][k]`
+/// over `k`), every access contiguous or invariant along it. Each as the address `focus`
+/// takes, with the reason.
+struct Lanes {
+    inner: Vec<(String, String)>,
+    /// The loops around such a loop and a statement beside it that carry a dependence
+    /// (cholesky's `j`), outermost first: unrolled by 2, their two iterations' independent
+    /// work (the two reductions) overlaps.
+    unroll: Vec<String>,
+}
+
+fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
+    use crate::ir::LNode;
+    type Found = (String, Vec<usize>, std::sync::Arc<crate::ir::Loop>, Option<(String, Vec<usize>)>);
+    fn go(
+        items: &[LNode],
+        at: &mut Vec<usize>,
+        seen: &mut std::collections::BTreeMap<Name, usize>,
+        parent: Option<(String, Vec<usize>)>,
+        out: &mut Vec<Found>,
+    ) {
+        let sequence = items.len() > 1;
+        for (k, x) in items.iter().enumerate() {
+            let LNode::Loop(l) = x else { continue };
+            let n = seen.entry(l.iter.clone()).or_default();
+            *n += 1;
+            let address = format!("{}#{n}", l.iter);
+            at.push(k);
+            if l.body.iter().all(|b| b.as_loop().is_none()) {
+                out.push((address, at.clone(), l.clone(), parent.clone().filter(|_| sequence)));
+            } else {
+                // A parent to unroll only where its body is statements and innermost loops:
+                // unrolling a loop around whole nests copies them (cholesky's `i`).
+                let shallow = l
+                    .body
+                    .iter()
+                    .all(|b| b.as_loop().is_none_or(|x| x.body.iter().all(|y| y.as_loop().is_none())));
+                go(&l.body, at, seen, shallow.then(|| (address, at.clone())), out);
+            }
+            at.pop();
+        }
+    }
+    let mut found = Vec::new();
+    go(&nest.items, &mut Vec::new(), &mut Default::default(), None, &mut found);
+    let mut out = Vec::new();
+    let mut unroll: Vec<String> = Vec::new();
+    for (address, at, l, parent) in found {
+        let alone = Nest { items: vec![LNode::Loop(l.clone())], focus: Vec::new(), ..nest.clone() };
+        let Ok(w) = Workload::shape(state, &alone) else { continue };
+        if w.accesses.iter().any(|a| a.stride(&l.iter).is_none_or(|s| s != 0 && s != 1)) {
+            continue;
+        }
+        let focused = Nest { focus: at, ..nest.clone() };
+        let Ok(kinds) = crate::ops::explore::parallelism(state, &focused) else { continue };
+        let why = match kinds.first().map(|k| k.2) {
+            Some(Parallelism::Independent) => "data-parallel".to_string(),
+            Some(Parallelism::Reduction) if crate::analysis::reduction::plan(&l, true).is_ok() => {
+                format!("a reduction into {}", w.writes().next().map_or(String::new(), |t| t.text()))
+            }
+            _ => continue,
+        };
+        out.push((address, why));
+        if let Some((pa, pat)) = parent
+            && !unroll.contains(&pa)
+        {
+            let focused = Nest { focus: pat, ..nest.clone() };
+            if crate::ops::explore::parallelism(state, &focused)
+                .is_ok_and(|k| k.first().is_some_and(|k| k.2 == Parallelism::Carried))
+            {
+                unroll.push(pa);
+            }
+        }
+    }
+    Lanes { inner: out, unroll }
+}
+
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
 /// rules of a single nest), lifted first when it saves at least half the operations.
 fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) {
@@ -1130,6 +1207,16 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         .zip(&own)
         .map(|((_, n), w)| if w.is_some() { None } else { distribution(state, n) })
         .collect();
+    // A nest with sequences that stays whole: its innermost loops in lanes where they can be.
+    let lanes: Vec<Lanes> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            let whole =
+                own[j].is_none() && plans[j].is_none() && works[j].as_ref().is_none_or(|w| !w.perfect);
+            if whole { inner_lanes(state, n) } else { Lanes { inner: Vec::new(), unroll: Vec::new() } }
+        })
+        .collect();
     let products = own
         .iter()
         .flatten()
@@ -1174,7 +1261,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             p.as_ref().map(|p| format!("{} distributed into {} nests", nests[j].0, p.parts.len()))
         })
         .collect();
-    if own.iter().any(Option::is_some) || !split.is_empty() {
+    if own.iter().any(Option::is_some) || !split.is_empty() || lanes.iter().any(|l| !l.inner.is_empty()) {
         let each = choice(
             "\"each\"",
             format!(
@@ -1208,12 +1295,63 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     // nest scheduled by its own rules is left as they made it.
     out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
     out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
+    // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
+    out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
     if !choices.is_empty() {
         out.param("fuse", "fuse", "which nests are fused, at which level", choices);
         for (k, (tag, lines, contract)) in arms.iter().enumerate() {
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
+                for (j, Lanes { inner, unroll }) in lanes.iter().enumerate() {
+                    if inner.is_empty() {
+                        continue;
+                    }
+                    out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
+                    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+                    let names: Vec<String> = inner.iter().map(|(a, why)| format!("{a} ({why})")).collect();
+                    out.param(
+                        "lanes",
+                        "lanes",
+                        "the innermost loops in vector lanes",
+                        vec![
+                            choice("true", format!("in lanes: {}", names.join(", "))),
+                            choice("false", "no vectors"),
+                        ],
+                    );
+                    if !unroll.is_empty() {
+                        out.param(
+                            "unroll",
+                            "unroll",
+                            "the loops around a laned loop and a statement beside it that carry a dependence, unrolled",
+                            vec![
+                                choice(
+                                    2,
+                                    format!(
+                                        "{} by 2: its iterations run in order, two at a time the compiler overlaps their independent work",
+                                        unroll.join(", ")
+                                    ),
+                                ),
+                                choice(0, "not unrolled"),
+                            ],
+                        );
+                    }
+                    out.prefix.clear();
+                    out.line("if lanes {");
+                    out.line(&format!("    let p = {};", vars[j]));
+                    for (a, _) in inner {
+                        out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+                    }
+                    // The last loop first: unrolling it leaves the earlier ones' addresses.
+                    for a in unroll.iter().rev() {
+                        out.line(&format!(
+                            "    if unroll > 0 {{ p = focus(p, \"{a}\"); p = stripmine(p, 1, unroll); p = unroll(p, 2); p = focus(p); }}"
+                        ));
+                    }
+                    out.line(&format!("    parts[{j}] = p;"));
+                    out.line(&format!("    laned[{j}] = true;"));
+                    out.line("}");
+                }
                 for (j, plan) in plans.iter().enumerate() {
                     let Some(plan) = plan else { continue };
                     out.line(&format!(
@@ -1289,7 +1427,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     out.line("    let q = parts[k];");
     out.line("    let par = parallel_levels(q);");
     out.line("    if parallel && !ruled[k] && par.len() > 0 { q = parallelize(q, par[0]); }");
-    out.line("    if vectorize && !fused[k] && !ruled[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
+    out.line("    if vectorize && !fused[k] && !ruled[k] && !laned[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
     out.line("    parts[k] = q;");
     out.line("}");
     if alone {
