@@ -332,29 +332,53 @@ struct Distribution {
 
 /// The address (`iter#k`: the k-th loop over `iter` in program order) of the first loop whose
 /// body is a sequence with no sequence inside it, if any.
-fn innermost_sequence(items: &[crate::ir::LNode]) -> Option<String> {
-    fn has_sequence(items: &[crate::ir::LNode]) -> bool {
-        items.iter().any(|x| x.as_loop().is_some_and(|l| l.body.len() > 1 || has_sequence(&l.body)))
+/// Loops `kept` names (by [`loop_key`]) count as having no sequence.
+fn innermost_sequence(
+    items: &[crate::ir::LNode],
+    kept: &std::collections::BTreeSet<String>,
+) -> Option<(String, String)> {
+    use crate::ir::LNode;
+    fn splits(l: &crate::ir::Loop, kept: &std::collections::BTreeSet<String>) -> bool {
+        l.body.len() > 1 && !kept.contains(&loop_key(l))
+    }
+    fn has_sequence(items: &[LNode], kept: &std::collections::BTreeSet<String>) -> bool {
+        items.iter().any(|x| x.as_loop().is_some_and(|l| splits(l, kept) || has_sequence(&l.body, kept)))
     }
     fn go(
-        items: &[crate::ir::LNode],
+        items: &[LNode],
+        kept: &std::collections::BTreeSet<String>,
         seen: &mut std::collections::BTreeMap<Name, usize>,
-        found: &mut Option<String>,
+        found: &mut Option<(String, String)>,
     ) {
         for x in items {
             let Some(l) = x.as_loop() else { continue };
             let k = seen.entry(l.iter.clone()).or_default();
             *k += 1;
             let address = format!("{}#{k}", l.iter);
-            if found.is_none() && l.body.len() > 1 && !has_sequence(&l.body) {
-                *found = Some(address);
+            if found.is_none() && splits(l, kept) && !has_sequence(&l.body, kept) {
+                *found = Some((address, loop_key(l)));
             }
-            go(&l.body, seen, found);
+            go(&l.body, kept, seen, found);
         }
     }
     let mut found = None;
-    go(items, &mut Default::default(), &mut found);
+    go(items, kept, &mut Default::default(), &mut found);
     found
+}
+
+/// A loop's identity across rewrites of the loops around it: its iterator and its statements.
+fn loop_key(l: &crate::ir::Loop) -> String {
+    let mut stmts = Vec::new();
+    fn go(items: &[crate::ir::LNode], out: &mut Vec<String>) {
+        for x in items {
+            match x {
+                crate::ir::LNode::Stmt(s) => out.push(s.to_string()),
+                crate::ir::LNode::Loop(l) => go(&l.body, out),
+            }
+        }
+    }
+    go(&l.body, &mut stmts);
+    format!("{}: {}", l.iter, stmts.join("; "))
 }
 
 /// `items` with the loop at `address` distributed (one loop per item of its body, the same
@@ -383,28 +407,104 @@ fn distribute_at(items: &[crate::ir::LNode], address: &str) -> Vec<crate::ir::LN
     go(items, address, &mut Default::default())
 }
 
-/// The nest distributed loop by loop, innermost sequences first, where each step is legal (isl)
-/// and the parts are perfect nests of one statement.
+/// The nest distributed loop by loop, innermost sequences first, each step legal (isl): a
+/// sequence whose distribution is illegal stays (adi's `j` around a recurrence of two
+/// statements, gramschmidt's `k`), the loops around it are still tried. The parts: where the
+/// whole nest distributes into perfect nests of one statement, those; else the loops deeper
+/// down whose sub-trees are such nests (gramschmidt's `j` around a sum over `i`, inside `k`).
 fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
     if !nest.focus.is_empty() {
         return None;
     }
     let mut cur = nest.clone();
     let mut addresses = Vec::new();
-    while let Some(address) = innermost_sequence(&cur.items) {
-        if addresses.len() >= 32 {
+    let mut kept = std::collections::BTreeSet::new();
+    while let Some((address, key)) = innermost_sequence(&cur.items, &kept) {
+        if addresses.len() + kept.len() >= 32 {
             return None;
         }
         let next = Nest { items: distribute_at(&cur.items, &address), ..cur.clone() };
-        crate::analysis::legality::decide_at_sizes(state, &next).ok()?.ok()?;
-        cur = next;
-        addresses.push(address);
+        if crate::analysis::legality::decide_at_sizes(state, &next).ok()?.is_ok() {
+            cur = next;
+            addresses.push(address);
+        } else {
+            kept.insert(key);
+        }
     }
     if addresses.is_empty() {
         return None;
     }
-    let parts = top_parts(state, &cur)?;
-    Some(Distribution { addresses, parts })
+    let parts = match top_parts(state, &cur) {
+        Some(p) => p,
+        None => deep_parts(state, &cur),
+    };
+    (!parts.is_empty()).then_some(Distribution { addresses, parts })
+}
+
+/// The loops of a nest whose sub-trees are perfect nests of one statement and whose parent
+/// runs a sequence, in program order (the addresses `focus` takes).
+fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
+    use crate::ir::LNode;
+    fn perfect(l: &crate::ir::Loop) -> bool {
+        match l.body.as_slice() {
+            [LNode::Stmt(_)] => true,
+            [LNode::Loop(x)] => perfect(x),
+            _ => false,
+        }
+    }
+    fn go(
+        items: &[LNode],
+        at: &mut Vec<usize>,
+        seen: &mut std::collections::BTreeMap<Name, usize>,
+        around: &mut Vec<std::sync::Arc<crate::ir::Loop>>,
+        out: &mut Vec<(String, Vec<usize>, std::sync::Arc<crate::ir::Loop>, usize)>,
+    ) {
+        for (k, x) in items.iter().enumerate() {
+            let LNode::Loop(l) = x else { continue };
+            let n = seen.entry(l.iter.clone()).or_default();
+            *n += 1;
+            let address = format!("{}#{n}", l.iter);
+            at.push(k);
+            if perfect(l) && items.len() > 1 {
+                // The part inside the loops around it (their bounds and iterators), alone.
+                let whole =
+                    around.iter().rev().fold(l.clone(), |inner, a| a.with_body(vec![LNode::Loop(inner)]));
+                out.push((address, at.clone(), whole, around.len()));
+                // Its own loops count for the addresses after it.
+                let mut inner = l.body.clone();
+                while let [LNode::Loop(x)] = inner.as_slice() {
+                    *seen.entry(x.iter.clone()).or_default() += 1;
+                    inner = x.body.clone();
+                }
+            } else {
+                around.push(l.clone());
+                go(&l.body, at, seen, around, out);
+                around.pop();
+            }
+            at.pop();
+        }
+    }
+    let mut found = Vec::new();
+    go(&nest.items, &mut Vec::new(), &mut Default::default(), &mut Vec::new(), &mut found);
+    let mut parts = Vec::new();
+    for (address, at, l, outer) in found {
+        let sub = Nest { items: vec![LNode::Loop(l)], focus: Vec::new(), ..nest.clone() };
+        let Ok(mut w) = Workload::of(state, &sub) else { continue };
+        if !(w.perfect && w.n_stmts == 1 && w.loops.len() > outer) {
+            continue;
+        }
+        // The part's own loops, numbered from its top (as `focus` numbers them).
+        w.loops.drain(..outer);
+        for (k, l) in w.loops.iter_mut().enumerate() {
+            l.level = k + 1;
+        }
+        if w.loops.len() < 2 {
+            continue;
+        }
+        let reorder = wants_reorder(state, &Nest { focus: at, ..nest.clone() }, &w);
+        parts.push(Part { address, work: w, reorder });
+    }
+    parts
 }
 
 /// The innermost loops (no loop inside) of a nest with sequences that can run in vector lanes:
@@ -1037,7 +1137,35 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         vec![choice("true", "the outermost parallel loop on threads (isl)"), choice("false", "one thread")],
     );
     out.line("let par = parallel_levels(p);");
-    out.line("if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+    // Where the order leaves only the innermost loop parallel (a sum over the outer loops into
+    // a row: gramschmidt's `R[k][j] += Q[i][k] * A[i][j]` as `i j`), a team of threads per
+    // outer iteration costs more than the work: that loop's strips go outermost, on threads.
+    let lanes = (m.vector_bits as usize / (8 * w.dtype().size())).max(1);
+    let strip = 8 * lanes;
+    if d >= 2 {
+        out.param(
+            "strip",
+            "strip",
+            "where only the innermost loop runs in parallel: its strips outermost, on threads",
+            vec![
+                choice(
+                    strip,
+                    format!(
+                        "strips of {strip} (8 vectors) outermost, on threads, the rest of the loop in lanes"
+                    ),
+                ),
+                choice(0, "the innermost loop itself on threads"),
+            ],
+        );
+        out.line("if parallel && strip > 0 && par.len() > 0 && par[0] == depth(p) && depth(p) > 1 {");
+        out.line("    let d = depth(p);");
+        out.line("    p = stripmine(p, d, strip);");
+        out.line("    for r in 0..d - 1 { p = interchange(p, d - 1 - r, d - r); }");
+        out.line("    p = parallelize(p, 1);");
+        out.line("} else if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+    } else {
+        out.line("if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+    }
     out.param(
         "vectorize",
         "vectorize",
