@@ -283,32 +283,77 @@ fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
     })
 }
 
+/// A loop of a nest where `focus` finds it.
+struct Located {
+    /// `iter#k`: the k-th loop over `iter` in program order (pre-order), as `focus` takes it.
+    address: String,
+    /// The indices of the items from the top down to it (a nest's `focus`).
+    at: Vec<usize>,
+    l: std::sync::Arc<crate::ir::Loop>,
+    /// The loops around it, outermost first.
+    around: Vec<std::sync::Arc<crate::ir::Loop>>,
+    /// Whether other items share its parent's body (or the top level) with it.
+    in_sequence: bool,
+}
+
+/// Every loop of `items`, in program order.
+fn loops_in_order(items: &[crate::ir::LNode]) -> Vec<Located> {
+    fn go(
+        items: &[crate::ir::LNode],
+        at: &mut Vec<usize>,
+        around: &mut Vec<std::sync::Arc<crate::ir::Loop>>,
+        seen: &mut std::collections::BTreeMap<Name, usize>,
+        out: &mut Vec<Located>,
+    ) {
+        for (k, x) in items.iter().enumerate() {
+            let Some(l) = x.as_loop() else { continue };
+            let n = seen.entry(l.iter.clone()).or_default();
+            *n += 1;
+            at.push(k);
+            out.push(Located {
+                address: format!("{}#{n}", l.iter),
+                at: at.clone(),
+                l: l.clone(),
+                around: around.clone(),
+                in_sequence: items.len() > 1,
+            });
+            around.push(l.clone());
+            go(&l.body, at, around, seen, out);
+            around.pop();
+            at.pop();
+        }
+    }
+    let mut out = Vec::new();
+    go(items, &mut Vec::new(), &mut Vec::new(), &mut Default::default(), &mut out);
+    out
+}
+
+/// Whether a loop's sub-tree is a single path down to one statement.
+fn one_statement(l: &crate::ir::Loop) -> bool {
+    match l.body.as_slice() {
+        [crate::ir::LNode::Stmt(_)] => true,
+        [crate::ir::LNode::Loop(x)] => one_statement(x),
+        _ => false,
+    }
+}
+
 /// The top-level items of `nest` as perfect nests of one statement each: the address `focus`
 /// takes for each one's outer loop ("i#2": the second loop over `i` in program order) and its
 /// workload; `None` where one is not such a nest.
 fn top_parts(state: &State, nest: &Nest) -> Option<Vec<Part>> {
-    let mut seen: std::collections::BTreeMap<Name, usize> = Default::default();
+    if nest.items.iter().any(|x| x.as_loop().is_none()) {
+        return None;
+    }
     let mut parts = Vec::new();
-    for item in &nest.items {
-        let top = item.as_loop()?;
-        let address = format!("{}#{}", top.iter, seen.get(&top.iter).copied().unwrap_or(0) + 1);
-        // The loops of this part count for the addresses of the parts after it.
-        let mut stack = vec![item];
-        while let Some(x) = stack.pop() {
-            if let Some(lp) = x.as_loop() {
-                *seen.entry(lp.iter.clone()).or_default() += 1;
-                stack.extend(lp.body.iter().rev());
-            }
-        }
-        let sub = Nest { items: vec![item.clone()], focus: Vec::new(), ..nest.clone() };
+    for top in loops_in_order(&nest.items).into_iter().filter(|p| p.at.len() == 1) {
+        let sub = Nest { items: vec![crate::ir::LNode::Loop(top.l)], focus: Vec::new(), ..nest.clone() };
         let w = Workload::of(state, &sub).ok()?;
         if !(w.perfect && w.n_stmts == 1 && !w.loops.is_empty()) {
             return None;
         }
         // Reordered in place (the other parts beside it), as `focus` then `permute` do.
-        let index = nest.items.iter().position(|x| std::ptr::eq(x, item)).unwrap_or(0);
-        let reorder = wants_reorder(state, &Nest { focus: vec![index], ..nest.clone() }, &w);
-        parts.push(Part { address, work: w, reorder });
+        let reorder = wants_reorder(state, &Nest { focus: top.at, ..nest.clone() }, &w);
+        parts.push(Part { address: top.address, work: w, reorder });
     }
     Some(parts)
 }
@@ -330,40 +375,19 @@ struct Distribution {
     parts: Vec<Part>,
 }
 
-/// The address (`iter#k`: the k-th loop over `iter` in program order) of the first loop whose
-/// body is a sequence with no sequence inside it, if any.
-/// Loops `kept` names (by [`loop_key`]) count as having no sequence.
+/// The first loop whose body is a sequence with no sequence inside it, if any; loops `kept`
+/// names (by [`loop_key`]) count as having no sequence.
 fn innermost_sequence(
     items: &[crate::ir::LNode],
     kept: &std::collections::BTreeSet<String>,
-) -> Option<(String, String)> {
-    use crate::ir::LNode;
+) -> Option<Located> {
     fn splits(l: &crate::ir::Loop, kept: &std::collections::BTreeSet<String>) -> bool {
         l.body.len() > 1 && !kept.contains(&loop_key(l))
     }
-    fn has_sequence(items: &[LNode], kept: &std::collections::BTreeSet<String>) -> bool {
+    fn has_sequence(items: &[crate::ir::LNode], kept: &std::collections::BTreeSet<String>) -> bool {
         items.iter().any(|x| x.as_loop().is_some_and(|l| splits(l, kept) || has_sequence(&l.body, kept)))
     }
-    fn go(
-        items: &[LNode],
-        kept: &std::collections::BTreeSet<String>,
-        seen: &mut std::collections::BTreeMap<Name, usize>,
-        found: &mut Option<(String, String)>,
-    ) {
-        for x in items {
-            let Some(l) = x.as_loop() else { continue };
-            let k = seen.entry(l.iter.clone()).or_default();
-            *k += 1;
-            let address = format!("{}#{k}", l.iter);
-            if found.is_none() && splits(l, kept) && !has_sequence(&l.body, kept) {
-                *found = Some((address, loop_key(l)));
-            }
-            go(&l.body, kept, seen, found);
-        }
-    }
-    let mut found = None;
-    go(items, kept, &mut Default::default(), &mut found);
-    found
+    loops_in_order(items).into_iter().find(|p| splits(&p.l, kept) && !has_sequence(&p.l.body, kept))
 }
 
 /// A loop's identity across rewrites of the loops around it: its iterator and its statements.
@@ -381,30 +405,21 @@ fn loop_key(l: &crate::ir::Loop) -> String {
     format!("{}: {}", l.iter, stmts.join("; "))
 }
 
-/// `items` with the loop at `address` distributed (one loop per item of its body, the same
-/// header), as `focus(p, address)` then `distribute(p, 1)` make it.
-fn distribute_at(items: &[crate::ir::LNode], address: &str) -> Vec<crate::ir::LNode> {
+/// `items` with the loop at `at` (item indices from the top) distributed: one loop per item of
+/// its body, the same header, as `focus` then `distribute(p, 1)` make it.
+fn distribute_at(items: &[crate::ir::LNode], at: &[usize]) -> Vec<crate::ir::LNode> {
     use crate::ir::LNode;
-    fn go(items: &[LNode], address: &str, seen: &mut std::collections::BTreeMap<Name, usize>) -> Vec<LNode> {
-        let mut out = Vec::new();
-        for x in items {
-            let Some(l) = x.as_loop() else {
-                out.push(x.clone());
-                continue;
-            };
-            let k = seen.entry(l.iter.clone()).or_default();
-            *k += 1;
-            if format!("{}#{k}", l.iter) == address {
-                out.extend(l.body.iter().map(|b| LNode::Loop(l.with_body(vec![b.clone()]))));
-                // Later loops keep their counts: the copies count like the loop they replace.
-                continue;
-            }
-            let body = go(&l.body, address, seen);
-            out.push(LNode::Loop(l.with_body(body)));
+    let Some((&k, rest)) = at.split_first() else { return items.to_vec() };
+    let mut out = items[..k].to_vec();
+    if let Some(LNode::Loop(l)) = items.get(k) {
+        if rest.is_empty() {
+            out.extend(l.body.iter().map(|b| LNode::Loop(l.with_body(vec![b.clone()]))));
+        } else {
+            out.push(LNode::Loop(l.with_body(distribute_at(&l.body, rest))));
         }
-        out
     }
-    go(items, address, &mut Default::default())
+    out.extend(items.iter().skip(k + 1).cloned());
+    out
 }
 
 /// The nest distributed loop by loop, innermost sequences first, each step legal (isl): a
@@ -419,16 +434,16 @@ fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
     let mut cur = nest.clone();
     let mut addresses = Vec::new();
     let mut kept = std::collections::BTreeSet::new();
-    while let Some((address, key)) = innermost_sequence(&cur.items, &kept) {
+    while let Some(seq) = innermost_sequence(&cur.items, &kept) {
         if addresses.len() + kept.len() >= 32 {
             return None;
         }
-        let next = Nest { items: distribute_at(&cur.items, &address), ..cur.clone() };
+        let next = Nest { items: distribute_at(&cur.items, &seq.at), ..cur.clone() };
         if crate::analysis::legality::decide_at_sizes(state, &next).ok()?.is_ok() {
             cur = next;
-            addresses.push(address);
+            addresses.push(seq.address);
         } else {
-            kept.insert(key);
+            kept.insert(loop_key(&seq.l));
         }
     }
     if addresses.is_empty() {
@@ -445,50 +460,12 @@ fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
 /// runs a sequence, in program order (the addresses `focus` takes).
 fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
     use crate::ir::LNode;
-    fn perfect(l: &crate::ir::Loop) -> bool {
-        match l.body.as_slice() {
-            [LNode::Stmt(_)] => true,
-            [LNode::Loop(x)] => perfect(x),
-            _ => false,
-        }
-    }
-    fn go(
-        items: &[LNode],
-        at: &mut Vec<usize>,
-        seen: &mut std::collections::BTreeMap<Name, usize>,
-        around: &mut Vec<std::sync::Arc<crate::ir::Loop>>,
-        out: &mut Vec<(String, Vec<usize>, std::sync::Arc<crate::ir::Loop>, usize)>,
-    ) {
-        for (k, x) in items.iter().enumerate() {
-            let LNode::Loop(l) = x else { continue };
-            let n = seen.entry(l.iter.clone()).or_default();
-            *n += 1;
-            let address = format!("{}#{n}", l.iter);
-            at.push(k);
-            if perfect(l) && items.len() > 1 {
-                // The part inside the loops around it (their bounds and iterators), alone.
-                let whole =
-                    around.iter().rev().fold(l.clone(), |inner, a| a.with_body(vec![LNode::Loop(inner)]));
-                out.push((address, at.clone(), whole, around.len()));
-                // Its own loops count for the addresses after it.
-                let mut inner = l.body.clone();
-                while let [LNode::Loop(x)] = inner.as_slice() {
-                    *seen.entry(x.iter.clone()).or_default() += 1;
-                    inner = x.body.clone();
-                }
-            } else {
-                around.push(l.clone());
-                go(&l.body, at, seen, around, out);
-                around.pop();
-            }
-            at.pop();
-        }
-    }
-    let mut found = Vec::new();
-    go(&nest.items, &mut Vec::new(), &mut Default::default(), &mut Vec::new(), &mut found);
     let mut parts = Vec::new();
-    for (address, at, l, outer) in found {
-        let sub = Nest { items: vec![LNode::Loop(l)], focus: Vec::new(), ..nest.clone() };
+    for p in loops_in_order(&nest.items).into_iter().filter(|p| p.in_sequence && one_statement(&p.l)) {
+        // The part inside the loops around it (their bounds and iterators), alone.
+        let whole = p.around.iter().rev().fold(p.l.clone(), |inner, a| a.with_body(vec![LNode::Loop(inner)]));
+        let outer = p.around.len();
+        let sub = Nest { items: vec![LNode::Loop(whole)], focus: Vec::new(), ..nest.clone() };
         let Ok(mut w) = Workload::of(state, &sub) else { continue };
         if !(w.perfect && w.n_stmts == 1 && w.loops.len() > outer) {
             continue;
@@ -501,83 +478,60 @@ fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
         if w.loops.len() < 2 {
             continue;
         }
-        let reorder = wants_reorder(state, &Nest { focus: at, ..nest.clone() }, &w);
-        parts.push(Part { address, work: w, reorder });
+        let reorder = wants_reorder(state, &Nest { focus: p.at, ..nest.clone() }, &w);
+        parts.push(Part { address: p.address, work: w, reorder });
     }
     parts
 }
 
-/// The innermost loops (no loop inside) of a nest with sequences that can run in vector lanes:
-/// data-parallel, or a reduction into one element (cholesky's `A[i][j] -= A[i][k] * A[j][k]`
-/// over `k`), every access contiguous or invariant along it. Each as the address `focus`
-/// takes, with the reason.
+/// What `inner_lanes` finds.
 struct Lanes {
+    /// The innermost loops in lanes, each as the address `focus` takes, with the reason.
     inner: Vec<(String, String)>,
     /// The loops around such a loop and a statement beside it that carry a dependence
-    /// (cholesky's `j`), outermost first: unrolled by 2, their two iterations' independent
-    /// work (the two reductions) overlaps.
+    /// (cholesky's `j`): unrolled by 2, their two iterations' independent work (the two
+    /// reductions) overlaps.
     unroll: Vec<String>,
 }
 
+/// The innermost loops (no loop inside) of a nest with sequences that can run in vector lanes:
+/// data-parallel, or a reduction into one element (cholesky's `A[i][j] -= A[i][k] * A[j][k]`
+/// over `k`), every access contiguous or invariant along it.
 fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
     use crate::ir::LNode;
-    type Found = (String, Vec<usize>, std::sync::Arc<crate::ir::Loop>, Option<(String, Vec<usize>)>);
-    fn go(
-        items: &[LNode],
-        at: &mut Vec<usize>,
-        seen: &mut std::collections::BTreeMap<Name, usize>,
-        parent: Option<(String, Vec<usize>)>,
-        out: &mut Vec<Found>,
-    ) {
-        let sequence = items.len() > 1;
-        for (k, x) in items.iter().enumerate() {
-            let LNode::Loop(l) = x else { continue };
-            let n = seen.entry(l.iter.clone()).or_default();
-            *n += 1;
-            let address = format!("{}#{n}", l.iter);
-            at.push(k);
-            if l.body.iter().all(|b| b.as_loop().is_none()) {
-                out.push((address, at.clone(), l.clone(), parent.clone().filter(|_| sequence)));
-            } else {
-                // A parent to unroll only where its body is statements and innermost loops:
-                // unrolling a loop around whole nests copies them (cholesky's `i`).
-                let shallow = l
-                    .body
-                    .iter()
-                    .all(|b| b.as_loop().is_none_or(|x| x.body.iter().all(|y| y.as_loop().is_none())));
-                go(&l.body, at, seen, shallow.then(|| (address, at.clone())), out);
-            }
-            at.pop();
-        }
-    }
-    let mut found = Vec::new();
-    go(&nest.items, &mut Vec::new(), &mut Default::default(), None, &mut found);
+    let innermost = |l: &crate::ir::Loop| l.body.iter().all(|b| b.as_loop().is_none());
+    let all = loops_in_order(&nest.items);
     let mut out = Vec::new();
     let mut unroll: Vec<String> = Vec::new();
-    for (address, at, l, parent) in found {
+    for p in all.iter().filter(|p| innermost(&p.l)) {
+        let l = &p.l;
         let alone = Nest { items: vec![LNode::Loop(l.clone())], focus: Vec::new(), ..nest.clone() };
         let Ok(w) = Workload::shape(state, &alone) else { continue };
         if w.accesses.iter().any(|a| a.stride(&l.iter).is_none_or(|s| s != 0 && s != 1)) {
             continue;
         }
-        let focused = Nest { focus: at, ..nest.clone() };
+        let focused = Nest { focus: p.at.clone(), ..nest.clone() };
         let Ok(kinds) = crate::ops::explore::parallelism(state, &focused) else { continue };
         let why = match kinds.first().map(|k| k.2) {
             Some(Parallelism::Independent) => "data-parallel".to_string(),
-            Some(Parallelism::Reduction) if crate::analysis::reduction::plan(&l, true).is_ok() => {
+            Some(Parallelism::Reduction) if crate::analysis::reduction::plan(l, true).is_ok() => {
                 format!("a reduction into {}", w.writes().next().map_or(String::new(), |t| t.text()))
             }
             _ => continue,
         };
-        out.push((address, why));
-        if let Some((pa, pat)) = parent
-            && !unroll.contains(&pa)
-        {
-            let focused = Nest { focus: pat, ..nest.clone() };
+        out.push((p.address.clone(), why));
+        // Its parent, where a statement runs beside it and the parent's body is statements and
+        // innermost loops (unrolling a loop around whole nests copies them: cholesky's `i`).
+        let Some(parent) = all.iter().find(|q| p.in_sequence && q.at[..] == p.at[..p.at.len() - 1]) else {
+            continue;
+        };
+        let shallow = parent.l.body.iter().all(|b| b.as_loop().is_none_or(|x| innermost(x)));
+        if shallow && !unroll.contains(&parent.address) {
+            let focused = Nest { focus: parent.at.clone(), ..nest.clone() };
             if crate::ops::explore::parallelism(state, &focused)
                 .is_ok_and(|k| k.first().is_some_and(|k| k.2 == Parallelism::Carried))
             {
-                unroll.push(pa);
+                unroll.push(parent.address.clone());
             }
         }
     }
