@@ -28,7 +28,7 @@
 //! over `i, j` before it. Where hoisting stops, the
 //! guarded form stays (still correct; gcc unswitches it).
 
-use crate::ir::{Expr, LNode, Loop, Lowered, Name, TExpr, lower};
+use crate::ir::{Atom, Expr, LNode, Loop, Lowered, Name, TExpr, lower};
 use std::sync::Arc;
 
 /// A zeroing of one accumulator access, possibly inside loops, under a guard.
@@ -117,13 +117,19 @@ fn accesses_of(lw: &Lowered, tensor: &Name, out: &mut Vec<(String, Vec<Expr>)>) 
 
 /// Places the zeroings of every accumulator statement in `items`.
 pub fn place(items: &[LNode]) -> Vec<PlacedNode> {
+    place_in(items, &mut Vec::new())
+}
+
+/// [`place`] inside loops whose iterators in `signed` may be negative (a skewed or shifted
+/// loop starting below 0); every other iterator starts at 0 or above.
+fn place_in(items: &[LNode], signed: &mut Vec<Name>) -> Vec<PlacedNode> {
     let mut out = Vec::new();
     for x in items {
         match x {
             LNode::Stmt(s) => {
                 if let Some(lw) = lower(s)
                     && let Some(first) = lw.first
-                    && let Some(guard) = simplify(first)
+                    && let Some(guard) = simplify(first, signed)
                 {
                     out.push(PlacedNode::Zero(Zero {
                         target: lw.target,
@@ -135,8 +141,15 @@ pub fn place(items: &[LNode]) -> Vec<PlacedNode> {
                 out.push(PlacedNode::Stmt(s.clone()));
             }
             LNode::Loop(l) => {
-                let body = place(&l.body);
-                let (hoisted, body) = hoist(l, body);
+                let below_zero = !nonneg(&l.lb, signed);
+                if below_zero {
+                    signed.push(l.iter.clone());
+                }
+                let body = place_in(&l.body, signed);
+                if below_zero {
+                    signed.pop();
+                }
+                let (hoisted, body) = hoist(l, body, signed);
                 out.extend(hoisted);
                 out.push(PlacedNode::Loop(l.clone(), body));
             }
@@ -145,13 +158,37 @@ pub fn place(items: &[LNode]) -> Vec<PlacedNode> {
     out
 }
 
+/// True if `e` is never negative, where every name but those in `signed` is (iterators of
+/// loops starting at 0 or above, named sizes).
+fn nonneg(e: &Expr, signed: &[Name]) -> bool {
+    if let Some(c) = e.as_const() {
+        return c >= 0;
+    }
+    if let Some(ts) = e.affine_terms() {
+        return e.constant() >= 0 && ts.iter().all(|(v, a)| *a >= 0 && !signed.contains(v));
+    }
+    match e.atom_plus() {
+        Some((atom, rest)) => {
+            nonneg(&rest, signed)
+                && match atom {
+                    Atom::Max(xs) => xs.iter().any(|x| nonneg(x, signed)),
+                    Atom::Min(xs) => xs.iter().all(|x| nonneg(x, signed)),
+                    Atom::FloorDiv(x, _) => nonneg(x, signed),
+                    Atom::Var(_) => false,
+                }
+        }
+        None => false,
+    }
+}
+
 /// Drops conjuncts that always hold; `None` if one never holds (the statement copy is never
-/// a first update, as in the later copies of an unrolled reduction loop). Every iterator of a
-/// nest that `build` started is non-negative, so `5*ko + 1 == 0` never holds.
-fn simplify(guard: Vec<Expr>) -> Option<Vec<Expr>> {
+/// a first update, as in the later copies of an unrolled reduction loop). An iterator outside
+/// `signed` is non-negative, so `5*ko + 1 == 0` never holds; with `k1` skewed to start at
+/// `-j`, the unrolled copy's `k1 + 1 == 0` does (at `k1 = -1`) and stays.
+fn simplify(guard: Vec<Expr>, signed: &[Name]) -> Option<Vec<Expr>> {
     let mut out = Vec::new();
     for g in guard {
-        let positive = g.constant() > 0 && g.affine_terms().is_some_and(|ts| ts.iter().all(|(_, a)| *a >= 0));
+        let positive = g.constant() > 0 && g.is_affine() && nonneg(&g, signed);
         match g.as_const() {
             Some(0) => {}
             Some(_) => return None,
@@ -163,7 +200,7 @@ fn simplify(guard: Vec<Expr>) -> Option<Vec<Expr>> {
 }
 
 /// Moves the zeroings at the front of `l`'s body that may run before the loop out of it.
-fn hoist(l: &Arc<Loop>, body: Vec<PlacedNode>) -> (Vec<PlacedNode>, Vec<PlacedNode>) {
+fn hoist(l: &Arc<Loop>, body: Vec<PlacedNode>, signed: &[Name]) -> (Vec<PlacedNode>, Vec<PlacedNode>) {
     let mut hoisted = Vec::new();
     let mut kept: Vec<PlacedNode> = Vec::new();
     let all = body.clone();
@@ -183,7 +220,7 @@ fn hoist(l: &Arc<Loop>, body: Vec<PlacedNode>) -> (Vec<PlacedNode>, Vec<PlacedNo
         let mut before: Vec<(String, Vec<Expr>)> = Vec::new();
         kept.iter().for_each(|k| k.accesses(&tensor, &mut before));
         let clear = before.iter().all(|(_, index)| apart(&z.target, index, &moving));
-        let out = if clear { hoist_one(l, &z, &tensor, &all, &moving) } else { None };
+        let out = if clear { hoist_one(l, &z, &tensor, &all, &moving, signed) } else { None };
         match out {
             Some(Some(z2)) => hoisted.push(PlacedNode::Zero(z2)),
             Some(None) => {} // never runs
@@ -201,6 +238,7 @@ fn hoist_one(
     tensor: &Name,
     body: &[PlacedNode],
     moving: &[Name],
+    signed: &[Name],
 ) -> Option<Option<Zero>> {
     let v = &l.iter;
     // Its own conditions hold at some iterations only: it stays where they are tested.
@@ -228,7 +266,7 @@ fn hoist_one(
             }
             guard.push(normalize(g.subst(v, &l.lb)));
         }
-        return Some(simplify(guard).map(|guard| Zero { guard, ..z.clone() }));
+        return Some(simplify(guard, signed).map(|guard| Zero { guard, ..z.clone() }));
     }
     // Out of the loops over its indices only on the way out of a reduction loop above: an
     // unconditional zeroing stays next to the updates (locality).

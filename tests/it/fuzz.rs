@@ -1494,3 +1494,20 @@ fn an_affine_result_position_bounds_an_iterator_the_operands_index_whole() {
          codegen(l22, l27, l18)\n",
     );
 }
+
+/// Skewing the reduction loop by the result's column makes it start below 0 (`k1` from
+/// `-j`); unrolling the column then gives copies whose first update is at `k1 + 1 == 0`. The
+/// zeroing took "every iterator is non-negative" for granted and dropped those copies' clears.
+#[test]
+fn an_unrolled_copy_of_a_skewed_reduction_is_zeroed() {
+    check_text(
+        "N = 3\n\
+         A1 = tensor([N, 5])\n\
+         A2 = tensor([N, 4])\n\
+         C3 = contract(A1, A2, [1, 1])\n\
+         l4 = build(C3)\n\
+         l11 = skew(l4, 2, 3, -1)\n\
+         l12 = unroll(l11, 2)\n\
+         codegen(l12)\n",
+    );
+}
