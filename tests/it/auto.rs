@@ -380,3 +380,55 @@ fn a_nest_that_stays_whole_gets_its_inner_reductions_in_lanes_and_its_carried_lo
     // The first sum in each unrolled copy and in the rest of `j`, the second sum once.
     assert_eq!(c.matches("#pragma omp simd reduction(+:").count(), 5, "{c}");
 }
+
+/// A recursive filter along each row (no script here covers it): a recurrence over `j` inside
+/// independent rows `i`.
+const SCAN: &str = "N = 40\nM = 30\nX = tensor([N, M])\nY = tensor([N, M])\n\
+s0 = @Y: eq(X, [i, 0] -> [i, 0])\nm = vmul(0.5, Y, [, [i, j-1]])\ns1 = @Y: add(m, X, [, [i, j]] -> [i, j])\n\
+l0 = build(s0, [[i]])\nl1 = build(s1, [[i], [j, 1, M-1]])\nl = around(i, [0, N-1], l0, l1)\ncodegen(l)\n";
+
+#[test]
+fn recurrences_over_independent_rows_run_a_block_of_rows_in_lanes() {
+    // The rows `i` in blocks on threads; the recurrence over `j` interchanged outside the
+    // block's rows, which run in lanes (each lane its own row's chain). Nothing loops around the
+    // sweep, so Y and X keep their layout.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "scan.teml", SCAN);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(
+        path.contains("#   rows = ")
+            && path.contains("each recurrence over j with the block's rows in lanes"),
+        "{path}"
+    );
+    assert!(path.contains("#   transpose = false: as declared"), "{path}");
+    assert!(path.contains("= interchange(") && !path.contains("permute_layout"), "{path}");
+    let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
+    // The block on threads, then j, then the block's rows in lanes.
+    let par = c.find("#pragma omp parallel for").expect(&c);
+    let j = c[par..].find("for (int j = 1;").expect(&c) + par;
+    assert!(c[j..].find("#pragma omp simd").is_some_and(|s| s < c[j..].find("for (int i").unwrap()), "{c}");
+    let o = teml(d.path(), &["run", "a/auto.teml", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}
+
+#[test]
+fn adi_sweeps_run_their_rows_in_lanes_with_the_recurrences_tensors_transposed() {
+    // adi: a time loop around a column sweep and a row sweep, each over rows `i` with forward
+    // and backward recurrences over `j`; `p` and `q` only the sweeps touch, the row first.
+    let d = tempfile::tempdir().unwrap();
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/adi.teml");
+    let o = teml(
+        d.path(),
+        &["auto", program.to_str().unwrap(), "-D", "TSTEPS=3", "-D", "N=40", "--out", "a", "--no-db"],
+    );
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   n12_rows = ") && path.contains("each recurrence over j, j, j, j"), "{path}");
+    assert!(path.contains("#   n12_transpose = true: p, q stored transposed"), "{path}");
+    assert!(path.contains("permute_layout(") && path.contains(", \"q\", [2, 1])"), "{path}");
+    assert_eq!(path.matches("= interchange(").count(), 4, "{path}");
+}

@@ -82,6 +82,21 @@ impl<'a> Args<'a> {
         })
     }
 
+    /// Whether a nest argument accesses a tensor called `name`.
+    fn accessed(&self, name: &str) -> bool {
+        self.args.iter().any(|a| {
+            let nest = match a {
+                ArgVal::Value(Value::Nest(n)) => n,
+                ArgVal::Word(w) => match self.state.get(w) {
+                    Some(Value::Nest(n)) => n,
+                    _ => return false,
+                },
+                _ => return false,
+            };
+            nest.rank_of(&Name::from(name)).is_some()
+        })
+    }
+
     pub(super) fn word(&self, pos: usize) -> Option<&Name> {
         match self.get(pos) {
             ArgVal::Word(w) => Some(w),
@@ -116,7 +131,12 @@ impl<'a> Args<'a> {
     /// assignment that defines it.
     pub(super) fn real_tensor_name(&self, pos: usize) -> Result<Name> {
         if let ArgVal::Str(name) = self.get(pos) {
-            return if self.state.real_tensor(name).is_some() || self.temporary(name).is_some() {
+            // By name, a tensor a nest argument accesses counts too: in a script, a variable
+            // can shadow the program's tensor of the same name (`let p = ...` over adi's `p`).
+            return if self.state.real_tensor(name).is_some()
+                || self.temporary(name).is_some()
+                || self.accessed(name)
+            {
                 Ok(Name::from(name.as_str()))
             } else {
                 Err(self.wrong(pos, "tensor", "the name of a real tensor"))

@@ -5,6 +5,7 @@
 
 pub mod machine;
 pub mod space;
+mod sweep;
 pub mod workload;
 
 pub use machine::Machine;

@@ -284,20 +284,20 @@ fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
 }
 
 /// A loop of a nest where `focus` finds it.
-struct Located {
+pub(super) struct Located {
     /// `iter#k`: the k-th loop over `iter` in program order (pre-order), as `focus` takes it.
-    address: String,
+    pub address: String,
     /// The indices of the items from the top down to it (a nest's `focus`).
-    at: Vec<usize>,
-    l: std::sync::Arc<crate::ir::Loop>,
+    pub at: Vec<usize>,
+    pub l: std::sync::Arc<crate::ir::Loop>,
     /// The loops around it, outermost first.
-    around: Vec<std::sync::Arc<crate::ir::Loop>>,
+    pub around: Vec<std::sync::Arc<crate::ir::Loop>>,
     /// Whether other items share its parent's body (or the top level) with it.
-    in_sequence: bool,
+    pub in_sequence: bool,
 }
 
 /// Every loop of `items`, in program order.
-fn loops_in_order(items: &[crate::ir::LNode]) -> Vec<Located> {
+pub(super) fn loops_in_order(items: &[crate::ir::LNode]) -> Vec<Located> {
     fn go(
         items: &[crate::ir::LNode],
         at: &mut Vec<usize>,
@@ -1299,6 +1299,20 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             if whole { inner_lanes(state, n) } else { Lanes { inner: Vec::new(), unroll: Vec::new() } }
         })
         .collect();
+    // A nest of independent rows around recurrences (adi's sweeps): blocks of rows, each
+    // recurrence with the block's rows in vector lanes (sweep.rs).
+    let sweeps: Vec<Option<super::sweep::Sweeps>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            if own[j].is_some() {
+                return None;
+            }
+            let others: Vec<&Nest> =
+                nests.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| &x.1).collect();
+            super::sweep::sweeps(state, n, &others, lanes_of(state, n, m))
+        })
+        .collect();
     let products = own
         .iter()
         .flatten()
@@ -1343,7 +1357,11 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             p.as_ref().map(|p| format!("{} distributed into {} nests", nests[j].0, p.parts.len()))
         })
         .collect();
-    if own.iter().any(Option::is_some) || !split.is_empty() || lanes.iter().any(|l| !l.inner.is_empty()) {
+    if own.iter().any(Option::is_some)
+        || !split.is_empty()
+        || lanes.iter().any(|l| !l.inner.is_empty())
+        || sweeps.iter().any(Option::is_some)
+    {
         let each = choice(
             "\"each\"",
             format!(
@@ -1385,6 +1403,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
+                for (j, sw) in sweeps.iter().enumerate() {
+                    let Some(sw) = sw else { continue };
+                    sweep_rules(out, sw, &vars[j], j, alone, lanes_of(state, &nests[j].1, m));
+                }
                 for (j, Lanes { inner, unroll }) in lanes.iter().enumerate() {
                     if inner.is_empty() {
                         continue;
@@ -1419,7 +1441,11 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                         );
                     }
                     out.prefix.clear();
-                    out.line("if lanes {");
+                    if sweeps[j].is_some() {
+                        out.line(&format!("if lanes && !ruled[{j}] {{"));
+                    } else {
+                        out.line("if lanes {");
+                    }
                     out.line(&format!("    let p = {};", vars[j]));
                     for (a, _) in inner {
                         out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
@@ -1436,6 +1462,11 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 }
                 for (j, plan) in plans.iter().enumerate() {
                     let Some(plan) = plan else { continue };
+                    let guarded = sweeps[j].is_some();
+                    if guarded {
+                        out.line(&format!("if !ruled[{j}] {{"));
+                        out.indent += 1;
+                    }
                     out.line(&format!(
                         "// nest {}: distributed into {} perfect nests, each by its own rules",
                         j + 1,
@@ -1457,6 +1488,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     out.line("p = focus(p);");
                     out.line(&format!("parts[{j}] = p;"));
                     out.line(&format!("ruled[{j}] = true;"));
+                    if guarded {
+                        out.indent -= 1;
+                        out.line("}");
+                    }
                 }
                 for (j, w) in own.iter().enumerate() {
                     let Some(w) = w else { continue };
@@ -1518,4 +1553,93 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     } else {
         Ok(vec!["parts".to_string()])
     }
+}
+
+/// Doubles (or floats) in one of the machine's vectors, for `nest`'s arithmetic.
+fn lanes_of(state: &State, nest: &Nest, m: &Machine) -> usize {
+    let dtype = Workload::shape(state, nest).map(|w| w.dtype()).unwrap_or(crate::ir::DType::Double);
+    (m.vector_bits as usize / (8 * dtype.size())).max(1)
+}
+
+/// The rows of line sweeps of nest `j` (variable `var`) in blocks, each recurrence with the
+/// block's rows in lanes (sweep.rs); the nest's other rules where `rows` is 0.
+fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, alone: bool, lanes: usize) {
+    let recurrences: Vec<String> =
+        sw.rows.iter().flat_map(|r| r.recurrences.iter().map(|(_, it)| it.to_string())).collect();
+    let rows: Vec<String> = sw.rows.iter().map(|r| r.iter.to_string()).collect();
+    out.line(&format!(
+        "// nest {}: independent rows ({}) around recurrences ({})",
+        j + 1,
+        rows.join(", "),
+        recurrences.join(", ")
+    ));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    let block = |k: usize, why: &str| {
+        choice(k * lanes, format!("blocks of {} rows ({k} vectors) on threads{why}", k * lanes))
+    };
+    // Transposed, the lanes read and write contiguously: 4 vectors of rows; gathering from as
+    // many rows as lanes, 2 (each lane's row is a stream the prefetchers follow).
+    let contiguous = sw.repeated && !sw.transpose.is_empty();
+    let first = if contiguous { 4 } else { 2 };
+    let why = format!(
+        ", each recurrence over {} with the block's rows in lanes: every lane runs its own row's chain, and a block's sweeps stay in cache together{}",
+        recurrences.join(", "),
+        if contiguous { "" } else { " (2 vectors: each lane's row is a stream for the prefetchers)" }
+    );
+    let mut choices = vec![block(first, &why)];
+    choices.extend([2, 4, 8].into_iter().filter(|&k| k != first).map(|k| block(k, "")));
+    choices.push(choice(0, "row by row (the nest's other rules)"));
+    out.param(
+        "rows",
+        "rows",
+        "blocks of rows on threads, each recurrence with the block's rows innermost, in vector lanes",
+        choices,
+    );
+    out.line("if rows > 0 {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    // The last rows loop first: transforming it leaves the earlier ones' addresses.
+    for r in sw.rows.iter().rev() {
+        out.line(&format!(
+            "p = focus(p, \"{}\"); p = stripmine(p, 1, rows); p = distribute(p, 2); p = parallelize(p, 1); p = focus(p);",
+            r.address
+        ));
+        for (a, _) in r.recurrences.iter().rev() {
+            out.line(&format!(
+                "p = focus(p, \"{a}\"); p = interchange(p, 1, 2); p = vectorize(p, 2); p = focus(p);"
+            ));
+        }
+    }
+    if !sw.transpose.is_empty() {
+        let names: Vec<String> = sw.transpose.iter().map(|t| t.to_string()).collect();
+        let mut choices = vec![
+            choice(
+                "true",
+                format!(
+                    "{} stored transposed (permute_layout): the rows in lanes read and write them contiguously, converted once at entry and exit for every sweep around",
+                    names.join(", ")
+                ),
+            ),
+            choice("false", "as declared (the lanes gather and scatter)"),
+        ];
+        if !sw.repeated {
+            choices.swap(0, 1);
+            choices[0].reason =
+                "as declared: no loop runs around the sweeps, a conversion would cost about what a sweep does".into();
+        }
+        out.param(
+            "transpose",
+            "transpose",
+            "tensors only the rows loops touch, the row in their first index, stored transposed",
+            choices,
+        );
+        for t in &names {
+            out.line(&format!("if transpose {{ p = permute_layout(p, \"{t}\", [2, 1]); }}"));
+        }
+    }
+    out.prefix.clear();
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("ruled[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
 }
