@@ -432,3 +432,32 @@ fn adi_sweeps_run_their_rows_in_lanes_with_the_recurrences_tensors_transposed() 
     assert!(path.contains("permute_layout(") && path.contains(", \"q\", [2, 1])"), "{path}");
     assert_eq!(path.matches("= interchange(").count(), 4, "{path}");
 }
+
+/// A min-plus dynamic program (no script here covers it): D[i][j] = min(D[i][j], D[i][j-1]),
+/// then min over the splits k of D[i][k] + D[k][j], which reads down column j.
+const MIN_PLUS: &str = "N = 40\nD = tensor([N, N])\n\
+s1 = @D: min(D, D, [[i, j], [i, j-1]] -> [i, j])\nsp = vadd(D, D, [[i, k], [k, j]])\n\
+s2 = @D: min(D, sp, [[i, j], ] -> [i, j])\nl1 = build(s1, [[i], [j]])\n\
+l2 = build(s2, [[i], [j], [k, i+1, j-1]])\nlj = around(j, [i+2, N-1], l1, l2)\n\
+l = around(i, [N-2, 0, -1], lj)\ncodegen(l)\n";
+
+#[test]
+fn a_sum_down_a_column_is_turned_into_row_updates_in_lanes() {
+    // The statement beside the splits' loop sinks into it at its last iteration (min updates
+    // of one element commute), `k` goes outside `j`, the iteration that runs the sunk
+    // statement is split off, and the rest of `j` (D[k][j] along a row) runs in lanes.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "minplus.teml", MIN_PLUS);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   sink = true: j#1's statements sunk into the sum"), "{path}");
+    assert!(path.contains("D[k][j] is read along rows"), "{path}");
+    for step in ["= sink(", "= interchange(", "= split(", "= vectorize("] {
+        assert!(path.contains(step), "{step}: {path}");
+    }
+    let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
+    let k = c.find("for (int k = ").expect(&c);
+    assert!(c[k..].contains("*(teml_d") || c[k..].contains("#pragma omp simd"), "{c}");
+}

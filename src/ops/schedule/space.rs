@@ -1299,6 +1299,16 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             if whole { inner_lanes(state, n) } else { Lanes { inner: Vec::new(), unroll: Vec::new() } }
         })
         .collect();
+    // A whole nest whose sum reads down a column (nussinov's split over `k`): its statements
+    // sunk into the sum, the loops interchanged, the rest of `j` in lanes (columns.rs).
+    let sunk: Vec<Option<super::columns::Sunk>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            let whole = own[j].is_none() && plans[j].is_none() && lanes[j].inner.is_empty();
+            if whole { super::columns::sunk(state, n) } else { None }
+        })
+        .collect();
     // A nest of independent rows around recurrences (adi's sweeps): blocks of rows, each
     // recurrence with the block's rows in vector lanes (sweep.rs).
     let sweeps: Vec<Option<super::sweep::Sweeps>> = nests
@@ -1361,6 +1371,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         || !split.is_empty()
         || lanes.iter().any(|l| !l.inner.is_empty())
         || sweeps.iter().any(Option::is_some)
+        || sunk.iter().any(Option::is_some)
     {
         let each = choice(
             "\"each\"",
@@ -1403,6 +1414,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
+                for (j, sk) in sunk.iter().enumerate() {
+                    let Some(sk) = sk else { continue };
+                    sink_rules(out, sk, &vars[j], j, alone);
+                }
                 for (j, sw) in sweeps.iter().enumerate() {
                     let Some(sw) = sw else { continue };
                     sweep_rules(out, sw, &vars[j], j, alone, lanes_of(state, &nests[j].1, m));
@@ -1640,6 +1655,41 @@ fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, al
     out.prefix.clear();
     out.line(&format!("parts[{j}] = p;"));
     out.line(&format!("ruled[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
+}
+
+/// Nest `j`'s sum down a column turned into row updates in lanes (columns.rs).
+fn sink_rules(out: &mut Out, sk: &super::columns::Sunk, var: &str, j: usize, alone: bool) {
+    out.line(&format!("// nest {}: a sum down a column ({}) inside {}", j + 1, sk.column, sk.address));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    out.param(
+        "sink",
+        "sink",
+        "the statements beside a sum down a column sunk into it, its loops interchanged, the rows in lanes",
+        vec![
+            choice(
+                "true",
+                format!(
+                    "{}'s statements sunk into the sum at its last iteration, then {} outside: {} is read along rows, the rest of the loop in lanes",
+                    sk.address, sk.outer, sk.column
+                ),
+            ),
+            choice("false", "as written (the sum walks a column)"),
+        ],
+    );
+    out.prefix.clear();
+    out.line("if sink {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    out.line(&format!(
+        "p = focus(p, \"{}\"); p = sink(p, 1, \"last\"); p = interchange(p, 1, 2); p = focus(p);",
+        sk.address
+    ));
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 2, {}); p = focus(p);", sk.outer, sk.split));
+    out.line(&format!("p = focus(p, \"{}\"); p = vectorize(p, 1); p = focus(p);", sk.lanes));
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("laned[{j}] = true;"));
     out.indent -= 1;
     out.line("}");
 }

@@ -78,7 +78,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
             let mut at = p.at.clone();
             at.push(k);
             let focused = Nest { focus: at, ..nest.clone() };
-            if crate::analysis::legality::carries_beyond_reductions(state, &focused, x).ok()? {
+            if crate::analysis::legality::carries_beyond_reductions(state, &focused, x).unwrap_or(false) {
                 recurrences.push((format!("{}#{}", l.iter, n + k), x.iter.clone()));
             }
         }
@@ -86,7 +86,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
             continue;
         }
         let focused = Nest { focus: p.at.clone(), ..nest.clone() };
-        if crate::analysis::legality::carries(state, &focused, l).ok()? {
+        if crate::analysis::legality::carries(state, &focused, l).unwrap_or(true) {
             continue;
         }
         chosen.push(p.at.clone());
