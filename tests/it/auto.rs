@@ -461,3 +461,25 @@ fn a_sum_down_a_column_is_turned_into_row_updates_in_lanes() {
     let k = c.find("for (int k = ").expect(&c);
     assert!(c[k..].contains("*(teml_d") || c[k..].contains("#pragma omp simd"), "{c}");
 }
+
+/// Gauss-Seidel in one dimension, in place over T steps (no script here covers it).
+const SEIDEL_1D: &str = "T = 40\nN = 200\nA = tensor([N])\ns = vadd(A, A, [[i-1], [i]])\n\
+s2 = vadd(s, A, [, [i+1]])\na = @A: div(s2, 3.0, [, ] -> [i])\nl1 = build(a, [[i, 1, N-2]])\n\
+l = around(t, [0, T-1], l1)\ncodegen(l)\n";
+
+#[test]
+fn a_stencil_swept_in_place_over_time_is_skewed_and_tiled_across_time() {
+    // Every loop carries a dependence: no threads, no lanes as written. Skewed (i by t), the
+    // band is permutable and tiled on the aligned lattice, tiles outermost; the wavefront
+    // variant (tiles of one wavefront on threads) verifies too.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "seidel1d.teml", SEIDEL_1D);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   sketch = time_tiles: every loop carries a dependence (t, i;"), "{path}");
+    assert!(path.contains("= skew(") && path.contains(", 16, \"aligned\")"), "{path}");
+    let o = teml(d.path(), &["run", "a/space.rhai", "-q", "--param", "wavefront=true", "--param", "tile=8"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}

@@ -202,6 +202,20 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
             ),
         ));
     }
+    if time_tiled(w) {
+        let names: Vec<String> = w.loops.iter().map(|l| l.iter.to_string()).collect();
+        sketches.insert(
+            0,
+            choice(
+                "\"time_tiles\"",
+                format!(
+                    "every loop carries a dependence ({}; {} a time loop no access uses): skewed into a permutable band, then tiled across time (Pluto's time tiling)",
+                    names.join(", "),
+                    names[0]
+                ),
+            ),
+        );
+    }
     sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
     out.param("sketch", "sketch", "the kind of schedule", sketches.clone());
     let mut first = true;
@@ -213,11 +227,65 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
         match kind.as_str() {
             "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
             "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
+            "time_tiles" => time_tiles(out, w),
             _ => loops(out, w, m),
         }
         out.indent -= 1;
     }
     out.line("}");
+}
+
+/// A stencil swept in place over time (seidel-2d's `t, i, j`): two or three loops, every one
+/// carrying a dependence, the outermost used by no access, at least 4 time steps and 32
+/// iterations of every other loop.
+fn time_tiled(w: &Workload) -> bool {
+    let d = w.loops.len();
+    (2..=3).contains(&d)
+        && w.perfect
+        && w.n_stmts == 1
+        && w.loops.iter().all(|l| l.kind == Parallelism::Carried)
+        && w.loops.iter().enumerate().all(|(k, l)| l.extent.is_some_and(|e| e >= if k == 0 { 4 } else { 32 }))
+        && w.accesses.iter().all(|a| a.index.iter().all(|x| !x.mentions(&w.loops[0].iter)))
+}
+
+/// Time tiling: each loop skewed by every loop outside it (factor 1: a neighbour's value of
+/// the step before, or of this step already updated, is then never in a later tile), the band
+/// strip-mined on Pluto's tile lattice ("aligned") and its tile loops outermost; optionally
+/// the tiles of one wavefront on threads. `permute` and the skews are checked by isl.
+fn time_tiles(out: &mut Out, w: &Workload) {
+    let d = w.loops.len();
+    let mut skews = Vec::new();
+    for s in 2..=d {
+        for r in (1..s).rev() {
+            skews.push(format!("p = skew(p, {r}, {s}, 1);"));
+        }
+    }
+    out.line(&skews.join(" "));
+    out.param(
+        "tile",
+        "tile",
+        "the edge of a tile of the skewed band",
+        vec![
+            choice(16, "a tile's skewed rows stay in L1 across its time steps"),
+            choice(32, "32 (Pluto's default)"),
+            choice(8, "8"),
+        ],
+    );
+    let levels: Vec<String> = (0..d).map(|k| (2 * k + 1).to_string()).collect();
+    out.line(&format!("for r in [{}] {{ p = stripmine(p, r, tile, \"aligned\"); }}", levels.join(", ")));
+    let order: Vec<String> =
+        (0..d).map(|k| (2 * k + 1).to_string()).chain((0..d).map(|k| (2 * k + 2).to_string())).collect();
+    out.line(&format!("p = permute(p, [{}]);", order.join(", ")));
+    out.param(
+        "wavefront",
+        "wavefront",
+        "the tiles of one wavefront on threads",
+        vec![
+            choice("false", "tiles in order on one thread (their reuse across time is the gain)"),
+            choice("true", "the outer tile loops skewed into wavefronts, a wavefront's tiles on threads"),
+        ],
+    );
+    out.line("if wavefront { p = parallelize(interchange(skew(p, 1, 2, 1), 1, 2), 2); }");
 }
 
 /// How many of the cheapest contraction orders the space offers.
