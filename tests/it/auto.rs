@@ -400,7 +400,7 @@ fn recurrences_over_independent_rows_run_a_block_of_rows_in_lanes() {
     let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
     assert!(
         path.contains("#   rows = ")
-            && path.contains("each recurrence over j with the block's rows in lanes"),
+            && path.contains("each loop over j that carries a dependence interchanged outside"),
         "{path}"
     );
     assert!(path.contains("#   transpose = false: as declared"), "{path}");
@@ -427,7 +427,10 @@ fn adi_sweeps_run_their_rows_in_lanes_with_the_recurrences_tensors_transposed() 
     let out = text(&o);
     assert!(o.status.success() && out.contains(": verified"), "{out}");
     let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
-    assert!(path.contains("#   n12_rows = ") && path.contains("each recurrence over j, j, j, j"), "{path}");
+    assert!(
+        path.contains("#   n12_rows = ") && path.contains("each loop over j, j, j, j that carries"),
+        "{path}"
+    );
     assert!(path.contains("#   n12_transpose = true: p, q stored transposed"), "{path}");
     assert!(path.contains("permute_layout(") && path.contains(", \"q\", [2, 1])"), "{path}");
     assert_eq!(path.matches("= interchange(").count(), 4, "{path}");
@@ -482,4 +485,28 @@ fn a_stencil_swept_in_place_over_time_is_skewed_and_tiled_across_time() {
     assert!(path.contains("= skew(") && path.contains(", 16, \"aligned\")"), "{path}");
     let o = teml(d.path(), &["run", "a/space.rhai", "-q", "--param", "wavefront=true", "--param", "tile=8"]);
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}
+
+/// A product through a scalar accumulator (no script here covers it): for each i, j:
+/// t = 0; t += A[i][k] B[k][j] over k; C[i][j] = 2 t. The scalar pins `j`.
+const SCALAR_SUM: &str = "N = 48\nA = tensor([N, N])\nB = tensor([N, N])\nC = tensor([N, N])\nt = scalar()\n\
+z = @t: add(0.0, 0.0, [, ] -> [])\npr = vmul(A, B, [[i, k], [k, j]])\nu = @t: add(t, pr, [, ] -> [])\n\
+w = @C: mul(t, 2.0, [, ] -> [i, j])\nlz = build(z)\nlu0 = build(u, [[i], [j], [k]])\n\
+lu = around(k, [0, N-1], lu0)\nlw = build(w, [[i], [j]])\nlj = around(j, [0, N-1], lz, lu, lw)\n\
+l = around(i, [0, N-1], lj)\ncodegen(l)\n";
+
+#[test]
+fn a_scalar_that_pins_a_loop_is_privatized_and_the_loop_scheduled() {
+    // `t` privatized at `j` (one copy per iteration): `j` carries nothing more; its blocks go
+    // on threads and the sum over `k` runs outside the block's `j`, which run in lanes.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "scalar_sum.teml", SCALAR_SUM);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("= privatize(") && path.contains(", 1, \"t\")"), "{path}");
+    assert!(path.contains("= parallelize(") && path.contains("= vectorize("), "{path}");
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains("// a scalar that pins a loop, one copy per iteration (privatize)"), "{space}");
 }

@@ -5,6 +5,7 @@
 
 mod columns;
 pub mod machine;
+mod scalars;
 pub mod space;
 mod sweep;
 pub mod workload;
@@ -78,6 +79,8 @@ pub fn written(nests: &[crate::ir::Nest]) -> std::collections::BTreeSet<crate::i
         .iter()
         .flat_map(|n| n.stmts())
         .filter_map(|s| crate::ir::lower::lower(&s).and_then(|l| l.target.id().cloned()))
+        // A privatized tensor (no result: its copies are the kernel's own) is computed too.
+        .chain(nests.iter().flat_map(|n| n.expanded.keys().cloned()))
         .collect()
 }
 

@@ -396,6 +396,14 @@ pub(super) fn loops_in_order(items: &[crate::ir::LNode]) -> Vec<Located> {
     out
 }
 
+/// Whether a loop's sub-tree is a single path of loops (no sequence).
+fn one_path(l: &crate::ir::Loop) -> bool {
+    match l.body.as_slice() {
+        [crate::ir::LNode::Loop(x)] => one_path(x),
+        body => body.iter().all(|x| x.as_loop().is_none()),
+    }
+}
+
 /// Whether a loop's sub-tree is a single path down to one statement.
 fn one_statement(l: &crate::ir::Loop) -> bool {
     match l.body.as_slice() {
@@ -1247,11 +1255,30 @@ fn all_orders(k: usize) -> Vec<Vec<usize>> {
 fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Vec<String>, String> {
     let mut vars = Vec::new();
     let alone = nests.len() == 1;
-    for (k, (name, _)) in nests.iter().enumerate() {
+    // Scalars that pin a loop privatized first (scalars.rs): the rules below read the nests
+    // as the privatized ones.
+    let mut owned: Vec<(Name, Nest)> = Vec::new();
+    for (k, (name, nest)) in nests.iter().enumerate() {
         let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
         out.line(&format!("let {v} = {name};"));
+        let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
+        match if simple { None } else { super::scalars::privatized(state, nest) } {
+            Some((n, lines)) => {
+                out.line(
+                    "// a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
+                );
+                out.line(&format!("let p = {v};"));
+                for l in lines {
+                    out.line(&l);
+                }
+                out.line(&format!("{v} = p;"));
+                owned.push((name.clone(), n));
+            }
+            None => owned.push((name.clone(), nest.clone())),
+        }
         vars.push(v);
     }
+    let nests = owned.as_slice();
     // Each nest's workload, read once (isl's verdicts included): what it writes and reads for
     // storage contraction, and the single-nest rules for `each`.
     let works: Vec<Option<Workload>> =
@@ -1665,7 +1692,7 @@ fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, al
     let contiguous = sw.repeated && !sw.transpose.is_empty();
     let first = if contiguous { 4 } else { 2 };
     let why = format!(
-        ", each recurrence over {} with the block's rows in lanes: every lane runs its own row's chain, and a block's sweeps stay in cache together{}",
+        ", each loop over {} that carries a dependence interchanged outside the block's rows, which run in lanes: every lane runs its own row's chain, and a block's sweeps stay in cache together{}",
         recurrences.join(", "),
         if contiguous { "" } else { " (2 vectors: each lane's row is a stream for the prefetchers)" }
     );
