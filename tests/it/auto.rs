@@ -510,3 +510,26 @@ fn a_scalar_that_pins_a_loop_is_privatized_and_the_loop_scheduled() {
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
     assert!(space.contains("// a scalar that pins a loop, one copy per iteration (privatize)"), "{space}");
 }
+
+/// Widest paths (max-min closure, no script here covers it): under each pivot k, every
+/// W[i][j] = max(W[i][j], min(W[i][k], W[k][j])).
+const WIDEST: &str = "N = 60\nW = tensor([N, N])\nm = vmin(W, W, [[i, k], [k, j]])\n\
+s = @W: max(W, m, [[i, j], ] -> [i, j])\nl1 = build(s, [[k]])\nl = around(k, [0, N-1], l1)\ncodegen(l)\n";
+
+#[test]
+fn loops_carried_only_through_a_pivot_are_split_there_and_the_sides_run_free() {
+    // `i` and `j` carry dependences only through row and column k: split before, at and after
+    // the pivot, the sides of `i` on threads, the sides of `j` in lanes.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "widest.teml", WIDEST);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   pivot = true: split j at k, i at k"), "{path}");
+    assert_eq!(path.matches("= split(").count(), 4, "{path}");
+    assert_eq!(path.matches("= parallelize(").count(), 2, "{path}");
+    assert!(path.matches("= vectorize(").count() >= 4, "{path}");
+    let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
+    assert_eq!(c.matches("#pragma omp parallel for").count(), 2, "{c}");
+}

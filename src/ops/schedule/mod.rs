@@ -5,6 +5,7 @@
 
 mod columns;
 pub mod machine;
+mod pivots;
 mod scalars;
 pub mod space;
 mod sweep;

@@ -129,12 +129,42 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
                 out.line(&format!("let p = {name};"));
+                let pivots = super::pivots::pivots(state, nest, &w);
+                if let Some(pv) = &pivots {
+                    out.param(
+                        "pivot",
+                        "pivot",
+                        "loops carried only through a pivot split there, the pieces on threads and in lanes",
+                        vec![
+                            choice(
+                                "true",
+                                format!(
+                                    "split {} (before, at and after the pivot): each side's loops are free (isl), on threads and in lanes",
+                                    pv.why
+                                ),
+                            ),
+                            choice("false", "as written, by the rules of a single nest"),
+                        ],
+                    );
+                    out.line("if pivot {");
+                    out.indent += 1;
+                    for l in &pv.steps {
+                        out.line(l);
+                    }
+                    out.indent -= 1;
+                    out.line("} else {");
+                    out.indent += 1;
+                }
                 match lift_plan(state, &w) {
                     Some(plan) => {
                         facts.push(plan.fact.clone());
                         lifted_or_written(&mut out, &plan, &w, m);
                     }
                     None => single(&mut out, &w, m),
+                }
+                if pivots.is_some() {
+                    out.indent -= 1;
+                    out.line("}");
                 }
             } else {
                 facts.push(format!(
