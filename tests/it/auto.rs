@@ -533,3 +533,28 @@ fn loops_carried_only_through_a_pivot_are_split_there_and_the_sides_run_free() {
     let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
     assert_eq!(c.matches("#pragma omp parallel for").count(), 2, "{c}");
 }
+
+/// A separable blur repeated over time (no script here covers it): a horizontal pass into B,
+/// a vertical pass back into A, T times.
+const BLUR_STEPS: &str = "T = 10\nN = 64\nA = tensor([N, N])\nB = tensor([N, N])\n\
+h0 = vadd(A, A, [[i, j-1], [i, j]])\nh1 = vadd(h0, A, [, [i, j+1]])\nsb = @B: mul(h1, 0.25, [, ] -> [i, j])\n\
+v0 = vadd(B, B, [[i-1, j], [i, j]])\nv1 = vadd(v0, B, [, [i+1, j]])\nsa = @A: mul(v1, 0.25, [, ] -> [i, j])\n\
+l1 = build(sb, [[i, 1, N-2], [j, 1, N-2]])\nl2 = build(sa, [[i, 1, N-2], [j, 1, N-2]])\n\
+l = around(t, [0, T-1], l1, l2)\ncodegen(l)\n";
+
+#[test]
+fn the_sweeps_inside_a_time_loop_run_on_threads_and_in_lanes() {
+    // `t` carries the passes' dependences; inside it each pass's rows are data-parallel: on
+    // threads, a team per pass, and each row in lanes.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "blur_steps.teml", BLUR_STEPS);
+    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("#   threads = true: i#1, i#2 on threads"), "{path}");
+    let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
+    let t = c.find("for (int t = 0;").expect(&c);
+    assert_eq!(c[t..].matches("#pragma omp parallel for").count(), 2, "{c}");
+    assert!(c[t..].contains("*(teml_d") || c[t..].contains("#pragma omp simd"), "{c}");
+}

@@ -598,6 +598,9 @@ struct Lanes {
     /// (cholesky's `j`): unrolled by 2, their two iterations' independent work (the two
     /// reductions) overlaps.
     unroll: Vec<String>,
+    /// The outermost data-parallel loops below the top level, inside loops that carry
+    /// dependences (jacobi-2d's two sweeps `i` inside the time loop `t`): on threads.
+    threads: Vec<String>,
 }
 
 /// The innermost loops (no loop inside) of a nest with sequences that can run in vector lanes:
@@ -641,7 +644,30 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
             }
         }
     }
-    Lanes { inner: out, unroll }
+    // The outermost loops that carry no dependence and hold loops, with 16 iterations or more:
+    // those of a sequence at the top, or below loops that carry dependences (a team of threads
+    // per iteration of the loops around: worth it for a sweep, not for a handful of
+    // iterations). A nest of one top-level loop that carries none is the generic rule's.
+    let mut threads: Vec<String> = Vec::new();
+    let mut covered: Vec<Vec<usize>> = Vec::new();
+    for p in &all {
+        if (p.at.len() < 2 && nest.items.len() < 2)
+            || innermost(&p.l)
+            || covered.iter().any(|c| p.at.starts_with(c))
+        {
+            continue;
+        }
+        let extent = match (p.l.lb.eval(&|v| state.constant(v)), p.l.ub.eval(&|v| state.constant(v))) {
+            (Ok(a), Ok(b)) => b - a + 1,
+            _ => continue,
+        };
+        let focused = Nest { focus: p.at.clone(), ..nest.clone() };
+        if extent >= 16 && !crate::analysis::legality::carries(state, &focused, &p.l).unwrap_or(true) {
+            threads.push(p.address.clone());
+            covered.push(p.at.clone());
+        }
+    }
+    Lanes { inner: out, unroll, threads }
 }
 
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
@@ -1421,7 +1447,11 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         .map(|(j, (_, n))| {
             let whole =
                 own[j].is_none() && plans[j].is_none() && works[j].as_ref().is_none_or(|w| !w.perfect);
-            if whole { inner_lanes(state, n) } else { Lanes { inner: Vec::new(), unroll: Vec::new() } }
+            if whole {
+                inner_lanes(state, n)
+            } else {
+                Lanes { inner: Vec::new(), unroll: Vec::new(), threads: Vec::new() }
+            }
         })
         .collect();
     // A whole nest whose sum reads down a column (nussinov's split over `k`): its statements
@@ -1494,7 +1524,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
         .collect();
     if own.iter().any(Option::is_some)
         || !split.is_empty()
-        || lanes.iter().any(|l| !l.inner.is_empty())
+        || lanes.iter().any(|l| !l.inner.is_empty() || !l.threads.is_empty())
         || sweeps.iter().any(Option::is_some)
         || sunk.iter().any(Option::is_some)
     {
@@ -1547,22 +1577,43 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     let Some(sw) = sw else { continue };
                     sweep_rules(out, sw, &vars[j], j, alone, lanes_of(state, &nests[j].1, m));
                 }
-                for (j, Lanes { inner, unroll }) in lanes.iter().enumerate() {
-                    if inner.is_empty() {
+                for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
+                    if inner.is_empty() && threads.is_empty() {
                         continue;
                     }
                     out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
                     out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
                     let names: Vec<String> = inner.iter().map(|(a, why)| format!("{a} ({why})")).collect();
-                    out.param(
-                        "lanes",
-                        "lanes",
-                        "the innermost loops in vector lanes",
-                        vec![
-                            choice("true", format!("in lanes: {}", names.join(", "))),
-                            choice("false", "no vectors"),
-                        ],
-                    );
+                    if inner.is_empty() {
+                        out.line("let lanes = true;");
+                    } else {
+                        out.param(
+                            "lanes",
+                            "lanes",
+                            "the innermost loops in vector lanes",
+                            vec![
+                                choice("true", format!("in lanes: {}", names.join(", "))),
+                                choice("false", "no vectors"),
+                            ],
+                        );
+                    }
+                    if !threads.is_empty() {
+                        out.param(
+                            "threads",
+                            "threads",
+                            "the outermost data-parallel loops of a nest with sequences, on threads",
+                            vec![
+                                choice(
+                                    "true",
+                                    format!(
+                                        "{} on threads: the outermost data-parallel loops (isl) of the nest's sequences (at the top, or inside loops that carry dependences)",
+                                        threads.join(", ")
+                                    ),
+                                ),
+                                choice("false", "one thread"),
+                            ],
+                        );
+                    }
                     if !unroll.is_empty() {
                         out.param(
                             "unroll",
@@ -1589,6 +1640,16 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     out.line(&format!("    let p = {};", vars[j]));
                     for (a, _) in inner {
                         out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+                    }
+                    if !threads.is_empty() {
+                        out.line("    if threads {");
+                        for a in threads {
+                            out.line(&format!(
+                                "        p = focus(p, \"{a}\"); p = parallelize(p, 1); p = focus(p);"
+                            ));
+                        }
+                        out.line(&format!("        ruled[{j}] = true;"));
+                        out.line("    }");
                     }
                     // The last loop first: unrolling it leaves the earlier ones' addresses.
                     for a in unroll.iter().rev() {
