@@ -37,6 +37,16 @@ fn write(dir: &Path, name: &str, src: &str) -> String {
     name.to_string()
 }
 
+/// `teml auto` on `src` (written to `name` in `dir`, the path to `a/`): it succeeds and
+/// verifies; the path's text.
+fn auto_verified(dir: &Path, name: &str, src: &str) -> String {
+    let f = write(dir, name, src);
+    let o = teml(dir, &["auto", &f, "--out", "a", "--no-db"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    std::fs::read_to_string(dir.join("a/auto.teml")).unwrap()
+}
+
 #[test]
 fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
     let d = tempfile::tempdir().unwrap();
@@ -313,6 +323,16 @@ fn a_kernel_of_many_nests_keeps_every_nest_in_its_path() {
             "{t} not compared: {out}"
         );
     }
+    // Its sweeps: rows `i` around forward and backward recurrences over `j`, in blocks of rows
+    // in lanes; `p` and `q`, which only the sweeps touch with the row first, transposed.
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(
+        path.contains("#   n12_rows = ") && path.contains("each loop over j, j, j, j that carries"),
+        "{path}"
+    );
+    assert!(path.contains("#   n12_transpose = true: p, q stored transposed"), "{path}");
+    assert!(path.contains("permute_layout(") && path.contains(", \"q\", [2, 1])"), "{path}");
+    assert_eq!(path.matches("= interchange(").count(), 4, "{path}");
 }
 
 #[test]
@@ -393,11 +413,7 @@ fn recurrences_over_independent_rows_run_a_block_of_rows_in_lanes() {
     // block's rows, which run in lanes (each lane its own row's chain). Nothing loops around the
     // sweep, so Y and X keep their layout.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "scan.teml", SCAN);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "scan.teml", SCAN);
     assert!(
         path.contains("#   rows = ")
             && path.contains("each loop over j that carries a dependence interchanged outside"),
@@ -414,28 +430,6 @@ fn recurrences_over_independent_rows_run_a_block_of_rows_in_lanes() {
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }
 
-#[test]
-fn adi_sweeps_run_their_rows_in_lanes_with_the_recurrences_tensors_transposed() {
-    // adi: a time loop around a column sweep and a row sweep, each over rows `i` with forward
-    // and backward recurrences over `j`; `p` and `q` only the sweeps touch, the row first.
-    let d = tempfile::tempdir().unwrap();
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/adi.teml");
-    let o = teml(
-        d.path(),
-        &["auto", program.to_str().unwrap(), "-D", "TSTEPS=3", "-D", "N=40", "--out", "a", "--no-db"],
-    );
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
-    assert!(
-        path.contains("#   n12_rows = ") && path.contains("each loop over j, j, j, j that carries"),
-        "{path}"
-    );
-    assert!(path.contains("#   n12_transpose = true: p, q stored transposed"), "{path}");
-    assert!(path.contains("permute_layout(") && path.contains(", \"q\", [2, 1])"), "{path}");
-    assert_eq!(path.matches("= interchange(").count(), 4, "{path}");
-}
-
 /// A min-plus dynamic program (no script here covers it): D[i][j] = min(D[i][j], D[i][j-1]),
 /// then min over the splits k of D[i][k] + D[k][j], which reads down column j.
 const MIN_PLUS: &str = "N = 40\nD = tensor([N, N])\n\
@@ -450,11 +444,7 @@ fn a_sum_down_a_column_is_turned_into_row_updates_in_lanes() {
     // of one element commute), `k` goes outside `j`, the iteration that runs the sunk
     // statement is split off, and the rest of `j` (D[k][j] along a row) runs in lanes.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "minplus.teml", MIN_PLUS);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "minplus.teml", MIN_PLUS);
     assert!(path.contains("#   sink = true: j#1's statements sunk into the sum"), "{path}");
     assert!(path.contains("D[k][j] is read along rows"), "{path}");
     for step in ["= sink(", "= interchange(", "= split(", "= vectorize("] {
@@ -476,11 +466,7 @@ fn a_stencil_swept_in_place_over_time_is_skewed_and_tiled_across_time() {
     // band is permutable and tiled on the aligned lattice, tiles outermost; the wavefront
     // variant (tiles of one wavefront on threads) verifies too.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "seidel1d.teml", SEIDEL_1D);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "seidel1d.teml", SEIDEL_1D);
     assert!(path.contains("#   sketch = time_tiles: every loop carries a dependence (t, i;"), "{path}");
     assert!(path.contains("= skew(") && path.contains(", 16, \"aligned\")"), "{path}");
     let o = teml(d.path(), &["run", "a/space.rhai", "-q", "--param", "wavefront=true", "--param", "tile=8"]);
@@ -500,11 +486,7 @@ fn a_scalar_that_pins_a_loop_is_privatized_and_the_loop_scheduled() {
     // `t` privatized at `j` (one copy per iteration): `j` carries nothing more; its blocks go
     // on threads and the sum over `k` runs outside the block's `j`, which run in lanes.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "scalar_sum.teml", SCALAR_SUM);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "scalar_sum.teml", SCALAR_SUM);
     assert!(path.contains("= privatize(") && path.contains(", 1, \"t\")"), "{path}");
     assert!(path.contains("= parallelize(") && path.contains("= vectorize("), "{path}");
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
@@ -521,11 +503,7 @@ fn loops_carried_only_through_a_pivot_are_split_there_and_the_sides_run_free() {
     // `i` and `j` carry dependences only through row and column k: split before, at and after
     // the pivot, the sides of `i` on threads, the sides of `j` in lanes.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "widest.teml", WIDEST);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "widest.teml", WIDEST);
     assert!(path.contains("#   pivot = true: split j at k, i at k"), "{path}");
     assert_eq!(path.matches("= split(").count(), 4, "{path}");
     assert_eq!(path.matches("= parallelize(").count(), 2, "{path}");
@@ -547,11 +525,7 @@ fn the_sweeps_inside_a_time_loop_run_on_threads_and_in_lanes() {
     // `t` carries the passes' dependences; inside it each pass's rows are data-parallel: on
     // threads, a team per pass, and each row in lanes.
     let d = tempfile::tempdir().unwrap();
-    let f = write(d.path(), "blur_steps.teml", BLUR_STEPS);
-    let o = teml(d.path(), &["auto", &f, "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_verified(d.path(), "blur_steps.teml", BLUR_STEPS);
     assert!(path.contains("#   threads = true: i#1, i#2 on threads"), "{path}");
     let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
     let t = c.find("for (int t = 0;").expect(&c);

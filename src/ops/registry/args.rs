@@ -66,35 +66,27 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The nests among the arguments (values, or variables that hold one).
+    fn nest_args(&self) -> impl Iterator<Item = &Nest> {
+        self.args.iter().filter_map(|a| match a {
+            ArgVal::Value(Value::Nest(n)) => Some(n),
+            ArgVal::Word(w) => match self.state.get(w) {
+                Some(Value::Nest(n)) => Some(n),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
+
     /// A temporary that `lift` introduced in a nest among the arguments (`store_at(l, 1, v_1)`):
     /// the assignment that defines it there.
     pub(super) fn temporary(&self, name: &str) -> Option<Value> {
-        self.args.iter().find_map(|a| {
-            let nest = match a {
-                ArgVal::Value(Value::Nest(n)) => n,
-                ArgVal::Word(w) => match self.state.get(w) {
-                    Some(Value::Nest(n)) => n,
-                    _ => return None,
-                },
-                _ => return None,
-            };
-            nest.temporary(name).map(Value::Tensor)
-        })
+        self.nest_args().find_map(|nest| nest.temporary(name).map(Value::Tensor))
     }
 
     /// Whether a nest argument accesses a tensor called `name`.
     fn accessed(&self, name: &str) -> bool {
-        self.args.iter().any(|a| {
-            let nest = match a {
-                ArgVal::Value(Value::Nest(n)) => n,
-                ArgVal::Word(w) => match self.state.get(w) {
-                    Some(Value::Nest(n)) => n,
-                    _ => return false,
-                },
-                _ => return false,
-            };
-            nest.rank_of(&Name::from(name)).is_some()
-        })
+        self.nest_args().any(|nest| nest.rank_of(name).is_some())
     }
 
     pub(super) fn word(&self, pos: usize) -> Option<&Name> {
