@@ -6,7 +6,7 @@
 //! now walks rows), and `split` peels the one iteration of `j` that runs the sunk statements;
 //! what is left of `j` is one statement, contiguous along `j`: in vector lanes.
 
-use super::space::loops_in_order;
+use super::walk::loops_in_order;
 use super::workload::Workload;
 use crate::ir::{Expr, LNode, Nest, State};
 use crate::ops::transform::{SinkAt, interchange, sink, split};

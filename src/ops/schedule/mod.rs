@@ -9,6 +9,7 @@ mod pivots;
 mod scalars;
 pub mod space;
 mod sweep;
+mod walk;
 pub mod workload;
 
 pub use machine::Machine;

@@ -5,7 +5,7 @@
 //! `i < k`, `i == k`, `i > k`; the same for `j` against the column `path[i][k]`) leaves pieces
 //! whose loops isl finds free: the outer ones on threads, the inner ones in lanes.
 
-use super::space::loops_in_order;
+use super::walk::loops_in_order;
 use super::workload::Workload;
 use crate::analysis::legality::{carries, decide_at_sizes};
 use crate::ir::{Expr, Name, Nest, State};
@@ -76,11 +76,11 @@ pub(super) fn pivots(state: &State, nest: &Nest, w: &Workload) -> Option<Pivots>
         // ub <= x <= lb for a common argument x, or a constant difference of at most 0.
         l.ub.sub(&l.lb).as_const().is_some_and(|d| d <= 0) || lows.iter().any(|x| highs.contains(x))
     };
-    let free = |p: &super::space::Located| {
+    let free = |p: &super::walk::Located| {
         !single(&p.l) && !carries(state, &Nest { focus: p.at.clone(), ..cur.clone() }, &p.l).unwrap_or(true)
     };
     let mut lanes = Vec::new();
-    let mut threads: Vec<&super::space::Located> = Vec::new();
+    let mut threads: Vec<&super::walk::Located> = Vec::new();
     for p in &all {
         let innermost = p.l.body.iter().all(|x| x.as_loop().is_none());
         if innermost && free(p) {

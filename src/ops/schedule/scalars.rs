@@ -4,7 +4,7 @@
 //! scalar expansion), `j` carries nothing more and the rules that follow can distribute,
 //! interchange, vectorize and parallelize it.
 
-use super::space::loops_in_order;
+use super::walk::loops_in_order;
 use crate::analysis::legality::{carries, decide_at_sizes};
 use crate::ir::{LNode, Name, Nest, State};
 

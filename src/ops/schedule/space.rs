@@ -29,6 +29,7 @@
 //! builtin that makes it, before anything is compiled.
 
 use super::machine::Machine;
+use super::walk::{Located, extent, loops_in_order};
 use super::workload::{Access, Workload};
 use crate::ir::{Name, Nest, State};
 use crate::ops::explore::Parallelism;
@@ -381,51 +382,6 @@ fn lift_plan(state: &State, w: &Workload) -> Option<LiftPlan> {
     })
 }
 
-/// A loop of a nest where `focus` finds it.
-pub(super) struct Located {
-    /// `iter#k`: the k-th loop over `iter` in program order (pre-order), as `focus` takes it.
-    pub address: String,
-    /// The indices of the items from the top down to it (a nest's `focus`).
-    pub at: Vec<usize>,
-    pub l: std::sync::Arc<crate::ir::Loop>,
-    /// The loops around it, outermost first.
-    pub around: Vec<std::sync::Arc<crate::ir::Loop>>,
-    /// Whether other items share its parent's body (or the top level) with it.
-    pub in_sequence: bool,
-}
-
-/// Every loop of `items`, in program order.
-pub(super) fn loops_in_order(items: &[crate::ir::LNode]) -> Vec<Located> {
-    fn go(
-        items: &[crate::ir::LNode],
-        at: &mut Vec<usize>,
-        around: &mut Vec<std::sync::Arc<crate::ir::Loop>>,
-        seen: &mut std::collections::BTreeMap<Name, usize>,
-        out: &mut Vec<Located>,
-    ) {
-        for (k, x) in items.iter().enumerate() {
-            let Some(l) = x.as_loop() else { continue };
-            let n = seen.entry(l.iter.clone()).or_default();
-            *n += 1;
-            at.push(k);
-            out.push(Located {
-                address: format!("{}#{n}", l.iter),
-                at: at.clone(),
-                l: l.clone(),
-                around: around.clone(),
-                in_sequence: items.len() > 1,
-            });
-            around.push(l.clone());
-            go(&l.body, at, around, seen, out);
-            around.pop();
-            at.pop();
-        }
-    }
-    let mut out = Vec::new();
-    go(items, &mut Vec::new(), &mut Vec::new(), &mut Default::default(), &mut out);
-    out
-}
-
 /// Whether a loop's sub-tree is a single path of loops (no sequence).
 fn one_path(l: &crate::ir::Loop) -> bool {
     match l.body.as_slice() {
@@ -657,10 +613,7 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
         {
             continue;
         }
-        let extent = match (p.l.lb.eval(&|v| state.constant(v)), p.l.ub.eval(&|v| state.constant(v))) {
-            (Ok(a), Ok(b)) => b - a + 1,
-            _ => continue,
-        };
+        let Some(extent) = extent(state, &p.l) else { continue };
         let focused = Nest { focus: p.at.clone(), ..nest.clone() };
         if extent >= 16 && !crate::analysis::legality::carries(state, &focused, &p.l).unwrap_or(true) {
             threads.push(p.address.clone());
@@ -1226,7 +1179,7 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     // Where the order leaves only the innermost loop parallel (a sum over the outer loops into
     // a row: gramschmidt's `R[k][j] += Q[i][k] * A[i][j]` as `i j`), a team of threads per
     // outer iteration costs more than the work: that loop's strips go outermost, on threads.
-    let lanes = (m.vector_bits as usize / (8 * w.dtype().size())).max(1);
+    let lanes = m.lanes(w.dtype());
     let strip = 8 * lanes;
     if d >= 2 {
         out.param(
@@ -1575,7 +1528,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 }
                 for (j, sw) in sweeps.iter().enumerate() {
                     let Some(sw) = sw else { continue };
-                    sweep_rules(out, sw, &vars[j], j, alone, lanes_of(state, &nests[j].1, m));
+                    sweep_rules(out, sw, &vars[j], j, alone);
                 }
                 for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
                     if inner.is_empty() && threads.is_empty() {
@@ -1758,13 +1711,13 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
 
 /// Doubles (or floats) in one of the machine's vectors, for `nest`'s arithmetic.
 fn lanes_of(state: &State, nest: &Nest, m: &Machine) -> usize {
-    let dtype = Workload::shape(state, nest).map(|w| w.dtype()).unwrap_or(crate::ir::DType::Double);
-    (m.vector_bits as usize / (8 * dtype.size())).max(1)
+    m.lanes(Workload::shape(state, nest).map(|w| w.dtype()).unwrap_or(crate::ir::DType::Double))
 }
 
 /// The rows of line sweeps of nest `j` (variable `var`) in blocks, each recurrence with the
 /// block's rows in lanes (sweep.rs); the nest's other rules where `rows` is 0.
-fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, alone: bool, lanes: usize) {
+fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, alone: bool) {
+    let lanes = sw.lanes;
     let recurrences: Vec<String> =
         sw.rows.iter().flat_map(|r| r.recurrences.iter().map(|(_, it)| it.to_string())).collect();
     let rows: Vec<String> = sw.rows.iter().map(|r| r.iter.to_string()).collect();

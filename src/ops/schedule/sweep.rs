@@ -10,7 +10,7 @@
 //! the row in its first index only (adi's `p`, `q`), is stored transposed (`permute_layout`):
 //! the lanes read and write it contiguously.
 
-use super::space::loops_in_order;
+use super::walk::{extent, loops_in_order};
 use super::workload::Workload;
 use crate::ir::{LNode, Loop, Name, Nest, State, TExpr, TNode};
 use std::collections::BTreeSet;
@@ -36,6 +36,8 @@ pub(super) struct Sweeps {
     /// transposed tensor once, at entry and exit, for every sweep of every step; with no
     /// loop around, a conversion costs about what the sweep does.
     pub repeated: bool,
+    /// Elements in one vector of the machine, for the nest's arithmetic.
+    pub lanes: usize,
 }
 
 /// The loops of `nest` that run independent rows around recurrences (at least `2 * lanes`
@@ -53,10 +55,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
             continue;
         }
         let l = &p.l;
-        let extent = match (l.lb.eval(&|v| state.constant(v)), l.ub.eval(&|v| state.constant(v))) {
-            (Ok(a), Ok(b)) => b - a + 1,
-            _ => continue,
-        };
+        let Some(extent) = extent(state, l) else { continue };
         if extent < 2 * lanes as i64 {
             continue;
         }
@@ -116,7 +115,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
                 .is_some_and(|x| x.extents_at(&|v| state.constant(v)).is_ok_and(|e| e.len() == 2))
         })
         .collect();
-    Some(Sweeps { rows, transpose, repeated })
+    Some(Sweeps { rows, transpose, repeated, lanes })
 }
 
 /// Sorts the tensors each statement touches: into `refused` where an access does not suit
