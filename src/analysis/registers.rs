@@ -11,12 +11,14 @@
 //! - every access to it in the loop's body is **invariant**: its indices mention neither the
 //!   loop's iterator nor that of any loop inside it, except the lanes of an innermost vectorized
 //!   loop of constant trip count (or a strip-mined block of one, `[e, min(e+c, u)]`) whose bounds
-//!   are themselves invariant and whose accesses are contiguous (each such access covers a
-//!   fixed range of the last index). Code generation keeps the registers where every such block
-//!   is full and runs the last, partial block without them (the tail);
+//!   are themselves invariant and whose accesses move along one index with coefficient 1
+//!   (each such access covers a fixed range of that index: of the last, a vector load; of
+//!   another, a vector gathered lane by lane before the band and scattered after it). Code
+//!   generation keeps the registers where every such block is full and runs the last, partial
+//!   block without them (the tail);
 //! - two different accesses never touch the same element: they differ by a nonzero constant in
-//!   some index (in the last, by at least the range they cover), so no element has two
-//!   variables;
+//!   some index (in the one their lanes run along, by at least the range they cover), so no
+//!   element has two variables;
 //! - an element that every lane of such a loop adds to (`+=`, the lanes' iterator not in its
 //!   index: a reduction across the lanes) is kept as one partial sum per lane and stored as
 //!   their sum (rfactor: the same sum reassociated); those lanes may move with the band, and
@@ -36,9 +38,12 @@ use crate::ir::{Expr, LNode, Loop, Name, TNode, lower};
 pub struct Unit {
     /// The access, with the lanes' iterator at its first lane.
     pub index: Vec<Expr>,
-    /// Lanes covered in the last index (1: one element); for a sum, the lanes that each add
-    /// to the one element.
+    /// Lanes covered in index `dim` (1: one element); for a sum, the lanes that each add to
+    /// the one element.
     pub lanes: i64,
+    /// The index the lanes run along: the last (a vector load), or another ([`vector::gathered`]:
+    /// loaded and stored lane by lane around the band).
+    pub dim: usize,
     /// One element every lane of a vectorized loop adds to (`+=`): kept as a vector of partial
     /// sums, one per lane, added up when stored (rfactor into registers).
     pub summed: bool,
@@ -196,12 +201,13 @@ fn unit(leaf: &TNode, write: bool, band: &[Name], lanes: LaneLoop<'_>) -> Result
     let mut index: Vec<Expr> = leaf.index_list().unwrap_or(&[]).to_vec();
     let mut width = 1;
     let mut summed = false;
+    let mut dim = index.len().saturating_sub(1);
     if let Some((iter, lb, trip)) = lanes {
         if index.iter().any(|x| x.mentions(iter)) {
-            vector::lane_access(leaf, iter, false, &vector::Layouts::new())?;
-            if let Some(last) = index.last_mut() {
-                *last = last.subst(iter, lb);
+            if let Err(why) = vector::lane_access(leaf, iter, false, &vector::Layouts::new()) {
+                dim = vector::gathered(leaf, iter).ok_or(why)?;
             }
+            index[dim] = index[dim].subst(iter, lb);
             width = trip;
         } else if write {
             // every lane adds to it (`contiguous_summing` checked the `+=`)
@@ -215,7 +221,7 @@ fn unit(leaf: &TNode, write: bool, band: &[Name], lanes: LaneLoop<'_>) -> Result
             leaf.access()
         ));
     }
-    Ok(Unit { index, lanes: width, summed, text: leaf.access() })
+    Ok(Unit { index, lanes: width, dim, summed, text: leaf.access() })
 }
 
 /// Two different units touch no common element.
@@ -223,11 +229,10 @@ fn disjoint(a: &Unit, b: &Unit) -> bool {
     if a.index.len() != b.index.len() {
         return false;
     }
-    let n = a.index.len();
     for (d, (x, y)) in a.index.iter().zip(&b.index).enumerate() {
         let Some(diff) = y.checked_sub(x).ok().and_then(|e| e.as_const()) else { continue };
-        let cover = |u: &Unit| if u.summed { 1 } else { u.lanes };
-        let (wa, wb) = if d + 1 == n { (cover(a), cover(b)) } else { (1, 1) };
+        let cover = |u: &Unit| if u.summed || u.dim != d { 1 } else { u.lanes };
+        let (wa, wb) = (cover(a), cover(b));
         if diff >= wa || -diff >= wb {
             return true;
         }

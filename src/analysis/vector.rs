@@ -101,9 +101,11 @@ pub fn contiguous(l: &Loop, layouts: &Layouts) -> Result<DType, String> {
 /// contiguous where they are in the buffer.
 pub type Layouts = std::collections::BTreeMap<Name, crate::ir::Layout>;
 
-/// [`contiguous`], where a `+=` into an element of one of `sums` that every lane adds to (a
-/// reduction across the lanes) is allowed: a band keeps that element as a vector of partial
-/// sums, one per lane, added up when it is stored (`registers`, rfactor).
+/// [`contiguous`] for a loop inside a band that keeps `sums` in registers: a `+=` into an
+/// element of one of them that every lane adds to (a reduction across the lanes) is allowed (a
+/// band keeps that element as a vector of partial sums, one per lane, added up when it is
+/// stored: `registers`, rfactor), and so are their lanes along any one dimension ([`gathered`]:
+/// the band loads such a vector lane by lane before it and stores it lane by lane after).
 pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<DType, String> {
     let mut dtype: Option<DType> = None;
     for x in &l.body {
@@ -131,8 +133,11 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<
                 && lw.update == crate::ir::Update::Add
                 && leaf.id().is_some_and(|t| sums.contains(t))
                 && !leaf.index_list().unwrap_or(&[]).iter().any(|x| x.mentions(&l.iter));
-            if !summed {
-                lane_access(leaf, &l.iter, write, layouts)?;
+            if !summed
+                && let Err(why) = lane_access(leaf, &l.iter, write, layouts)
+                && !(leaf.id().is_some_and(|t| sums.contains(t)) && gathered(leaf, &l.iter).is_some())
+            {
+                return Err(why);
             }
         }
     }
@@ -173,6 +178,18 @@ pub fn lane_access(leaf: &TNode, iter: &str, write: bool, layouts: &Layouts) -> 
         return Err(strided());
     }
     Ok(true)
+}
+
+/// The dimension along which the lanes of the loop over `iter` run through `leaf`, where they
+/// are not its rows: exactly one declared index mentions `iter`, with coefficient 1 (lanes `o`
+/// of `O[n][o][h][w]`, 49 elements apart in a 7 x 7 image). A band keeps such lanes in one
+/// vector register, loaded and stored lane by lane once around it (TVM's accumulators of a
+/// cache_write across a strided axis); anywhere else they stay behind the pragma.
+pub fn gathered(leaf: &TNode, iter: &str) -> Option<usize> {
+    let index = leaf.index_list()?;
+    let mut at = index.iter().enumerate().filter(|(_, x)| x.mentions(iter));
+    let (dim, x) = at.next()?;
+    (at.next().is_none() && x.is_affine() && x.coeff(iter) == 1).then_some(dim)
 }
 
 /// The trip count of `l` where it is a constant whatever the named constants are (the C a

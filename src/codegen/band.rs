@@ -84,6 +84,9 @@ pub(super) struct Reg {
     /// A vector of partial sums of one element (every lane adds to it): loaded into lane 0
     /// of the first such variable, stored as the sum of all lanes of all of them.
     pub(super) summed: Option<(DType, usize)>,
+    /// The elements of lanes that are not adjacent ([`vector::gathered`]), in lane order:
+    /// loaded one by one into the vector, stored one by one from it (empty: `mem` itself).
+    pub(super) gather: Vec<String>,
 }
 
 impl NestPrinter<'_> {
@@ -163,6 +166,7 @@ impl NestPrinter<'_> {
         for r in &band.regs {
             // A sum's first variable starts from the element (lane 0), the others from 0.
             let init = match r.summed {
+                None if !r.gather.is_empty() => format!("({}){{{}}}", r.ty, r.gather.join(", ")),
                 None => r.mem.clone(),
                 Some(_) if loaded.contains(&r.mem.as_str()) => {
                     if r.ty.starts_with("teml_") {
@@ -181,6 +185,12 @@ impl NestPrinter<'_> {
         self.out.push_str(&printed);
         let mut stored: Vec<&str> = Vec::new();
         for r in band.regs.iter().filter(|r| r.written) {
+            if r.summed.is_none() && !r.gather.is_empty() {
+                let lanes: Vec<String> =
+                    r.gather.iter().enumerate().map(|(k, e)| format!("{e} = {}[{k}];", r.var)).collect();
+                self.line(depth + 1, &lanes.join(" "));
+                continue;
+            }
             if r.summed.is_none() {
                 self.line(depth + 1, &format!("{} = {};", r.mem, r.var));
                 continue;
@@ -215,23 +225,43 @@ impl NestPrinter<'_> {
         lane: Option<&Lane>,
         write: bool,
     ) -> std::result::Result<(String, bool), String> {
+        let at = |leaf: &TNode, iter: &Name, base: &Expr| {
+            let xs: Vec<Expr> =
+                leaf.index_list().unwrap_or(&[]).iter().map(|x| x.subst(iter, base)).collect();
+            TNode { iters: Iters::List(xs), ..leaf.clone() }
+        };
+        let mut gather: Vec<String> = Vec::new();
         let (leaf, width, dtype) = match lane {
             Some(ln) if leaf.index_list().is_some_and(|xs| xs.iter().any(|x| x.mentions(&ln.iter))) => {
-                let xs: Vec<Expr> =
-                    leaf.index_list().unwrap_or(&[]).iter().map(|x| x.subst(&ln.iter, &ln.base)).collect();
-                (TNode { iters: Iters::List(xs), ..leaf.clone() }, ln.width, ln.dtype)
+                // Lanes that are not adjacent (a band keeps them): each lane's element.
+                if ln.width > 1 && vector::lane_access(leaf, &ln.iter, write, self.buffers).is_err() {
+                    gather = (0..ln.width as i64)
+                        .map(|k| self.c_leaf(&at(leaf, &ln.iter, &ln.base.add_int(k))))
+                        .collect();
+                }
+                (at(leaf, &ln.iter, &ln.base), ln.width, ln.dtype)
             }
             _ => (leaf.clone(), 1, leaf.dtype),
         };
         let element = self.c_leaf(&leaf);
-        let memory = if width > 1 {
+        let memory = if !gather.is_empty() {
+            format!("{{{}}}", gather.join(", "))
+        } else if width > 1 {
             self.helpers.vtypes.insert((dtype, width));
             format!("*({} *)&{element}", vtype(dtype, width))
         } else {
             element
         };
+        let band = leaf.id().and_then(|t| self.bands.iter().rposition(|b| b.tensors.contains(t)));
+        if !gather.is_empty() && band.is_none() {
+            return Err(format!(
+                "{} is not contiguous in the lanes of `{}`: expected a tensor a `registers` band keeps",
+                leaf.access(),
+                lane.map(|ln| ln.iter.to_string()).unwrap_or_default()
+            ));
+        }
         let Some(tensor) = leaf.id().cloned() else { return Ok((memory, width > 1)) };
-        let Some(b) = self.bands.iter().rposition(|b| b.tensors.contains(&tensor)) else {
+        let Some(b) = band else {
             return Ok((memory, width > 1));
         };
         let moving = self.bands[b]
@@ -297,8 +327,11 @@ impl NestPrinter<'_> {
             None if width > 1 => (vtype(dtype, width), true, None),
             None => (dtype.c_name().to_string(), false, None),
         };
+        if !gather.is_empty() {
+            self.helpers.vtypes.insert((dtype, width));
+        }
         let band = &mut self.bands[b];
-        band.regs.push(Reg { mem: memory, key, var: var.clone(), ty, written: write, summed });
+        band.regs.push(Reg { mem: memory, key, var: var.clone(), ty, written: write, summed, gather });
         Ok((var, vector))
     }
 }

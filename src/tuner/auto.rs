@@ -247,7 +247,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         .map(|s| Decided {
             name: s.name.clone(),
             value: s.value.clone(),
-            reason: g.space.reason(&s.name, &s.value).unwrap_or("").to_string(),
+            reason: g.space.reason(&s.name, &s.value, s.choices).unwrap_or("").to_string(),
         })
         .collect();
     let mut header = format!(
@@ -331,7 +331,7 @@ pub fn explain(state: &State, name: &str, nest: &crate::ir::Nest) -> Result<Stri
             "  {} = {}: {}\n",
             seen.name,
             seen.value,
-            space.reason(&seen.name, &seen.value).unwrap_or("")
+            space.reason(&seen.name, &seen.value, seen.choices).unwrap_or("")
         ));
     }
     out.push_str("path:\n");

@@ -57,8 +57,13 @@ fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
     assert!(out.contains("teml auto: model") && out.contains("verified") && out.contains("time:"), "{out}");
     let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
     assert!(path.contains("# Chosen by `teml auto conv.teml`"), "{path}");
-    // Every decision carries its reason; the block is on O, contiguous in x.
-    assert!(path.contains("#   sketch = register_block: O contiguous in x"), "{path}");
+    // Every decision carries its reason; the block is on O: its 6-wide rows x fill a vector of
+    // 8 badly, so the lanes are its 8 channels k, 36 apart, with F stored k-last.
+    assert!(
+        path.contains("#   sketch = gathered_block: a block of O in vector registers, k (8) in lanes"),
+        "{path}"
+    );
+    assert!(path.contains("permute_layout(") && path.contains("F stored with k last"), "{path}");
     assert!(path.lines().filter(|l| l.starts_with("#   ") && l.contains(": ")).count() >= 4, "{path}");
     assert!(path.contains("register") || path.contains("registers("), "{path}");
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
@@ -146,10 +151,10 @@ fn the_emitted_space_is_a_script_to_edit_and_tune() {
     assert!(o.status.success(), "{}", text(&o));
     let s = std::fs::read_to_string(d.path().join("s/conv_space.rhai")).unwrap();
     assert!(s.starts_with("// program: ../conv.teml\n"), "{s}");
-    assert!(s.contains("param(\"sketch\", [\"register_block\", \"loops\"])"), "{s}");
+    assert!(s.contains("param(\"sketch\", [\"gathered_block\", \"register_block\", \"loops\"])"), "{s}");
     assert!(s.contains("// loops: n (2, data-parallel)"), "{s}");
     // At its first choices it is teml auto's path; any other point runs too.
-    for extra in [&[][..], &["--param", "sketch=loops"][..]] {
+    for extra in [&[][..], &["--param", "sketch=register_block"][..], &["--param", "sketch=loops"][..]] {
         let mut args = vec!["run", "s/conv_space.rhai", "-q"];
         args.extend_from_slice(extra);
         let o = teml(d.path(), &args);

@@ -256,14 +256,14 @@ fn register_block_keeps_a_block_across_every_reduction_loop() {
         assert!(ok && out.contains("verified"), "N={n}: {out}");
         assert!(out.contains("    for k in [0, N-1]  registers(A)\n      for l in [0, N-1]\n"), "{out}");
     }
-    // the columns' level must come after the rows'
+    // the columns' level must be another loop of the nest
     let f = program(
         d.path(),
         "bad.rhai",
-        &format!("// program: {decl}\nlet p = register_block(l, A, 2, 1, 2, 8);\n"),
+        &format!("// program: {decl}\nlet p = register_block(l, A, 2, 2, 2, 8);\n"),
     );
     let (ok, out) = teml(d.path(), "512", &["check", &f]);
-    assert!(!ok && out.contains("register_block") && out.contains("after the rows' level"), "{out}");
+    assert!(!ok && out.contains("register_block") && out.contains("other than the rows' level 2"), "{out}");
 }
 
 #[test]
@@ -419,4 +419,51 @@ fn vectorize_takes_a_narrower_width_and_refuses_one_the_target_lacks() {
             &["vectorize: argument 3 (bits)", want, ":6:"],
         );
     }
+}
+
+#[test]
+fn lanes_along_a_strided_dimension_are_gathered_around_the_band() {
+    // O[n][k][y][x]: the channels k (12, not a multiple of the 8 lanes) are 25 elements apart;
+    // rows x (5), after the lanes' level; F stored k-last so its lanes are one vector load.
+    let d = tempfile::tempdir().unwrap();
+    let decl = "NB = 2\nK = 12\nC = 3\nH = 5\nR = 3\nI = tensor([NB, C, H+R-1, H+R-1])\n\
+                F = tensor([K, C, R, R])\nO = tensor([NB, K, H, H])\ninit(O, 0)\n\
+                P = vmul(I, F, [[n, c, y+r, x+s], [k, c, r, s]])\nO = add(O, P, [[n, k, y, x], ] -> [n, k, y, x])\n\
+                l = build(O)\n";
+    let f = program(
+        d.path(),
+        "conv.teml",
+        &format!(
+            "{decl}p = permute_layout(l, F, [2, 3, 4, 1])\np = register_block(p, O, 4, 2, 3, 8)\n\
+             p = parallelize(p, 1)\ncodegen(p)\n"
+        ),
+    );
+    for bits in ["512", "256", "0"] {
+        let (ok, out) = teml(d.path(), bits, &["run", &f, "--threads", "2", "-q"]);
+        assert!(ok && out.contains("verified"), "{bits} bits: {out}");
+    }
+    let (ok, out) = teml(d.path(), "512", &["run", &f, "--no-run"]);
+    assert!(ok, "{out}");
+    // each vector of O gathered lane by lane before the reductions, stored lane by lane after
+    assert!(out.contains("/* O in registers across `c` */"), "{out}");
+    assert!(
+        out.contains("teml_d8 teml_O0 = (teml_d8){O[n][8*ko][y][3*xo], O[n][8*ko+1][y][3*xo], "),
+        "{out}"
+    );
+    assert!(out.contains("O[n][8*ko+7][y][3*xo] = teml_O0[7];"), "{out}");
+    // inside: F's lanes one vector load, I one broadcast a row
+    assert!(
+        out.contains("teml_O0 += I[n][c][r+y][s+3*xo] * *(teml_d8 *)&teml_F_layout[c][r][s][8*ko];"),
+        "{out}"
+    );
+    // a strided access a band does not keep is still refused as lanes
+    let g = program(
+        d.path(),
+        "bad.teml",
+        &format!(
+            "{decl}p = stripmine(l, 2, 4)\np = interchange(p, 3, 4)\np = interchange(p, 4, 5)\np = interchange(p, 5, 6)\np = interchange(p, 6, 7)\np = interchange(p, 7, 8)\np = vectorize(p, 8)\ncodegen(p)\n"
+        ),
+    );
+    let (ok, out) = teml(d.path(), "512", &["run", &g, "--no-run"]);
+    assert!(ok && out.contains("compiler-vectorized: O[n][k][y][x] is not contiguous in `k`"), "{out}");
 }

@@ -69,9 +69,17 @@ pub struct Space {
 
 impl Space {
     /// The reason the model gives for `value` of parameter `name`.
-    pub fn reason(&self, name: &str, value: &str) -> Option<&str> {
-        let d = self.decisions.iter().find(|d| d.name == name)?;
-        d.choices.iter().find(|c| c.text() == value).map(|c| c.reason.as_str())
+    /// (Sketches may each declare a parameter of the same name, `rows` or `parallel`: the one
+    /// with `choices` choices, among them `value`.)
+    pub fn reason(&self, name: &str, value: &str, choices: usize) -> Option<&str> {
+        fn reason<'a>(d: &'a Decision, value: &str) -> Option<&'a str> {
+            d.choices.iter().find(|c| c.text() == value).map(|c| c.reason.as_str())
+        }
+        let named = || self.decisions.iter().filter(move |d| d.name == name);
+        named()
+            .filter(|d| d.choices.len() == choices)
+            .find_map(|d| reason(d, value))
+            .or_else(|| named().find_map(|d| reason(d, value)))
     }
 }
 
@@ -233,6 +241,25 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
             ),
         ));
     }
+    let gathered = target.as_ref().and_then(|t| gathered_plan(w, t, m));
+    if let Some(g) = &gathered {
+        let c = choice(
+            "\"gathered_block\"",
+            format!(
+                "a block of {} in vector registers, {}",
+                g.target,
+                g.gather.as_ref().map_or("", |x| &x.why)
+            ),
+        );
+        // First where the contiguous block fills its vectors badly (half as many useful lanes).
+        match &block {
+            Some(b) if lanes_per_op(g, m) >= 1.5 * lanes_per_op(b, m) => {
+                let at = sketches.iter().position(|s| s.value == "\"register_block\"").unwrap_or(0);
+                sketches.insert(at, c);
+            }
+            _ => sketches.push(c),
+        }
+    }
     if time_tiled(w) {
         let names: Vec<String> = w.loops.iter().map(|l| l.iter.to_string()).collect();
         sketches.insert(
@@ -258,6 +285,7 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
         match kind.as_str() {
             "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
             "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
+            "gathered_block" => register_block(out, w, gathered.as_ref().expect("gathered"), m),
             "time_tiles" => time_tiles(out, w),
             _ => loops(out, w, m),
         }
@@ -869,6 +897,17 @@ struct Block {
     /// Innermost loops (after the rows and the lanes) with a small constant extent.
     windows: Vec<(Name, i64)>,
     dtype: crate::ir::DType,
+    /// Lanes along a loop the result is not contiguous in: its vectors gathered and stored
+    /// lane by lane around the block, operands stored with that loop's dimension last.
+    gather: Option<Gather>,
+}
+
+/// The lanes of a gathered block ([`gathered_plan`]).
+struct Gather {
+    /// Operands stored with the lanes' dimension last (`permute_layout`): tensor and order.
+    layouts: Vec<(Name, Vec<usize>)>,
+    /// Why these lanes.
+    why: String,
 }
 
 fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
@@ -880,9 +919,110 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
             && l.extent.is_some_and(|e| e >= 2)
             && w.reads().all(|a| a.stride(&l.iter).is_none_or(|s| s == 0) || a.contiguous_in(&l.iter))
     })?;
+    block_rows(w, t, lane, false, None)
+}
+
+/// Useful lanes per vector operation of a block's first lane choice ([`register_block`]'s
+/// `nr`): 7 lanes of 8 are three pieces (4 + 2 + 1), 2.3 a piece; 16 of 32 are two whole ones.
+fn lanes_per_op(b: &Block, m: &Machine) -> f64 {
+    let lanes = m.lanes(b.dtype).max(1);
+    let e = b.lane_extent.max(1) as usize;
+    let nr = if e <= 2 * lanes { e } else { 2 * lanes };
+    nr as f64 / m.pieces(nr, b.dtype).max(1) as f64
+}
+
+/// A register block whose lanes run along a data-parallel loop the result is not contiguous
+/// in (gconv's output channels `o` of `O[n][g][o][h][w]` where the 7-wide `w` fills a vector
+/// badly): every operand that varies along it is contiguous in it, or is a tensor the kernel
+/// only reads whose one index is that loop, stored with that dimension last (`permute_layout`:
+/// the weights `W[g][o][c][kh][kw]` as `[g][c][kh][kw][o]`, converted once at entry, where each
+/// element is used at least 16 times). The result's vectors are gathered before the reductions
+/// and stored lane by lane after them (TVM's accumulators across a strided axis).
+fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
+    let lanes = m.lanes(t.dtype).max(1) as i64;
+    let written: Vec<&Name> = w.writes().map(|a| &a.tensor).collect();
+    let instances: f64 = w.loops.iter().map(|l| l.mean_extent.max(1.0)).product();
+    let mut found: Option<(&crate::ops::schedule::workload::LoopInfo, Vec<(Name, Vec<usize>)>)> = None;
+    for l in &w.loops {
+        let dims: Vec<usize> =
+            t.index.iter().enumerate().filter(|(_, x)| x.mentions(&l.iter)).map(|(k, _)| k).collect();
+        if l.kind != Parallelism::Independent
+            || l.extent.is_none_or(|e| e < lanes)
+            || t.contiguous_in(&l.iter)
+            || dims.len() != 1
+            || !t.index[dims[0]].is_affine()
+            || t.index[dims[0]].coeff(&l.iter) != 1
+        {
+            continue;
+        }
+        let mut layouts: Vec<(Name, Vec<usize>)> = Vec::new();
+        let ok = w.reads().filter(|a| a.tensor != t.tensor).all(|a| {
+            if a.stride(&l.iter) == Some(0) || a.contiguous_in(&l.iter) {
+                return true;
+            }
+            let at: Vec<usize> =
+                a.index.iter().enumerate().filter(|(_, x)| x.mentions(&l.iter)).map(|(k, _)| k).collect();
+            let elements: f64 = a.dims.iter().map(|&d| d as f64).product();
+            if at.len() != 1
+                || a.index[at[0]] != crate::ir::Expr::var(&l.iter)
+                || written.contains(&&a.tensor)
+                || a.dims.is_empty()
+                || instances < 16.0 * elements
+            {
+                return false;
+            }
+            let order: Vec<usize> =
+                (1..=a.index.len()).filter(|&k| k != at[0] + 1).chain([at[0] + 1]).collect();
+            match layouts.iter().find(|(n, _)| *n == a.tensor) {
+                Some((_, o)) => *o == order,
+                None => {
+                    layouts.push((a.tensor.clone(), order));
+                    true
+                }
+            }
+        });
+        // A multiple of the lanes first, then the fewest elements to convert, then the longest.
+        let converted = |ls: &[(Name, Vec<usize>)]| -> u64 {
+            ls.iter()
+                .filter_map(|(n, _)| w.reads().find(|a| a.tensor == *n))
+                .map(|a| a.dims.iter().map(|&d| d as u64).product::<u64>())
+                .sum()
+        };
+        let key = |x: &crate::ops::schedule::workload::LoopInfo, ls: &[(Name, Vec<usize>)]| {
+            let e = x.extent.unwrap_or(0);
+            (e % lanes == 0, std::cmp::Reverse(converted(ls)), e)
+        };
+        if ok && found.as_ref().is_none_or(|(f, fl)| key(l, &layouts) > key(f, fl)) {
+            found = Some((l, layouts));
+        }
+    }
+    let (lane, layouts) = found?;
+    let moved: Vec<String> =
+        layouts.iter().map(|(n, o)| format!("{n} stored with {} last ({o:?})", lane.iter)).collect();
+    let why = format!(
+        "{} ({}) in lanes, {}-apart in {}: each vector gathered before the reductions and stored after{}",
+        lane.iter,
+        lane.extent.unwrap_or(0),
+        t.stride(&lane.iter).unwrap_or(0),
+        t.tensor,
+        if moved.is_empty() { String::new() } else { format!("; {}", moved.join(", ")) }
+    );
+    block_rows(w, t, lane, true, Some(Gather { layouts, why }))
+}
+
+/// The block with lanes along `lane`: its candidate rows (data-parallel loops of the result,
+/// before the lanes unless `any_side`), best first, and the small windows after them.
+fn block_rows(
+    w: &Workload,
+    t: &Access,
+    lane: &crate::ops::schedule::workload::LoopInfo,
+    any_side: bool,
+    gather: Option<Gather>,
+) -> Option<Block> {
     let mut rows = Vec::new();
     for l in &w.loops {
-        if l.level >= lane.level
+        if (l.level >= lane.level && !any_side)
+            || l.level == lane.level
             || l.kind != Parallelism::Independent
             || !t.index.iter().any(|x| x.mentions(&l.iter))
             || l.extent.is_none_or(|e| e < 2)
@@ -905,9 +1045,21 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
                 (false, true) => format!("{} one vector load a row", a.tensor),
             });
         }
+        // Gathered lanes: rows that read neighbouring elements of the broadcast operands first
+        // (gconv's `w`: I[..][w+kw] one cache line for the whole block).
+        let near: i64 = if gather.is_some() {
+            reads
+                .iter()
+                .map(|a| a.stride(&l.iter).map_or(1 << 20, |s| s.abs().min(1 << 20)))
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
         rows.push((
             vectors,
             std::cmp::Reverse(shared),
+            near,
             l.level,
             l.iter.clone(),
             l.extent.unwrap_or(0),
@@ -917,9 +1069,9 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
     if rows.is_empty() {
         return None;
     }
-    rows.sort_by_key(|r| (r.0, r.1, std::cmp::Reverse(r.4)));
+    rows.sort_by_key(|r| (r.0, r.1, r.2, std::cmp::Reverse(r.5)));
     rows.truncate(3);
-    let after = rows.iter().map(|r| r.2).max().unwrap_or(0).max(lane.level);
+    let after = rows.iter().map(|r| r.3).max().unwrap_or(0).max(lane.level);
     let mut windows = Vec::new();
     for l in w.loops.iter().rev() {
         if l.level <= after || l.extent.is_none_or(|e| e > 4) {
@@ -932,9 +1084,10 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
         lane_level: lane.level,
         lane_iter: lane.iter.clone(),
         lane_extent: lane.extent.unwrap_or(0),
-        rows: rows.into_iter().map(|r| (r.2, r.3, r.4, r.5)).collect(),
+        rows: rows.into_iter().map(|r| (r.3, r.4, r.5, r.6)).collect(),
         windows,
         dtype: t.dtype,
+        gather,
     })
 }
 
@@ -995,6 +1148,12 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
             })
             .collect(),
     );
+    if let Some(g) = &b.gather {
+        for (tensor, order) in &g.layouts {
+            let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
+            out.line(&format!("p = permute_layout(p, \"{tensor}\", [{}]);", order.join(", ")));
+        }
+    }
     out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", b.target, b.lane_level));
     // Small windows right above the block: unrolled, innermost first.
     if !b.windows.is_empty() {
