@@ -30,7 +30,7 @@
 
 use super::machine::Machine;
 use super::walk::{Located, extent, loops_in_order};
-use super::workload::{Access, Workload};
+use super::workload::{Access, LoopInfo, Workload};
 use crate::ir::{Name, Nest, State};
 use crate::ops::explore::Parallelism;
 use std::fmt::Write;
@@ -942,7 +942,8 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
     let lanes = m.lanes(t.dtype).max(1) as i64;
     let written: Vec<&Name> = w.writes().map(|a| &a.tensor).collect();
     let instances: f64 = w.loops.iter().map(|l| l.mean_extent.max(1.0)).product();
-    let mut found: Option<(&crate::ops::schedule::workload::LoopInfo, Vec<(Name, Vec<usize>)>)> = None;
+    type Layouts = Vec<(Name, Vec<usize>)>;
+    let mut found: Option<(&LoopInfo, Layouts)> = None;
     for l in &w.loops {
         let dims: Vec<usize> =
             t.index.iter().enumerate().filter(|(_, x)| x.mentions(&l.iter)).map(|(k, _)| k).collect();
@@ -988,7 +989,7 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
                 .map(|a| a.dims.iter().map(|&d| d as u64).product::<u64>())
                 .sum()
         };
-        let key = |x: &crate::ops::schedule::workload::LoopInfo, ls: &[(Name, Vec<usize>)]| {
+        let key = |x: &LoopInfo, ls: &[(Name, Vec<usize>)]| {
             let e = x.extent.unwrap_or(0);
             (e % lanes == 0, std::cmp::Reverse(converted(ls)), e)
         };
@@ -1015,7 +1016,7 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
 fn block_rows(
     w: &Workload,
     t: &Access,
-    lane: &crate::ops::schedule::workload::LoopInfo,
+    lane: &LoopInfo,
     any_side: bool,
     gather: Option<Gather>,
 ) -> Option<Block> {
@@ -1193,7 +1194,7 @@ fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
     let second = w.loops.get(1);
     let e1 = first.extent.unwrap_or(1);
     let cores = m.cores.max(1) as i64;
-    let dp = |l: &crate::ops::schedule::workload::LoopInfo| l.kind == Parallelism::Independent;
+    let dp = |l: &LoopInfo| l.kind == Parallelism::Independent;
     let mut ch = Vec::new();
     let collapse_ok = dp(first) && second.is_some_and(|s| dp(s) && s.level != b.lane_level);
     let one =
