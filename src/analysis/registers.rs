@@ -165,7 +165,9 @@ fn walk(
                 });
                 for (leaf, write) in leaves.iter().filter(|(n, _)| n.id() == Some(tensor)) {
                     let u = unit(leaf, *write, band, lanes)?;
-                    if !out.iter().any(|o| o.index == u.index && o.lanes == u.lanes && o.summed == u.summed) {
+                    if !out.iter().any(|o| {
+                        o.index == u.index && o.lanes == u.lanes && o.summed == u.summed && o.dim == u.dim
+                    }) {
                         out.push(u);
                     }
                 }

@@ -466,4 +466,15 @@ fn lanes_along_a_strided_dimension_are_gathered_around_the_band() {
     );
     let (ok, out) = teml(d.path(), "512", &["run", &g, "--no-run"]);
     assert!(ok && out.contains("compiler-vectorized: O[n][k][y][x] is not contiguous in `k`"), "{out}");
+    // X[0][j] (lanes along its rows) and X[j][0] (lanes gathered down its column) share X[0][0]:
+    // two registers for one element would be stale, so the band refuses them
+    let h = program(
+        d.path(),
+        "overlap.teml",
+        "X = tensor([8, 8])\nA = tensor([4, 8])\nP = vmul(X, A, [[j, 0], [k, j]])\n\
+         Y = @X: add(X, P, [[0, j], ] -> [0, j])\nl = build(Y)\np = interchange(l, 1, 2)\np = vectorize(p, 2)\n\
+         p = registers(p, 1, X)\ncodegen(p)\n",
+    );
+    let (ok, out) = teml(d.path(), "512", &["run", &h, "--no-run"]);
+    assert!(!ok && out.contains("may be the same element"), "{out}");
 }

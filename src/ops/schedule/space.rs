@@ -12,6 +12,10 @@
 //!   loaded as vectors per row), the block kept in registers across the loops after it (the
 //!   reductions), small reduction windows (a convolution's 3x3) unrolled, the outer
 //!   data-parallel loops on threads (collapsed when the outermost is short for the cores).
+//! - **gathered_block**: the same block with its lanes along a data-parallel loop the result is
+//!   not contiguous in (gconv's channels `o`, 49 apart), its vectors gathered and stored lane by
+//!   lane around the reductions, operands stored with that loop's dimension last
+//!   (`permute_layout`); first where the result's contiguous loop fills vectors badly.
 //! - **loops**: a legal order of the outer loops (the loop with the smallest strides
 //!   innermost first), square tiles where the inner loops' data exceed the L2, the outermost
 //!   parallel loop on threads, the innermost in lanes where data-parallel, streaming stores for
@@ -970,6 +974,14 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
                 || a.dims.is_empty()
                 || instances < 16.0 * elements
             {
+                return false;
+            }
+            // Every access of the tensor runs along the loop in that dimension (after the
+            // permutation, an access contiguous in the loop as declared would not be).
+            if w.accesses.iter().filter(|b| b.tensor == a.tensor).any(|b| {
+                b.index.len() != a.index.len()
+                    || b.index.iter().enumerate().any(|(k, x)| (k == at[0]) != x.mentions(&l.iter))
+            }) {
                 return false;
             }
             let order: Vec<usize> =
