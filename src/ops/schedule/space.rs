@@ -931,7 +931,7 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
 fn lanes_per_op(b: &Block, m: &Machine) -> f64 {
     let lanes = m.lanes(b.dtype).max(1);
     let e = b.lane_extent.max(1) as usize;
-    let nr = if e <= 2 * lanes { e } else { 2 * lanes };
+    let nr = if e <= 4 * lanes { e } else { 2 * lanes };
     nr as f64 / m.pieces(nr, b.dtype).max(1) as f64
 }
 
@@ -1110,10 +1110,12 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
     let rows: Vec<Choice> =
         b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
     out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
-    // nr: the whole lane loop where it is short, else two vectors (or one, three).
+    // nr: the whole lane loop where it is at most four vectors (no loop left, and no last,
+    // partial block, which would run without registers: 28-wide rows in blocks of 16 leave one
+    // of 12), else two vectors (or one, three).
     let e = b.lane_extent as usize;
     let mut nrs: Vec<Choice> = Vec::new();
-    if e <= 2 * lanes {
+    if e <= 4 * lanes {
         nrs.push(choice(
             e,
             format!(
@@ -1142,7 +1144,10 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
     let pieces = m.pieces(nr0, b.dtype).max(1);
     let top = ((regs - pieces - 1) / pieces).clamp(1, 8);
     let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
-    let mut mrs = vec![top.min(max_rows)];
+    // All the rows where they fit with one operand vector and one broadcast beside them (a
+    // last, partial block of rows would run without registers: 7 rows as 6 + 1).
+    let all = ((regs - 2) / pieces).clamp(1, 8);
+    let mut mrs = vec![if max_rows <= all { max_rows } else { top.min(max_rows) }];
     for r in [4, 8, 2, 6] {
         if r <= max_rows {
             mrs.push(r);
