@@ -17,11 +17,12 @@ apache-tvm-ffi==0.1.14.post1 xgboost-cpu psutil cloudpickle tornado numpy` (with
 
 import os
 import sys
-import tempfile
-import time
 
 import numpy as np
 import tvm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tvm_common  # noqa: E402
 
 if len(sys.argv) < 2 or len(sys.argv) != {"tune": 10, "time": 9}.get(sys.argv[1]):
     sys.exit(__doc__)
@@ -35,25 +36,12 @@ def check_and_time(f):
     dev = tvm.cpu()
     i, w = rng.random((NB, G, CI, HI, HI)), rng.random((G, CO, CI, KH, KH))
     args = [tvm.runtime.tensor(x, dev) for x in (i, w, np.zeros((NB, G, CO, H, H)))]
-    f(*args)
     want = np.zeros((NB, G, CO, H, H))
     for kh in range(KH):
         for kw in range(KH):
             win = i[:, :, :, kh : kh + H, kw : kw + H]
             want += np.einsum("ngchw,goc->ngohw", win, w[:, :, :, kh, kw], optimize=True)
-    got = args[2].numpy()
-    if not np.allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max()):
-        sys.exit(f"tvm: the tuned kernel differs from numpy (max abs {np.abs(got - want).max():.3g})")
-    try:
-        ts = []
-        for _ in range(9):
-            t = time.perf_counter()
-            f(*args)
-            ts.append(time.perf_counter() - t)
-        return sorted(ts)[4] * 1e3
-    except Exception as e:  # a failed timing reports nan, not a stop
-        print(f"tvm: timing failed: {e}", file=sys.stderr)
-        return float("nan")
+    return tvm_common.check_and_time(f, args, 2, want)
 
 
 if mode == "time":
@@ -62,8 +50,6 @@ if mode == "time":
     sys.exit(0)
 
 from tvm import te  # noqa: E402
-from tvm.s_tir import meta_schedule as ms  # noqa: E402
-from tvm.target import codegen  # noqa: E402
 
 trials, out = int(sys.argv[8]), sys.argv[9]
 I = te.placeholder((NB, G, CI, HI, HI), "float64", name="I")
@@ -76,33 +62,6 @@ O = te.compute(
     lambda n, g, o, h, w: te.sum(I[n, g, c, h + kh, w + kw] * W[g, o, c, kh, kw], axis=[c, kh, kw]),
     name="O",
 )
-mod = tvm.IRModule({"main": te.create_prim_func([I, W, O])})
-
-cpu = codegen.llvm_get_system_cpu()
-target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))})
-with tempfile.TemporaryDirectory() as tmp:
-    work = os.environ.get("TVM_WORK", tmp)
-    # The builder's and the runner's worker processes import TVM first, which takes some 50 s
-    # on a slow machine: their default 30 s timeouts would fail every candidate.
-    db = ms.tune_tir(
-        mod,
-        target,
-        work,
-        max_trials_global=trials,
-        num_trials_per_iter=64,
-        seed=1,
-        database="memory",
-        cost_model="xgb",
-        strategy="evolutionary",
-        builder=ms.builder.LocalBuilder(timeout_sec=300),
-        runner=ms.runner.LocalRunner(timeout_sec=300),
-    )
-    sch = ms.tir_integration.compile_tir(db, mod, target)
-    if sch is None:
-        sys.exit("tvm: MetaSchedule found no valid schedule")
-    lib = tvm.compile(sch.mod, target=target)
-lib.export_library(out)
-with open(out + ".tir.txt", "w") as f:
-    f.write(sch.mod.script())
+lib, cpu = tvm_common.tune([I, W, O], trials, out)
 shape = f"NB={NB} G={G} CO={CO} CI={CI} H={H} KH={KH}"
 print(f"tvm gconv {shape}: {check_and_time(lib['main']):.2f} ms (MetaSchedule, {trials} trials, {cpu}); saved {out}")

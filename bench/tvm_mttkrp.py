@@ -15,11 +15,12 @@ MetaSchedule crashed in ToJSONGraph). TVM_WORK=dir keeps MetaSchedule's logs.
 
 import os
 import sys
-import tempfile
-import time
 
 import numpy as np
 import tvm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tvm_common  # noqa: E402
 
 if len(sys.argv) < 2 or len(sys.argv) != {"tune": 5, "time": 4}.get(sys.argv[1]):
     sys.exit(__doc__)
@@ -31,17 +32,8 @@ def check_and_time(f):
     dev = tvm.cpu()
     b, c, d = rng.random((n, n, n)), rng.random((n, n)), rng.random((n, n))
     args = [tvm.runtime.tensor(x, dev) for x in (b, c, d, np.zeros((n, n)))]
-    f(*args)
     want = np.einsum("ikl,lj,kj->ij", b, d, c, optimize=True)
-    got = args[3].numpy()
-    if not np.allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max()):
-        sys.exit(f"tvm: the tuned kernel differs from numpy (max abs {np.abs(got - want).max():.3g})")
-    ts = []
-    for _ in range(9):
-        t = time.perf_counter()
-        f(*args)
-        ts.append(time.perf_counter() - t)
-    return sorted(ts)[4] * 1e3
+    return tvm_common.check_and_time(f, args, 3, want)
 
 
 if mode == "time":
@@ -50,8 +42,6 @@ if mode == "time":
     sys.exit(0)
 
 from tvm import te  # noqa: E402
-from tvm.s_tir import meta_schedule as ms  # noqa: E402
-from tvm.target import codegen  # noqa: E402
 
 trials, out = int(sys.argv[3]), sys.argv[4]
 B = te.placeholder((n, n, n), "float64", name="B")
@@ -60,30 +50,5 @@ D = te.placeholder((n, n), "float64", name="D")
 k = te.reduce_axis((0, n), name="k")
 l = te.reduce_axis((0, n), name="l")
 A = te.compute((n, n), lambda i, j: te.sum(B[i, k, l] * D[l, j] * C[k, j], axis=[k, l]), name="A")
-mod = tvm.IRModule({"main": te.create_prim_func([B, C, D, A])})
-
-cpu = codegen.llvm_get_system_cpu()
-target = tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))})
-with tempfile.TemporaryDirectory() as tmp:
-    work = os.environ.get("TVM_WORK", tmp)
-    # The builder's and the runner's worker processes import TVM first, which takes some 50 s
-    # on a slow machine: their default 30 s timeouts would fail every candidate.
-    db = ms.tune_tir(
-        mod,
-        target,
-        work,
-        max_trials_global=trials,
-        num_trials_per_iter=64,
-        seed=1,
-        database="memory",
-        builder=ms.builder.LocalBuilder(timeout_sec=300),
-        runner=ms.runner.LocalRunner(timeout_sec=300),
-    )
-    sch = ms.tir_integration.compile_tir(db, mod, target)
-    if sch is None:
-        sys.exit("tvm: MetaSchedule found no valid schedule")
-    lib = tvm.compile(sch.mod, target=target)
-lib.export_library(out)
-with open(out + ".tir.txt", "w") as f:
-    f.write(sch.mod.script())
+lib, cpu = tvm_common.tune([B, C, D, A], trials, out)
 print(f"tvm mttkrp N={n}: {check_and_time(lib['main']):.2f} ms (MetaSchedule, {trials} trials, {cpu}); saved {out}")
