@@ -498,6 +498,25 @@ fn a_scalar_that_pins_a_loop_is_privatized_and_the_loop_scheduled() {
     assert!(space.contains("// a scalar that pins a loop, one copy per iteration (privatize)"), "{space}");
 }
 
+/// A second-order recursive filter along each row (no script here covers it): the states
+/// `y1`, `y2` reset per row, then Y[i][j] = X[i][j] + 0.5 y1 - 0.25 y2 along j.
+const ROW_FILTER2: &str = "N = 40\nM = 36\nX = tensor([N, M])\nY = tensor([N, M])\ny1 = scalar()\ny2 = scalar()\n\
+z1 = @y1: add(0.0, 0.0, [, ] -> [])\nz2 = @y2: add(0.0, 0.0, [, ] -> [])\na = vmul(0.5, y1, [, ])\n\
+b = vmul(-0.25, y2, [, ])\nc = vadd(a, b, [, ])\nu = @Y: add(X, c, [[i, j], ] -> [i, j])\nv = @y2: eq(y1, -> [])\n\
+w = @y1: eq(Y, [i, j] -> [])\nlz1 = build(z1)\nlz2 = build(z2)\nlu = build(u, [[i], [j]])\nlv = build(v)\n\
+lw = build(w, [[i], [j]])\nlj = around(j, [0, M-1], lu, lv, lw)\nl = around(i, [0, N-1], lz1, lz2, lj)\ncodegen(l)\n";
+
+#[test]
+fn scalars_that_pin_one_loop_together_are_privatized_together() {
+    // Privatizing `y1` alone leaves the rows `i` carried through `y2` (and the reverse): both
+    // at once free them, and the path says so in one step.
+    let d = tempfile::tempdir().unwrap();
+    let path = auto_verified(d.path(), "row_filter2.teml", ROW_FILTER2);
+    assert!(path.contains(", 1, \"y1\")") && path.contains(", 1, \"y2\")"), "{path}");
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains("p = privatize(p, 1, \"y1\"); p = privatize(p, 1, \"y2\");"), "{space}");
+}
+
 /// Widest paths (max-min closure, no script here covers it): under each pivot k, every
 /// W[i][j] = max(W[i][j], min(W[i][k], W[k][j])).
 const WIDEST: &str = "N = 60\nW = tensor([N, N])\nm = vmin(W, W, [[i, k], [k, j]])\n\

@@ -24,30 +24,48 @@ pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<String
             scalars.push(t.clone());
         }
     }
-    let mut cur = nest.clone();
-    let mut lines = Vec::new();
+    // Each scalar's loop: the deepest loop around all its accesses. Scalars that share one are
+    // privatized together (deriche's `ym1`, `ym2`, `xm1` each pin its row loop `i`: privatizing
+    // one alone leaves `i` carried by the others).
+    let mut groups: Vec<(super::walk::Located, Vec<Name>)> = Vec::new();
     for t in scalars {
-        let all = count(&cur.items, &t);
-        // The deepest loop around every access (pre-order: the last one that holds them all).
-        let Some(l) = loops_in_order(&cur.items).into_iter().filter(|p| count(&p.l.body, &t) == all).last()
+        let all = count(&nest.items, &t);
+        let Some(l) = loops_in_order(&nest.items).into_iter().filter(|p| count(&p.l.body, &t) == all).last()
         else {
             continue;
         };
+        match groups.iter_mut().find(|(g, _)| g.at == l.at) {
+            Some((_, ts)) => ts.push(t),
+            None => groups.push((l, vec![t])),
+        }
+    }
+    let mut cur = nest.clone();
+    let mut lines = Vec::new();
+    for (l, ts) in groups {
         let focused = Nest { focus: l.at.clone(), ..cur.clone() };
         if !carries(state, &focused, &l.l).unwrap_or(false) {
             continue;
         }
-        let Ok(next) = crate::ops::transform::privatize(state, &focused, 1, &t) else { continue };
+        let mut next = focused;
+        if ts.iter().any(|t| match crate::ops::transform::privatize(state, &next, 1, t) {
+            Ok(n) => {
+                next = Nest { focus: l.at.clone(), ..n };
+                false
+            }
+            Err(_) => true,
+        }) {
+            continue;
+        }
+        let Some(after) = next.focused().cloned() else { continue };
+        if carries(state, &next, &after).unwrap_or(true) {
+            continue;
+        }
         let next = Nest { focus: Vec::new(), ..next };
         if !matches!(decide_at_sizes(state, &next), Ok(Ok(_))) {
             continue;
         }
-        let again = Nest { focus: l.at.clone(), ..next.clone() };
-        let Some(after) = again.focused().cloned() else { continue };
-        if carries(state, &again, &after).unwrap_or(true) {
-            continue;
-        }
-        lines.push(format!("p = focus(p, \"{}\"); p = privatize(p, 1, \"{t}\"); p = focus(p);", l.address));
+        let steps: Vec<String> = ts.iter().map(|t| format!("p = privatize(p, 1, \"{t}\");")).collect();
+        lines.push(format!("p = focus(p, \"{}\"); {} p = focus(p);", l.address, steps.join(" ")));
         cur = next;
     }
     (!lines.is_empty()).then_some((cur, lines))
