@@ -247,7 +247,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         .map(|s| Decided {
             name: s.name.clone(),
             value: s.value.clone(),
-            reason: g.space.reason(&s.name, &s.value, s.choices).unwrap_or("").to_string(),
+            reason: g.space.reason(s).to_string(),
         })
         .collect();
     let mut header = format!(
@@ -327,12 +327,7 @@ pub fn explain(state: &State, name: &str, nest: &crate::ir::Nest) -> Result<Stri
     let mut out =
         format!("{name}: teml auto's path ({tried} point{} tried)\n", if tried == 1 { "" } else { "s" });
     for seen in &s.params.seen {
-        out.push_str(&format!(
-            "  {} = {}: {}\n",
-            seen.name,
-            seen.value,
-            space.reason(&seen.name, &seen.value, seen.choices).unwrap_or("")
-        ));
+        out.push_str(&format!("  {} = {}: {}\n", seen.name, seen.value, space.reason(seen)));
     }
     out.push_str("path:\n");
     for n in &s.kernels[0].nests {

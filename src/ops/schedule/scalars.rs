@@ -46,16 +46,11 @@ pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<String
         if !carries(state, &focused, &l.l).unwrap_or(false) {
             continue;
         }
-        let mut next = focused;
-        if ts.iter().any(|t| match crate::ops::transform::privatize(state, &next, 1, t) {
-            Ok(n) => {
-                next = Nest { focus: l.at.clone(), ..n };
-                false
-            }
-            Err(_) => true,
-        }) {
-            continue;
-        }
+        let privatized = ts.iter().try_fold(focused, |n, t| {
+            let n = crate::ops::transform::privatize(state, &n, 1, t).ok()?;
+            Some(Nest { focus: l.at.clone(), ..n })
+        });
+        let Some(next) = privatized else { continue };
         let Some(after) = next.focused().cloned() else { continue };
         if carries(state, &next, &after).unwrap_or(true) {
             continue;

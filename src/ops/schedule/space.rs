@@ -72,18 +72,20 @@ pub struct Space {
 }
 
 impl Space {
-    /// The reason the model gives for `value` of parameter `name`.
-    /// (Sketches may each declare a parameter of the same name, `rows` or `parallel`: the one
-    /// with `choices` choices, among them `value`.)
-    pub fn reason(&self, name: &str, value: &str, choices: usize) -> Option<&str> {
+    /// The reason the model gives for the choice a run took (`seen`). Sketches may each
+    /// declare a parameter of the same name (`rows`, `parallel`): the one with as many choices,
+    /// among them the value taken.
+    pub fn reason(&self, seen: &crate::ir::Seen) -> &str {
+        let value = seen.value.as_str();
         fn reason<'a>(d: &'a Decision, value: &str) -> Option<&'a str> {
             d.choices.iter().find(|c| c.text() == value).map(|c| c.reason.as_str())
         }
-        let named = || self.decisions.iter().filter(move |d| d.name == name);
+        let named = || self.decisions.iter().filter(move |d| d.name == seen.name);
         named()
-            .filter(|d| d.choices.len() == choices)
+            .filter(|d| d.choices.len() == seen.choices)
             .find_map(|d| reason(d, value))
             .or_else(|| named().find_map(|d| reason(d, value)))
+            .unwrap_or("")
     }
 }
 
@@ -929,10 +931,15 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
 /// Useful lanes per vector operation of a block's first lane choice ([`register_block`]'s
 /// `nr`): 7 lanes of 8 are three pieces (4 + 2 + 1), 2.3 a piece; 16 of 32 are two whole ones.
 fn lanes_per_op(b: &Block, m: &Machine) -> f64 {
-    let lanes = m.lanes(b.dtype).max(1);
-    let e = b.lane_extent.max(1) as usize;
-    let nr = if e <= 4 * lanes { e } else { 2 * lanes };
+    let nr = first_nr(b.lane_extent.max(1) as usize, m.lanes(b.dtype).max(1));
     nr as f64 / m.pieces(nr, b.dtype).max(1) as f64
+}
+
+/// The model's lanes of a block whose lane loop runs `e` iterations: all of them where they are
+/// at most four vectors (no loop left, and no last, partial block, which would run without
+/// registers: 28-wide rows in blocks of 16 leave one of 12), else two vectors.
+fn first_nr(e: usize, lanes: usize) -> usize {
+    if e <= 4 * lanes { e } else { 2 * lanes }
 }
 
 /// A register block whose lanes run along a data-parallel loop the result is not contiguous
@@ -1110,12 +1117,11 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
     let rows: Vec<Choice> =
         b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
     out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
-    // nr: the whole lane loop where it is at most four vectors (no loop left, and no last,
-    // partial block, which would run without registers: 28-wide rows in blocks of 16 leave one
-    // of 12), else two vectors (or one, three).
+    // nr: `first_nr` first, then one to four vectors.
     let e = b.lane_extent as usize;
+    let nr0 = first_nr(e, lanes);
     let mut nrs: Vec<Choice> = Vec::new();
-    if e <= 4 * lanes {
+    if nr0 == e {
         nrs.push(choice(
             e,
             format!(
@@ -1140,7 +1146,6 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
     }
     out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs.clone());
     // mr: as many rows as the registers hold accumulators for.
-    let nr0: usize = nrs[0].value.parse().unwrap_or(lanes);
     let pieces = m.pieces(nr0, b.dtype).max(1);
     let top = ((regs - pieces - 1) / pieces).clamp(1, 8);
     let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
