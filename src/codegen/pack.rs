@@ -149,7 +149,7 @@ impl NestPrinter<'_> {
                 ""
             };
             let decl = format!(
-                "{} {buf}{dims};  /* `{tc}` stored per iteration of `{}`{who}: the {} block from {tc}{from} */",
+                "{} {buf}{dims} __attribute__((aligned(64)));  /* `{tc}` stored per iteration of `{}`{who}: the {} block from {tc}{from} */",
                 fp.dtype.c_name(),
                 self.helpers.names.var(&l.iter),
                 ext.join(" x ")

@@ -12,8 +12,8 @@ void teml_s2(double (*restrict A)[N], double (*restrict u)[N][N][N], double (*re
   /* s2 */
   for (int e = 0; e <= (E-1); e++)
   {
-    double teml_t_local[N][N][N];  /* `t` stored per iteration of `e`: the 1 x N x N x N block from t[e][0][0][0] */
-    double teml_w_local[N][N][N];  /* `w` stored per iteration of `e`: the 1 x N x N x N block from w[e][0][0][0] */
+    double teml_t_local[N][N][N] __attribute__((aligned(64)));  /* `t` stored per iteration of `e`: the 1 x N x N x N block from t[e][0][0][0] */
+    double teml_w_local[N][N][N] __attribute__((aligned(64)));  /* `w` stored per iteration of `e`: the 1 x N x N x N block from w[e][0][0][0] */
     for (int a = 0; a <= (N-1); a++)
       for (int b = 0; b <= (N-1); b++)
         for (int c = 0; c <= (N-1); c++)

@@ -284,6 +284,46 @@ fn a_product_of_four_operands_is_lifted_and_each_contraction_gets_the_rules() {
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }
 
+/// A batched sampled product (no script covers it): A[b][i][j] = E[b][j] * sum_k B[b][i][k] C[k][j],
+/// the rows 20 (not a multiple of the blocks) and the columns 24 (three vectors of 8 doubles).
+const SAMPLED: &str = "NB = 3\nM = 20\nN = 40\nK = 12\nB = tensor([NB, M, K])\nC = tensor([K, N])\n\
+E = tensor([NB, N])\nA = einsum(\"bik,kj,bj->bij\", [B, C, E])\nl = build(A)\ncodegen(l)\n";
+
+#[test]
+fn a_lifted_product_of_two_contractions_is_fused_block_by_block() {
+    let d = tempfile::tempdir().unwrap();
+    let path = auto_verified(d.path(), "sampled.teml", SAMPLED);
+    // Lifted (B C first: 1.5x fewer operations), the two contractions in the same order, each
+    // register-blocked alike, fused over the shared loops, the temporary a block at a time.
+    assert!(path.contains("#   form = lifted: A as single contractions"), "{path}");
+    assert!(path.contains("which fuse"), "{path}");
+    assert!(path.contains("fusion = fused: both contractions over i, b, j"), "{path}");
+    assert!(path.contains("summed over k in registers"), "{path}");
+    for step in ["registers(", "fuse_inner(", "store_at(", "parallelize("] {
+        let n = path.lines().filter(|l| l.contains(step) && !l.starts_with('#')).count();
+        assert!(n >= 1, "{step}: {path}");
+    }
+    // The parameters' names carry the order's prefix (`o2_fusion`, `o2f_mr`).
+    let line = path.lines().find(|l| l.contains("fusion = fused")).unwrap();
+    let fusion = line.trim_start_matches('#').trim().split(' ').next().unwrap().to_string();
+    let f = fusion.trim_end_matches("fusion").replace('_', "f_");
+    // The last row block is partial (20 rows); the other points of the fused branch verify,
+    // and the contractions apart remain in the space.
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains(&format!("let fusion = param(\"{fusion}\", [\"fused\", \"apart\"]);")), "{space}");
+    // The other order (C and E first) leaves i outside the temporary: fusing would compute it
+    // once per row; it gets no fused branch.
+    assert_eq!(space.matches("fusion\", [").count(), 1, "{space}");
+    for args in [[format!("{f}mr=6"), format!("{f}nr=16")], [format!("{fusion}=apart"), format!("{f}nr=8")]] {
+        let mut a = vec!["run", "a/space.rhai", "-q"];
+        for x in &args {
+            a.extend(["--param", x.as_str()]);
+        }
+        let o = teml(d.path(), &a);
+        assert!(o.status.success() && text(&o).contains("verified"), "{args:?}: {}", text(&o));
+    }
+}
+
 #[test]
 fn nests_of_a_kernel_are_fused_together_and_their_temporaries_stored_per_iteration() {
     // interp: t, w and v in three nests; every pair fuses at level 2 (e, a), and t and w are

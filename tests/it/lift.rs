@@ -298,7 +298,7 @@ fn lifted_nests_fuse_and_their_temporary_contracts_to_a_register_block() {
         assert!(tree.contains(want), "{want}: {tree}");
     }
     let csrc = std::fs::read_to_string(&c).unwrap();
-    assert!(csrc.contains("double teml_A_1_local[5][8];"), "{csrc}");
+    assert!(csrc.contains("double teml_A_1_local[5][8] __attribute__((aligned(64)));"), "{csrc}");
     assert!(!csrc.contains("teml_buffer(sizeof(double[N][N][N]))"), "{csrc}");
 }
 

@@ -32,7 +32,7 @@ fn temporaries_stored_per_element_verify_serial_threaded_and_under_d() {
     // the C: two local arrays per element, neither tensor a parameter
     let (ok, c) = teml(d.path(), &["run", &f, "--no-run", "-q"]);
     assert!(ok, "{c}");
-    assert!(c.contains("double teml_t_local[N][N][N];  /* `t` stored per iteration of `e`: the 1 x N x N x N block from t[e][0][0][0] */"), "{c}");
+    assert!(c.contains("double teml_t_local[N][N][N] __attribute__((aligned(64)));  /* `t` stored per iteration of `e`: the 1 x N x N x N block from t[e][0][0][0] */"), "{c}");
     assert!(c.contains("teml_w_local[a][b][c] += A[b][d] * teml_t_local[a][d][c];"), "{c}");
     assert!(c.contains("void teml_s2(double (*restrict A)[N], double (*restrict u)[N][N][N], double (*restrict v)[N][N][N])"), "{c}");
     // the whole kernel, as a user reads it (TEML_BLESS=1 to update)
@@ -50,7 +50,7 @@ fn code_generation_contracts_fused_temporaries_unless_saved() {
     let (ok, c) = teml(d.path(), &["run", &f, "--no-run", "-q"]);
     assert!(ok, "{c}");
     assert!(
-        c.contains("double teml_t_local[N][N][N];  /* `t` stored per iteration of `e` (by code generation"),
+        c.contains("double teml_t_local[N][N][N] __attribute__((aligned(64)));  /* `t` stored per iteration of `e` (by code generation"),
         "{c}"
     );
     assert!(c.contains("teml_w_local[N][N][N]") && !c.contains("(*restrict t)"), "{c}");

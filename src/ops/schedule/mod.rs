@@ -3,6 +3,7 @@
 //! `teml tune FILE` on a program without `param` calls searches the generated space, `teml auto`
 //! takes its first choices (the model's pick), `auto_space(l)` builds it inside a script.
 
+mod chain;
 mod columns;
 pub mod machine;
 mod pivots;

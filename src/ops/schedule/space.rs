@@ -658,15 +658,26 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
 }
 
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
-/// rules of a single nest), lifted first when it saves at least half the operations.
+/// rules of a single nest, or two contractions fused block by block: [`super::chain`]), lifted
+/// first when it saves at least half the operations, or a third where the contractions fuse
+/// (no temporary's traffic).
 fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) {
     let best = plan.orders[0].flops;
-    let ratio = plan.before / best.max(1.0);
+    let chains: Vec<Option<(super::chain::Chain, Block)>> =
+        plan.orders.iter().map(|o| chain_plan(o, m)).collect();
+    // Orders that fuse first, where they cost at most 10% more operations than the cheapest.
+    let mut ranked: Vec<usize> = (0..plan.orders.len()).collect();
+    ranked.sort_by_key(|&k| chains[k].is_none() || plan.orders[k].flops > 1.1 * best);
+    let fused = chains[ranked[0]].is_some();
+    let ratio = plan.before / plan.orders[ranked[0]].flops.max(1.0);
     let lifted = choice(
         "\"lifted\"",
         format!(
-            "{} as single contractions through temporaries: {ratio:.1}x fewer operations ({:.2e} -> {:.2e})",
-            plan.tensor, plan.before, best
+            "{} as single contractions through temporaries: {ratio:.1}x fewer operations ({:.2e} -> {:.2e}){}",
+            plan.tensor,
+            plan.before,
+            plan.orders[ranked[0]].flops,
+            if fused { ", the temporary a register block at a time" } else { "" }
         ),
     );
     let written = choice(
@@ -675,7 +686,8 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
             "the product as written: lifting saves {ratio:.1}x the operations and adds temporaries' traffic"
         ),
     );
-    let forms = if ratio >= 2.0 { vec![lifted, written] } else { vec![written, lifted] };
+    let forms =
+        if ratio >= 2.0 || (fused && ratio >= 1.3) { vec![lifted, written] } else { vec![written, lifted] };
     out.param("form", "form", &format!("{} as written or lifted (TeIL Sec. 5)", plan.tensor), forms);
     out.line("if form == \"as_written\" {");
     out.indent += 1;
@@ -690,15 +702,47 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
         "contraction",
         "contraction",
         "the contraction order (opt_einsum's path: each step contracts two operands of the list; summed_first: each temporary contiguous along the result of the step that reads it)",
-        plan.orders
+        ranked
             .iter()
-            .map(|o| choice(show(&o.steps), format!("{:.2e} flops in {} contractions", o.flops, o.parts.len())))
+            .map(|&k| {
+                let o = &plan.orders[k];
+                choice(
+                    show(&o.steps),
+                    format!(
+                        "{:.2e} flops in {} contractions{}",
+                        o.flops,
+                        o.parts.len(),
+                        if chains[k].is_some() { ", which fuse" } else { "" }
+                    ),
+                )
+            })
             .collect(),
     );
     out.line(&format!("p = lift({}, contraction, \"summed_first\");", plan.tensor));
-    for (k, o) in plan.orders.iter().enumerate() {
-        out.line(&format!("{}if contraction == {} {{", if k == 0 { "" } else { "} else " }, show(&o.steps)));
+    for (n, &k) in ranked.iter().enumerate() {
+        let o = &plan.orders[k];
+        out.line(&format!("{}if contraction == {} {{", if n == 0 { "" } else { "} else " }, show(&o.steps)));
         out.indent += 1;
+        if let Some((ch, b)) = &chains[k] {
+            out.prefix = if k == 0 { String::new() } else { format!("o{}_", k + 1) };
+            out.param(
+                "fusion",
+                "fusion",
+                "the two contractions fused block by block, or each by its own rules",
+                vec![
+                    choice("\"fused\"", ch.why.clone()),
+                    choice("\"apart\"", "each contraction by its own rules, the temporary whole in memory"),
+                ],
+            );
+            out.line("if fusion == \"fused\" {");
+            out.indent += 1;
+            out.prefix = if k == 0 { "f_".into() } else { format!("o{}f_", k + 1) };
+            fused_chain(out, o, ch, b, m);
+            out.prefix.clear();
+            out.indent -= 1;
+            out.line("} else {");
+            out.indent += 1;
+        }
         // The last contraction first: transforming it leaves the earlier ones' addresses as
         // they are.
         for (j, Part { address, work: wc, .. }) in o.parts.iter().enumerate().rev() {
@@ -709,11 +753,64 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
             out.prefix.clear();
         }
         out.line("p = focus(p);");
+        if chains[k].is_some() {
+            out.indent -= 1;
+            out.line("}");
+        }
         out.indent -= 1;
     }
     out.line("}");
     out.indent -= 1;
     out.line("}");
+}
+
+/// The fused schedule of an order of two contractions ([`super::chain`]), with the producer's
+/// register block (its rows the first of `block_plan`'s that chain).
+fn chain_plan(o: &LiftOrder, m: &Machine) -> Option<(super::chain::Chain, Block)> {
+    let [p, c] = o.parts.as_slice() else { return None };
+    let t = p.work.writes().next()?;
+    let mut b = block_plan(&p.work, t, m)?;
+    let (row, ch) = b.rows.iter().find_map(|r| {
+        let ch = super::chain::chain(&p.work, &c.work, &r.1)?;
+        (ch.lanes == b.lane_iter).then(|| (r.clone(), ch))
+    })?;
+    b.rows = vec![row];
+    Some((ch, b))
+}
+
+/// Both contractions ordered alike, register-blocked alike, fused over their shared loops, the
+/// temporary stored per block (`store_at`), the rows' blocks on threads.
+fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block, m: &Machine) {
+    block_sizes(out, b, m);
+    let perm = |order: &[usize]| -> Option<String> {
+        let identity = order.iter().enumerate().all(|(k, &l)| l == k + 1);
+        let v: Vec<String> = order.iter().map(|l| l.to_string()).collect();
+        (!identity).then(|| format!("p = permute(p, [{}]);", v.join(", ")))
+    };
+    // The consumer first: transforming it leaves the producer's address as it is.
+    for (part, order, t) in
+        [(&o.parts[1], &ch.consumer_order, &ch.target), (&o.parts[0], &ch.producer_order, &ch.temp)]
+    {
+        out.line(&format!("// {}", part.work.statements.join("; ")));
+        out.line(&format!("p = focus(p, \"{}\");", part.address));
+        if let Some(l) = perm(order) {
+            out.line(&l);
+        }
+        out.line(&format!("p = register_block(p, {t}, 1, {}, mr, nr);", ch.shared));
+    }
+    out.line("p = focus(p);");
+    out.line(&format!("for r in 1..={} {{ p = fuse_inner(p, r); }}", ch.shared));
+    out.line(&format!("p = store_at(p, {}, {});", ch.shared, ch.temp));
+    out.param(
+        "parallel",
+        "parallel",
+        "the outer loops on threads",
+        vec![
+            choice("\"outer\"", format!("the blocks of {} rows on threads", ch.rows)),
+            choice("\"none\"", "one thread"),
+        ],
+    );
+    out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
 }
 
 /// A matrix product's inner three loops: rows i, columns j (contiguous in the result), a
@@ -937,9 +1034,17 @@ fn lanes_per_op(b: &Block, m: &Machine) -> f64 {
 
 /// The model's lanes of a block whose lane loop runs `e` iterations: all of them where they are
 /// at most four vectors (no loop left, and no last, partial block, which would run without
-/// registers: 28-wide rows in blocks of 16 leave one of 12), else two vectors.
+/// registers: 28-wide rows in blocks of 16 leave one of 12), else two vectors, or one where
+/// that divides the loop and two do not (200 as 25 x 8: no last block of 8 without registers,
+/// which made a 200-wide mttkrp block twice as slow).
 fn first_nr(e: usize, lanes: usize) -> usize {
-    if e <= 4 * lanes { e } else { 2 * lanes }
+    if e <= 4 * lanes {
+        e
+    } else if !e.is_multiple_of(2 * lanes) && e.is_multiple_of(lanes) {
+        lanes
+    } else {
+        2 * lanes
+    }
 }
 
 /// A register block whose lanes run along a data-parallel loop the result is not contiguous
@@ -1111,13 +1216,11 @@ fn block_rows(
     })
 }
 
-fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
+/// The register block's `nr` (lanes: `first_nr` first, then one to four vectors) and `mr` (as
+/// many rows as the registers hold accumulators for).
+fn block_sizes(out: &mut Out, b: &Block, m: &Machine) {
     let lanes = m.lanes(b.dtype).max(1);
     let regs = m.registers.max(8);
-    let rows: Vec<Choice> =
-        b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
-    out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
-    // nr: `first_nr` first, then one to four vectors.
     let e = b.lane_extent as usize;
     let nr0 = first_nr(e, lanes);
     let mut nrs: Vec<Choice> = Vec::new();
@@ -1131,21 +1234,19 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
             ),
         ));
     }
-    for n in [2 * lanes, lanes, 3 * lanes, 4 * lanes] {
+    let mut ns = vec![nr0];
+    ns.extend([2 * lanes, lanes, 3 * lanes, 4 * lanes].into_iter().filter(|&n| n != nr0));
+    for n in ns {
         if n < e {
-            let waste = (e.div_ceil(n) * n - e) as f64 / e as f64;
-            nrs.push(choice(
-                n,
-                format!(
-                    "{n} lanes ({} vectors) a row; {:.0}% of the last block is a tail",
-                    n / lanes,
-                    waste * 100.0
-                ),
-            ));
+            let tail = if e.is_multiple_of(n) {
+                format!("{} whole blocks", e / n)
+            } else {
+                format!("{} blocks and a last one of {} without registers", e / n, e % n)
+            };
+            nrs.push(choice(n, format!("{n} lanes ({} vectors) a row: {tail}", n / lanes)));
         }
     }
     out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs.clone());
-    // mr: as many rows as the registers hold accumulators for.
     let pieces = m.pieces(nr0, b.dtype).max(1);
     let top = ((regs - pieces - 1) / pieces).clamp(1, 8);
     let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
@@ -1171,6 +1272,13 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
             })
             .collect(),
     );
+}
+
+fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
+    let rows: Vec<Choice> =
+        b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
+    out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
+    block_sizes(out, b, m);
     if let Some(g) = &b.gather {
         for (tensor, order) in &g.layouts {
             let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
