@@ -285,7 +285,8 @@ fn a_product_of_four_operands_is_lifted_and_each_contraction_gets_the_rules() {
 }
 
 /// A batched sampled product (no script covers it): A[b][i][j] = E[b][j] * sum_k B[b][i][k] C[k][j],
-/// the rows 20 (not a multiple of the blocks) and the columns 24 (three vectors of 8 doubles).
+/// the rows 20 (not a multiple of the blocks: 8 + 8 + 4) and the columns 40 (five vectors of 8
+/// doubles), a batch of 3.
 const SAMPLED: &str = "NB = 3\nM = 20\nN = 40\nK = 12\nB = tensor([NB, M, K])\nC = tensor([K, N])\n\
 E = tensor([NB, N])\nA = einsum(\"bik,kj,bj->bij\", [B, C, E])\nl = build(A)\ncodegen(l)\n";
 
@@ -293,35 +294,59 @@ E = tensor([NB, N])\nA = einsum(\"bik,kj,bj->bij\", [B, C, E])\nl = build(A)\nco
 fn a_lifted_product_of_two_contractions_is_fused_block_by_block() {
     let d = tempfile::tempdir().unwrap();
     let path = auto_verified(d.path(), "sampled.teml", SAMPLED);
-    // Lifted (B C first: 1.5x fewer operations), the two contractions in the same order, each
-    // register-blocked alike, fused over the shared loops, the temporary a block at a time.
+    // Lifted (B C first: 1.4x fewer operations), the two contractions in the same order, each
+    // register-blocked alike, fused over the shared loops, the temporary a block at a time; the
+    // 3 blocks of rows collapsed with the batch for the threads.
     assert!(path.contains("#   form = lifted: A as single contractions"), "{path}");
     assert!(path.contains("which fuse"), "{path}");
     assert!(path.contains("fusion = fused: both contractions over i, b, j"), "{path}");
     assert!(path.contains("summed over k in registers"), "{path}");
-    for step in ["registers(", "fuse_inner(", "store_at(", "parallelize("] {
+    for step in ["registers(", "fuse_inner(", "store_at(", "collapse("] {
         let n = path.lines().filter(|l| l.contains(step) && !l.starts_with('#')).count();
         assert!(n >= 1, "{step}: {path}");
     }
-    // The parameters' names carry the order's prefix (`o2_fusion`, `o2f_mr`).
-    let line = path.lines().find(|l| l.contains("fusion = fused")).unwrap();
-    let fusion = line.trim_start_matches('#').trim().split(' ').next().unwrap().to_string();
-    let f = fusion.trim_end_matches("fusion").replace('_', "f_");
-    // The last row block is partial (20 rows); the other points of the fused branch verify,
-    // and the contractions apart remain in the space.
+    // The parameters' names carry the order's rank by operations (`o2_fusion`, `o2f_mr`: the
+    // second cheapest, listed first because it fuses).
+    assert!(path.contains("#   o2_fusion = fused"), "{path}");
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
-    assert!(space.contains(&format!("let fusion = param(\"{fusion}\", [\"fused\", \"apart\"]);")), "{space}");
+    assert!(space.contains("let fusion = param(\"o2_fusion\", [\"fused\", \"apart\"]);"), "{space}");
     // The other order (C and E first) leaves i outside the temporary: fusing would compute it
     // once per row; it gets no fused branch.
     assert_eq!(space.matches("fusion\", [").count(), 1, "{space}");
-    for args in [[format!("{f}mr=6"), format!("{f}nr=16")], [format!("{fusion}=apart"), format!("{f}nr=8")]] {
-        let mut a = vec!["run", "a/space.rhai", "-q"];
-        for x in &args {
-            a.extend(["--param", x.as_str()]);
+    // Other points of the fused branch verify and take effect (a 6 x 16 block of the
+    // temporary, a last, partial one of each); apart, the temporary stays whole in memory.
+    let points: [(&[&str], &str, bool); 2] = [
+        (&["o2f_mr=6", "o2f_nr=16", "o2f_parallel=outer"], "teml_A_1_local[6][16]", true),
+        (&["o2_fusion=apart"], "_local[", false),
+    ];
+    for (params, needle, present) in points {
+        let mut a = vec!["run", "a/space.rhai", "--emit-c", "k.c"];
+        for x in params {
+            a.extend(["--param", x]);
         }
         let o = teml(d.path(), &a);
-        assert!(o.status.success() && text(&o).contains("verified"), "{args:?}: {}", text(&o));
+        assert!(o.status.success() && text(&o).contains("verified"), "{params:?}: {}", text(&o));
+        let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+        assert_eq!(c.contains(needle), present, "{params:?}: {c}");
     }
+}
+
+#[test]
+fn an_entrywise_kernel_gets_plain_loops_and_a_transposition_does_not() {
+    // Every element used once, in order: no register block, no tiles (a fused multiply-add of
+    // three matrices, 128 x 136).
+    let d = tempfile::tempdir().unwrap();
+    let src = "M = 128\nN = 136\nA = tensor([M, N])\nB = tensor([M, N])\nC = tensor([M, N])\n\
+p = ventrywise_mul(A, B)\nD = entrywise_add(p, C)\nl = build(D)\ncodegen(l)\n";
+    let path = auto_verified(d.path(), "fma.teml", src);
+    assert!(path.contains("#   sketch = loops: every element is used once"), "{path}");
+    assert!(path.contains("#   tile = 0: no tiles"), "{path}");
+    assert!(!path.contains("registers(") && !path.contains("unroll("), "{path}");
+    // A transposition reads across rows: its element is not used in order.
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 72\nA = tensor([N, N])\nT = transpose(A, [[1, 2]])\nl = build(T)\ncodegen(l)\n";
+    let path = auto_verified(d.path(), "t.teml", src);
+    assert!(!path.contains("every element is used once"), "{path}");
 }
 
 #[test]

@@ -30,6 +30,11 @@ pub struct Chain {
     /// The producer's rows' and lanes' loops (its iterators).
     pub rows: Name,
     pub lanes: Name,
+    /// The rows' loop's extent.
+    pub rows_extent: i64,
+    /// The shared loop after the rows' blocks, where it is data-parallel in both (a batch):
+    /// its iterator and extent, for `collapse`.
+    pub next_parallel: Option<(Name, i64)>,
     /// Why this order.
     pub why: String,
 }
@@ -54,7 +59,9 @@ pub fn chain(p: &Workload, c: &Workload, rows: &str) -> Option<Chain> {
     let x = c.writes().next()?;
     let mut uses = c.reads().filter(|a| a.tensor == t.tensor);
     let (tr, None) = (uses.next()?, uses.next()) else { return None };
-    if p.n_stmts != 1 || c.n_stmts != 1 || x.tensor == t.tensor {
+    // One statement each (the producer writes only the temporary), and the producer does not
+    // read the consumer's result.
+    if p.n_stmts != 1 || c.n_stmts != 1 || x.tensor == t.tensor || p.reads().any(|a| a.tensor == x.tensor) {
         return None;
     }
     let (pd, cd) = (plain(t)?, plain(tr)?);
@@ -89,10 +96,7 @@ pub fn chain(p: &Workload, c: &Workload, rows: &str) -> Option<Chain> {
     if !dp(c, &lanes_c) || !x.contiguous_in(&lanes_c) {
         return None;
     }
-    let vector_ok = |w: &Workload, it: &str| {
-        w.reads().all(|a| a.stride(it).is_none_or(|s| s == 0) || a.contiguous_in(it))
-    };
-    if !vector_ok(p, &lanes_p) || !vector_ok(c, &lanes_c) {
+    if !p.reads_in_lanes(&lanes_p) || !c.reads_in_lanes(&lanes_c) {
         return None;
     }
     // Rows: a data-parallel loop of the result other than the lanes.
@@ -115,7 +119,13 @@ pub fn chain(p: &Workload, c: &Workload, rows: &str) -> Option<Chain> {
         .collect::<Option<_>>()?;
     let names = |v: &[Name]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
     let red: Vec<Name> = reductions.iter().map(|l| l.iter.clone()).collect();
+    let next_parallel = order_c.get(1).filter(|_| order_c.len() > 2).and_then(|it| {
+        let l = c.find(it)?;
+        (l.kind == Parallelism::Independent).then(|| (it.clone(), l.extent.unwrap_or(1)))
+    });
     Some(Chain {
+        rows_extent: c.find(&rows_c).and_then(|l| l.extent).unwrap_or(1),
+        next_parallel,
         temp: t.tensor.clone(),
         target: x.tensor.clone(),
         shared: order_c.len(),

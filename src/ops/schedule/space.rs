@@ -27,7 +27,10 @@
 //! - **lift** (TeIL Sec. 5): a product of three or more tensors summed over some iterators
 //!   (an einsum of several operands) as written, or as a sequence of single contractions in
 //!   one of its cheapest orders (`contraction_orders`), each contraction then scheduled by the
-//!   rules above (through `focus`). Lifted first when it saves at least half the operations.
+//!   rules above (through `focus`), or two contractions fused block by block ([`super::chain`]:
+//!   the temporary a register block at a time). Lifted first when it saves at least half the
+//!   operations, or at least 1.3x where an order's contractions fuse.
+//! - **loops** first, untiled, where every element is used once (coars): no block to keep.
 //!
 //! Every point is a legal path by construction or refused by the legality check of the
 //! builtin that makes it, before anything is compiled.
@@ -280,7 +283,18 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
             ),
         );
     }
-    sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
+    if streams(w) {
+        // Nothing for a block to keep: the loops (untiled, streaming stores) first.
+        sketches.insert(
+            0,
+            choice(
+                "\"loops\"",
+                "every element is used once (no reduction, every access varies along every loop): the loops in order on threads and in lanes, nothing for registers or tiles to keep",
+            ),
+        );
+    } else {
+        sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
+    }
     out.param("sketch", "sketch", "the kind of schedule", sketches.clone());
     let mut first = true;
     for s in &sketches {
@@ -298,6 +312,20 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
         out.indent -= 1;
     }
     out.line("}");
+}
+
+/// Whether every element the nest touches is used once, in order: every loop data-parallel,
+/// every access varying along every loop and contiguous along the innermost, one index per
+/// tensor (coars's `C[i][j] = Ixx[i][j] * Iyy[i][j] - ...`; not a stencil's neighbours, not a
+/// transposition).
+fn streams(w: &Workload) -> bool {
+    let Some(inner) = w.loops.last() else { return false };
+    w.loops.iter().all(|l| l.kind == Parallelism::Independent)
+        && w.accesses.iter().all(|a| {
+            a.contiguous_in(&inner.iter)
+                && w.loops.iter().all(|l| a.stride(&l.iter).is_some_and(|s| s != 0))
+                && w.accesses.iter().all(|b| b.tensor != a.tensor || b.index == a.index)
+        })
 }
 
 /// A stencil swept in place over time (seidel-2d's `t, i, j`): two or three loops, every one
@@ -659,8 +687,8 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
 
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
 /// rules of a single nest, or two contractions fused block by block: [`super::chain`]), lifted
-/// first when it saves at least half the operations, or a third where the contractions fuse
-/// (no temporary's traffic).
+/// first when it saves at least half the operations, or at least 1.3x where the contractions
+/// fuse (no temporary's traffic).
 fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) {
     let best = plan.orders[0].flops;
     let chains: Vec<Option<(super::chain::Chain, Block)>> =
@@ -781,7 +809,7 @@ fn chain_plan(o: &LiftOrder, m: &Machine) -> Option<(super::chain::Chain, Block)
 /// Both contractions ordered alike, register-blocked alike, fused over their shared loops, the
 /// temporary stored per block (`store_at`), the rows' blocks on threads.
 fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block, m: &Machine) {
-    block_sizes(out, b, m);
+    let mr = block_sizes(out, b, m);
     let perm = |order: &[usize]| -> Option<String> {
         let identity = order.iter().enumerate().all(|(k, &l)| l == k + 1);
         let v: Vec<String> = order.iter().map(|l| l.to_string()).collect();
@@ -801,16 +829,30 @@ fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block
     out.line("p = focus(p);");
     out.line(&format!("for r in 1..={} {{ p = fuse_inner(p, r); }}", ch.shared));
     out.line(&format!("p = store_at(p, {}, {});", ch.shared, ch.temp));
-    out.param(
-        "parallel",
-        "parallel",
-        "the outer loops on threads",
-        vec![
-            choice("\"outer\"", format!("the blocks of {} rows on threads", ch.rows)),
-            choice("\"none\"", "one thread"),
-        ],
-    );
+    // The rows' blocks on threads, or collapsed with the next shared loop where it is
+    // data-parallel and the blocks are few or uneven for the cores.
+    let cores = m.cores.max(1) as i64;
+    let blocks =
+        ch.rows_extent.div_euclid(mr.max(1) as i64) + i64::from(ch.rows_extent % mr.max(1) as i64 != 0);
+    let mut ch_par = vec![choice(
+        "\"outer\"",
+        format!("the {blocks} blocks of {} rows (at mr = {mr}) on threads", ch.rows),
+    )];
+    if let Some((next, e)) = &ch.next_parallel {
+        let c = choice(
+            "\"collapse\"",
+            format!(
+                "the blocks of {} rows and {next} ({e}) collapsed on threads: {} iterations",
+                ch.rows,
+                blocks * e
+            ),
+        );
+        if blocks < 8 * cores || blocks % cores != 0 { ch_par.insert(0, c) } else { ch_par.push(c) }
+    }
+    ch_par.push(choice("\"none\"", "one thread"));
+    out.param("parallel", "parallel", "the outer loops on threads", ch_par);
     out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
+    out.line("if parallel == \"collapse\" { p = collapse(p, 1, 2); }");
 }
 
 /// A matrix product's inner three loops: rows i, columns j (contiguous in the result), a
@@ -1020,7 +1062,7 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
         l.kind == Parallelism::Independent
             && t.contiguous_in(&l.iter)
             && l.extent.is_some_and(|e| e >= 2)
-            && w.reads().all(|a| a.stride(&l.iter).is_none_or(|s| s == 0) || a.contiguous_in(&l.iter))
+            && w.reads_in_lanes(&l.iter)
     })?;
     block_rows(w, t, lane, false, None)
 }
@@ -1217,8 +1259,8 @@ fn block_rows(
 }
 
 /// The register block's `nr` (lanes: `first_nr` first, then one to four vectors) and `mr` (as
-/// many rows as the registers hold accumulators for).
-fn block_sizes(out: &mut Out, b: &Block, m: &Machine) {
+/// many rows as the registers hold accumulators for); the model's rows.
+fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
     let lanes = m.lanes(b.dtype).max(1);
     let regs = m.registers.max(8);
     let e = b.lane_extent as usize;
@@ -1243,7 +1285,11 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) {
             } else {
                 format!("{} blocks and a last one of {} without registers", e / n, e % n)
             };
-            nrs.push(choice(n, format!("{n} lanes ({} vectors) a row: {tail}", n / lanes)));
+            let v = n / lanes;
+            nrs.push(choice(
+                n,
+                format!("{n} lanes ({v} vector{}) a row: {tail}", if v == 1 { "" } else { "s" }),
+            ));
         }
     }
     out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs.clone());
@@ -1272,6 +1318,7 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) {
             })
             .collect(),
     );
+    mrs[0]
 }
 
 fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
@@ -1448,7 +1495,7 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     if big {
         let bytes: u64 = w.accesses.iter().map(|a| a.bytes()).sum();
         let mut ts = vec![choice(0, "no tiles"), choice(32, "32 x 32 tiles"), choice(64, "64 x 64 tiles")];
-        if bytes > m.caches[1] {
+        if bytes > m.caches[1] && !streams(w) {
             ts.swap(0, 1);
             ts[0].reason = format!(
                 "32 x 32 tiles: the tensors ({} KiB) exceed the L2 ({} KiB)",

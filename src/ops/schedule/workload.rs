@@ -194,6 +194,12 @@ impl Workload {
         self.accesses.iter().filter(|a| !a.write)
     }
 
+    /// Whether every read is contiguous along `iter` or does not vary along it (a vector load
+    /// or a broadcast in lanes of `iter`).
+    pub fn reads_in_lanes(&self, iter: &str) -> bool {
+        self.reads().all(|a| a.stride(iter).is_none_or(|s| s == 0) || a.contiguous_in(iter))
+    }
+
     /// The element type most accesses have (the kernel's arithmetic).
     pub fn dtype(&self) -> DType {
         let floats = self.accesses.iter().filter(|a| a.dtype == DType::Float).count();
