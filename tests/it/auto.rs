@@ -350,6 +350,23 @@ p = ventrywise_mul(A, B)\nD = entrywise_add(p, C)\nl = build(D)\ncodegen(l)\n";
 }
 
 #[test]
+fn a_run_of_nests_that_share_a_loop_is_fused_where_another_nest_shares_none() {
+    // A weight table without the element loop, then three nests over elements e (two
+    // contractions and a scaling): no level is common to every pair, but the three element
+    // nests share e and a (helm's shape, smaller and in two dimensions).
+    let d = tempfile::tempdir().unwrap();
+    let src = "E = 40\nN = 6\nS = tensor([N, N])\nw = tensor([N])\nu = tensor([E, N, N])\n\
+s = vadd(w, w, [[a], [b]])\nL = div(1.0, s, [, ] -> [a, b])\nt1 = einsum(\"ad,edb->eab\", [S, u])\n\
+t2 = einsum(\"bd,ead->eab\", [S, t1])\nr = mul(L, t2, [[a, b], [e, a, b]] -> [e, a, b])\n\
+l0 = build(L)\nl1 = build(t1)\nl2 = build(t2)\nl3 = build(r)\ncodegen(l0, l1, l2, l3)\n";
+    let path = auto_verified(d.path(), "run.teml", src);
+    assert!(path.contains("#   fuse = 2-4@2: l1 to l3 fused at level 2"), "{path}");
+    assert!(path.contains("t1, t2 stored per iteration"), "{path}");
+    assert_eq!(path.matches("fuse_outer(").count(), 2, "{path}");
+    assert!(path.contains("store_at(") && path.contains("codegen("), "{path}");
+}
+
+#[test]
 fn nests_of_a_kernel_are_fused_together_and_their_temporaries_stored_per_iteration() {
     // interp: t, w and v in three nests; every pair fuses at level 2 (e, a), and t and w are
     // read only by the later nests of the same iteration.

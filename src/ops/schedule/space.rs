@@ -314,6 +314,24 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
     out.line("}");
 }
 
+/// The longest run of three or more consecutive nests (first and last index) whose pairs
+/// share a fusion level, with the deepest such level; `levels[k]` is the pair k, k + 1's.
+fn longest_run(levels: &[Vec<usize>]) -> Option<(usize, usize, usize)> {
+    let mut best: Option<(usize, usize, usize)> = None;
+    for s in 0..levels.len() {
+        let mut shared: Vec<usize> = levels[s].clone();
+        for (t, level) in levels.iter().enumerate().skip(s) {
+            shared.retain(|r| level.contains(r));
+            let Some(&r) = shared.iter().max() else { break };
+            // Pairs s..=t: nests s..=t + 1.
+            if t > s && best.is_none_or(|(a, b, _)| t + 1 - s > b - a) {
+                best = Some((s, t + 1, r));
+            }
+        }
+    }
+    best
+}
+
 /// Whether every element the nest touches is used once, in order: every loop data-parallel,
 /// every access varying along every loop and contiguous along the innermost, one index per
 /// tensor (coars's `C[i][j] = Ixx[i][j] * Iyy[i][j] - ...`; not a stencil's neighbours, not a
@@ -1643,9 +1661,14 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             levels.push(crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?);
         }
         let common = levels[0].iter().copied().filter(|r| levels.iter().all(|l| l.contains(r))).max();
-        fused_at = common.or_else(|| levels.iter().find_map(|l| l.last().copied()));
-        if let Some(r) = common {
-            // Tensors written by one nest and read by a later one: candidates for store_at.
+        // Without a level common to every pair, the longest run of three or more consecutive
+        // nests that share one (helm's seven element loops at `e`, after `L`, which has none).
+        let run = if common.is_some() { None } else { longest_run(&levels) };
+        fused_at =
+            common.or(run.map(|(_, _, r)| r)).or_else(|| levels.iter().find_map(|l| l.last().copied()));
+        if let Some((s, t, r)) = common.map(|r| (0, nests.len() - 1, r)).or(run) {
+            // Tensors written by one nest of the run and read by a later one of it, and by no
+            // nest after it: candidates for store_at.
             let names = |w: &Option<Workload>, write: bool| -> Vec<Name> {
                 w.iter()
                     .flat_map(|w| w.accesses.iter())
@@ -1653,14 +1676,16 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     .map(|a| a.tensor.clone())
                     .collect()
             };
-            let temps: Vec<Name> = (0..nests.len())
+            let after: Vec<Name> = works[t + 1..].iter().flat_map(|w| names(w, false)).collect();
+            let temps: Vec<Name> = (s..=t)
                 .flat_map(|k| {
-                    let later: Vec<Name> = works[k + 1..].iter().flat_map(|w| names(w, false)).collect();
+                    let later: Vec<Name> = works[k + 1..=t].iter().flat_map(|w| names(w, false)).collect();
                     names(&works[k], true).into_iter().filter(move |t| later.contains(t))
                 })
+                .filter(|x| !after.contains(x))
                 .collect();
             let chain =
-                vars[1..].iter().fold(vars[0].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
+                vars[s + 1..=t].iter().fold(vars[s].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
             let mut lines = vec![format!("let f = {chain};")];
             let contracted = !temps.is_empty();
             if contracted {
@@ -1668,20 +1693,41 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     lines.push(format!("if contract {{ f = store_at(f, {r}, {t}); }}"));
                 }
             }
-            lines.push("parts = [f];".into());
-            lines.push("fused = [true];".into());
-            choices.push(choice(
-                format!("\"all@{r}\""),
+            let whole = s == 0 && t == nests.len() - 1;
+            let kept: Vec<String> =
+                (0..nests.len()).filter(|&k| k < s || k > t).map(|k| vars[k].clone()).collect();
+            let mut parts: Vec<String> = kept[..s].to_vec();
+            parts.push("f".into());
+            parts.extend(kept[s..].iter().cloned());
+            let flags: Vec<&str> = (0..parts.len()).map(|k| if k == s { "true" } else { "false" }).collect();
+            lines.push(format!("parts = [{}];", parts.join(", ")));
+            lines.push(format!("fused = [{}];", flags.join(", ")));
+            let stored = if contracted {
                 format!(
-                    "every nest fused at level {r} (the deepest legal for each pair): each element used while in cache{}",
-                    if contracted {
-                        format!("; {} stored per iteration (storage contraction)", temps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
-                    } else {
-                        String::new()
-                    }
-                ),
-            ));
-            arms.push((format!("\"all@{r}\""), lines, contracted));
+                    "; {} stored per iteration (storage contraction)",
+                    temps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+                )
+            } else {
+                String::new()
+            };
+            let (tag, why) = if whole {
+                (
+                    format!("\"all@{r}\""),
+                    format!(
+                        "every nest fused at level {r} (the deepest legal for each pair): each element used while in cache{stored}"
+                    ),
+                )
+            } else {
+                (
+                    format!("\"{}-{}@{r}\"", s + 1, t + 1),
+                    format!(
+                        "{} to {} fused at level {r} (the deepest legal for each pair), the others apart: each element used while in cache{stored}",
+                        nests[s].0, nests[t].0
+                    ),
+                )
+            };
+            choices.push(choice(&tag, why));
+            arms.push((tag, lines, contracted));
         }
         if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
             && (nests.len() > 2 || common != Some(r))
