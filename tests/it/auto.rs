@@ -332,7 +332,7 @@ fn a_lifted_product_of_two_contractions_is_fused_block_by_block() {
 }
 
 #[test]
-fn an_entrywise_kernel_gets_plain_loops_and_a_transposition_does_not() {
+fn entrywise_kernels_and_stencils_get_plain_loops_and_a_transposition_does_not() {
     // Every element used once, in order: no register block, no tiles (a fused multiply-add of
     // three matrices, 128 x 136).
     let d = tempfile::tempdir().unwrap();
@@ -342,6 +342,14 @@ p = ventrywise_mul(A, B)\nD = entrywise_add(p, C)\nl = build(D)\ncodegen(l)\n";
     assert!(path.contains("#   sketch = loops: every element is used once"), "{path}");
     assert!(path.contains("#   tile = 0: no tiles"), "{path}");
     assert!(!path.contains("registers(") && !path.contains("unroll("), "{path}");
+    // A stencil: rows share nothing a block could keep (neighbouring rows come from the
+    // cache), and three rows fit the cache: plain loops, no tiles.
+    let d = tempfile::tempdir().unwrap();
+    let src = "M = 130\nN = 138\nA = tensor([M, N])\nr0 = vadd(A, A, [[i, j], [i, j+1]])\n\
+r1 = vadd(r0, A, [, [i+1, j]])\nB = div(r1, 3.0, [, ] -> [i, j])\nl = build(B)\ncodegen(l)\n";
+    let path = auto_verified(d.path(), "stencil.teml", src);
+    assert!(path.contains("#   sketch = loops: no reduction for a block of registers"), "{path}");
+    assert!(path.contains("#   tile = 0: no tiles"), "{path}");
     // A transposition reads across rows: its element is not used in order.
     let d = tempfile::tempdir().unwrap();
     let src = "N = 72\nA = tensor([N, N])\nT = transpose(A, [[1, 2]])\nl = build(T)\ncodegen(l)\n";

@@ -30,7 +30,8 @@
 //!   rules above (through `focus`), or two contractions fused block by block ([`super::chain`]:
 //!   the temporary a register block at a time). Lifted first when it saves at least half the
 //!   operations, or at least 1.3x where an order's contractions fuse.
-//! - **loops** first, untiled, where every element is used once (coars): no block to keep.
+//! - **loops** first where a block has nothing to keep or share (coars, blur: no reduction,
+//!   every access varying along every loop), untiled where no reuse reaches past the L2.
 //!
 //! Every point is a legal path by construction or refused by the legality check of the
 //! builtin that makes it, before anything is compiled.
@@ -283,13 +284,17 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
             ),
         );
     }
-    if streams(w) {
-        // Nothing for a block to keep: the loops (untiled, streaming stores) first.
+    if let Some(once) = in_order(w) {
+        // Nothing for a block to keep or share: the loops first.
         sketches.insert(
             0,
             choice(
                 "\"loops\"",
-                "every element is used once (no reduction, every access varies along every loop): the loops in order on threads and in lanes, nothing for registers or tiles to keep",
+                if once {
+                    "every element is used once (no reduction, every access varies along every loop): the loops in order on threads and in lanes, nothing for registers or tiles to keep"
+                } else {
+                    "no reduction for a block of registers to stay across and no operand its rows would share (a stencil's neighbouring rows come from the cache): the loops in order on threads and in lanes"
+                },
             ),
         );
     } else {
@@ -332,18 +337,77 @@ fn longest_run(levels: &[Vec<usize>]) -> Option<(usize, usize, usize)> {
     best
 }
 
-/// Whether every element the nest touches is used once, in order: every loop data-parallel,
-/// every access varying along every loop and contiguous along the innermost, one index per
-/// tensor (coars's `C[i][j] = Ixx[i][j] * Iyy[i][j] - ...`; not a stencil's neighbours, not a
-/// transposition).
-fn streams(w: &Workload) -> bool {
-    let Some(inner) = w.loops.last() else { return false };
-    w.loops.iter().all(|l| l.kind == Parallelism::Independent)
+/// Whether some element or cache line is used again only after more than `bytes` of other
+/// data: a loop that is not innermost carries reuse (an access that does not vary along it, two
+/// accesses of one tensor apart along it as a stencil's rows, or an access contiguous along it
+/// and not along the innermost, as a transposition's) and one of its iterations touches more
+/// than `bytes` (mm's `i`: all of B; a transposition's `i`: a column, a cache line an element;
+/// not blur's `i`: three rows).
+fn reuse_beyond(w: &Workload, bytes: u64) -> bool {
+    let Some(innermost) = w.loops.last() else { return false };
+    let d = w.loops.len();
+    (0..d - 1).any(|v| {
+        let it = &w.loops[v].iter;
+        let inner = &w.loops[v + 1..];
+        let carries = w.accesses.iter().any(|a| {
+            a.stride(it) == Some(0)
+                || (a.contiguous_in(it) && !a.contiguous_in(&innermost.iter))
+                || w.accesses.iter().any(|b| {
+                    b.tensor == a.tensor && b.index != a.index && a.index.iter().any(|x| x.mentions(it))
+                })
+        });
+        // One iteration's footprint: each access's elements over the inner loops it varies
+        // along, a cache line each where the innermost loop does not walk it contiguously; a
+        // tensor's accesses counted once for each distinct index along this loop (a 3 x 3
+        // stencil's nine accesses are three rows).
+        let size = |a: &Access| -> f64 {
+            let n: f64 = inner
+                .iter()
+                .filter(|l| a.stride(&l.iter) != Some(0))
+                .map(|l| l.mean_extent.max(1.0))
+                .product();
+            let unit = if a.contiguous_in(&innermost.iter) || a.stride(&innermost.iter) == Some(0) {
+                a.dtype.size() as f64
+            } else {
+                64.0
+            };
+            n * unit
+        };
+        let mut tensors: Vec<&Name> = w.accesses.iter().map(|a| &a.tensor).collect();
+        tensors.sort();
+        tensors.dedup();
+        let touched: f64 = tensors
+            .iter()
+            .map(|t| {
+                let of: Vec<&Access> = w.accesses.iter().filter(|a| a.tensor == **t).collect();
+                let mut keys: Vec<Vec<String>> = of
+                    .iter()
+                    .map(|a| a.index.iter().filter(|x| x.mentions(it)).map(|x| x.to_string()).collect())
+                    .collect();
+                keys.sort();
+                keys.dedup();
+                of.iter().map(|a| size(a)).fold(0.0, f64::max) * keys.len() as f64
+            })
+            .sum();
+        carries && touched > bytes as f64
+    })
+}
+
+/// Whether a block has nothing to keep or share: every loop data-parallel, every access
+/// varying along every loop and contiguous along the innermost; `Some(true)` where each tensor
+/// has one index, so that every element is used once (coars's `C[i][j] = Ixx[i][j] *
+/// Iyy[i][j] - ...`), `Some(false)` where a tensor is read at several offsets (blur's 3 x 3
+/// stencil). Not a transposition (its blocks turn columns into rows), not a rank update's
+/// `u[i] * v[j]` (its rows share `v`).
+fn in_order(w: &Workload) -> Option<bool> {
+    let inner = w.loops.last()?;
+    let ok = w.loops.iter().all(|l| l.kind == Parallelism::Independent)
         && w.accesses.iter().all(|a| {
-            a.contiguous_in(&inner.iter)
-                && w.loops.iter().all(|l| a.stride(&l.iter).is_some_and(|s| s != 0))
-                && w.accesses.iter().all(|b| b.tensor != a.tensor || b.index == a.index)
-        })
+            a.contiguous_in(&inner.iter) && w.loops.iter().all(|l| a.stride(&l.iter).is_some_and(|s| s != 0))
+        });
+    ok.then(|| {
+        w.accesses.iter().all(|a| w.accesses.iter().all(|b| b.tensor != a.tensor || b.index == a.index))
+    })
 }
 
 /// A stencil swept in place over time (seidel-2d's `t, i, j`): two or three loops, every one
@@ -1513,7 +1577,7 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     if big {
         let bytes: u64 = w.accesses.iter().map(|a| a.bytes()).sum();
         let mut ts = vec![choice(0, "no tiles"), choice(32, "32 x 32 tiles"), choice(64, "64 x 64 tiles")];
-        if bytes > m.caches[1] && !streams(w) {
+        if bytes > m.caches[1] && reuse_beyond(w, m.caches[1] / 2) {
             ts.swap(0, 1);
             ts[0].reason = format!(
                 "32 x 32 tiles: the tensors ({} KiB) exceed the L2 ({} KiB)",
