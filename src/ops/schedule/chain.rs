@@ -68,8 +68,9 @@ pub fn chain(p: &Workload, c: &Workload, rows: &str) -> Option<Chain> {
     if pd.len() != cd.len() {
         return None;
     }
-    // The consumer's iterator of the producer's `it`, and back.
-    let to_c = |it: &str| pd.iter().position(|d| **d == *it).map(|k| cd[k].clone());
+    // The iterator of the same dimension of the temporary on the other side.
+    let across =
+        |from: &[Name], to: &[Name], it: &str| from.iter().position(|d| **d == *it).map(|k| to[k].clone());
     for l in &c.loops {
         let k = cd.iter().position(|d| *d == l.iter)?;
         if p.find(&pd[k]).is_none_or(|q| q.extent != l.extent || l.extent.is_none()) {
@@ -100,18 +101,15 @@ pub fn chain(p: &Workload, c: &Workload, rows: &str) -> Option<Chain> {
         return None;
     }
     // Rows: a data-parallel loop of the result other than the lanes.
-    let rows_c = to_c(rows)?;
+    let rows_c = across(&pd, &cd, rows)?;
     if rows_c == lanes_c || !dp(c, &rows_c) || !x.index.iter().any(|e| e.mentions(&rows_c)) {
         return None;
     }
-    let mids: Vec<Name> =
-        c.loops.iter().map(|l| l.iter.clone()).filter(|it| *it != rows_c && *it != lanes_c).collect();
-    let order_c: Vec<Name> =
-        std::iter::once(rows_c.clone()).chain(mids.iter().cloned()).chain([lanes_c]).collect();
+    let mids = c.loops.iter().map(|l| l.iter.clone()).filter(|it| *it != rows_c && *it != lanes_c);
+    let order_c: Vec<Name> = std::iter::once(rows_c.clone()).chain(mids).chain([lanes_c.clone()]).collect();
     let level = |w: &Workload, it: &str| w.find(it).map(|l| l.level);
     let consumer_order: Vec<usize> = order_c.iter().map(|it| level(c, it)).collect::<Option<_>>()?;
-    let from_c = |it: &Name| cd.iter().position(|d| d == it).map(|k| pd[k].clone());
-    let order_p: Vec<Name> = order_c.iter().map(from_c).collect::<Option<_>>()?;
+    let order_p: Vec<Name> = order_c.iter().map(|it| across(&cd, &pd, it)).collect::<Option<_>>()?;
     let producer_order: Vec<usize> = order_p
         .iter()
         .map(|it| level(p, it))

@@ -914,8 +914,8 @@ fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block
     // The rows' blocks on threads, or collapsed with the next shared loop where it is
     // data-parallel and the blocks are few or uneven for the cores.
     let cores = m.cores.max(1) as i64;
-    let blocks =
-        ch.rows_extent.div_euclid(mr.max(1) as i64) + i64::from(ch.rows_extent % mr.max(1) as i64 != 0);
+    let mr = mr.max(1) as i64;
+    let blocks = (ch.rows_extent + mr - 1) / mr;
     let mut ch_par = vec![choice(
         "\"outer\"",
         format!("the {blocks} blocks of {} rows (at mr = {mr}) on threads", ch.rows),
