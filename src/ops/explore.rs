@@ -107,16 +107,34 @@ impl Parallelism {
 /// can run in parallel, decided by isl at the program's sizes (`analysis::legality::carries`,
 /// and the check `parallelize` makes).
 pub fn parallelism(state: &State, nest: &Nest) -> Result<Vec<(usize, crate::ir::Name, Parallelism)>, String> {
-    let mut out = Vec::new();
+    parallelism_below(state, nest, 0)
+}
+
+/// [`parallelism`] of the loops below the `outer` outermost ones of the path; those `outer` are
+/// reported as carrying, unasked (a part of a nest inside loops around it that are not its own).
+pub fn parallelism_below(
+    state: &State,
+    nest: &Nest,
+    outer: usize,
+) -> Result<Vec<(usize, crate::ir::Name, Parallelism)>, String> {
     let view = nest.view();
-    for (k, l) in view.path().iter().enumerate() {
+    let path = view.path();
+    let asked: Vec<&crate::ir::Loop> = path.iter().skip(outer).map(|l| l.as_ref()).collect();
+    // One reading of the dependences for every loop of the path.
+    let kinds = crate::analysis::legality::carried_kinds(state, nest, &asked)?;
+    let mut out = Vec::new();
+    for (k, l) in path.iter().enumerate() {
         let level = k + 1;
-        let p = if !crate::analysis::legality::carries(state, nest, l)? {
-            Parallelism::Independent
-        } else {
-            match super::transform::parallelize(&view, level as i64).map(|p| nest.splice(p)) {
-                Ok(n) if decide_at_sizes(state, &n)?.is_ok() => Parallelism::Reduction,
-                _ => Parallelism::Carried,
+        let p = match k.checked_sub(outer).map(|i| kinds[i]) {
+            None => Parallelism::Carried,
+            Some((false, _)) => Parallelism::Independent,
+            // Carrying more than a reduction's updates, `parallelize`'s check refuses it.
+            Some((true, true)) => Parallelism::Carried,
+            Some((true, false)) => {
+                match super::transform::parallelize(&view, level as i64).map(|p| nest.splice(p)) {
+                    Ok(n) if decide_at_sizes(state, &n)?.is_ok() => Parallelism::Reduction,
+                    _ => Parallelism::Carried,
+                }
             }
         };
         out.push((level, l.iter.clone(), p));

@@ -149,6 +149,76 @@ pub fn carries_beyond_reductions(state: &State, nest: &Nest, target: &Loop) -> R
     carries_with(state, nest, target, false)
 }
 
+/// For each of the loops `targets` of `nest`: ([`carries`], [`carries_beyond_reductions`]),
+/// each set of dependences read and fixed at the program's sizes once for all the loops (those
+/// with reductions only where a loop carries none of the others). The same answers as asking
+/// loop by loop, and remembered alike.
+pub fn carried_kinds(state: &State, nest: &Nest, targets: &[&Loop]) -> Result<Vec<(bool, bool)>, String> {
+    let m = Model::new(state, nest)?;
+    let base = memo_key(state, nest, false);
+    let key = |at: usize, d: usize, reductions: bool| {
+        base.map(|k| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (k, "carries", at, d, reductions).hash(&mut h);
+            h.finish()
+        })
+    };
+    let remembered =
+        |k: Option<u64>| k.and_then(|k| carried_memo().lock().ok().and_then(|m| m.get(&k).copied()));
+    let remember = |k: Option<u64>, c: bool| {
+        if let Some(k) = k
+            && let Ok(mut memo) = carried_memo().lock()
+        {
+            if memo.len() >= MEMO_SIZE {
+                memo.clear();
+            }
+            memo.insert(k, c);
+        }
+    };
+    with_ctx(|ctx| {
+        let mut deps: [Option<UMap<'_>>; 2] = [None, None];
+        let mut out = Vec::with_capacity(targets.len());
+        for target in targets {
+            let Some((at, d)) =
+                m.places.iter().enumerate().find_map(|(k, p)| {
+                    p.loops.iter().position(|l| std::ptr::eq(*l, *target)).map(|d| (k, d))
+                })
+            else {
+                out.push((false, false)); // a loop with no statement
+                continue;
+            };
+            // Beyond reductions first: where a loop carries such a dependence it carries one, and
+            // those dependences are the ones a verdict reads next (remembered as text).
+            let mut answer = [false; 2];
+            for (i, reductions) in [(1, false), (0, true)] {
+                if i == 0 && answer[1] {
+                    answer[0] = true;
+                    break;
+                }
+                let k = key(at, d, reductions);
+                answer[i] = match remembered(k) {
+                    Some(c) => c,
+                    None => {
+                        if deps[i].is_none() {
+                            deps[i] = Some(
+                                dependences(ctx, &m.origins, &m.names, &m.original, reductions, false)?
+                                    .with_params(&m.these)?,
+                            );
+                        }
+                        let Some(dep) = &deps[i] else { unreachable!("set just above") };
+                        let c = !m.carried(ctx, dep, d, target)?.1.is_empty()?;
+                        remember(k, c);
+                        c
+                    }
+                };
+            }
+            out.push((answer[0], answer[1]));
+        }
+        Ok(out)
+    })
+}
+
 pub(super) fn carries_with(
     state: &State,
     nest: &Nest,

@@ -640,16 +640,51 @@ fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
     let mut cur = nest.clone();
     let mut addresses = Vec::new();
     let mut kept = std::collections::BTreeSet::new();
-    while let Some(seq) = innermost_sequence(&cur.items, &kept) {
-        if addresses.len() + kept.len() >= 32 {
-            return None;
+    loop {
+        // The steps from `cur` on, unchecked: each distributes the next innermost sequence of
+        // the nest the one before left (addresses as `focus` takes them then).
+        let mut steps: Vec<(String, String, Nest)> = Vec::new();
+        let mut next = cur.clone();
+        while let Some(seq) = innermost_sequence(&next.items, &kept) {
+            if addresses.len() + kept.len() + steps.len() >= 32 {
+                return None;
+            }
+            next = Nest { items: distribute_at(&next.items, &seq.at), ..next.clone() };
+            steps.push((seq.address, loop_key(&seq.l), next.clone()));
         }
-        let next = Nest { items: distribute_at(&cur.items, &seq.at), ..cur.clone() };
-        if crate::analysis::legality::decide_at_sizes(state, &next).ok()?.is_ok() {
-            cur = next;
-            addresses.push(seq.address);
+        if steps.is_empty() {
+            break;
+        }
+        // The longest legal run of them (isl). A pair of instances one step reorders stays
+        // reordered by the steps after it, so legality only falls along the run: the whole run
+        // first, then all but the last (an outer loop carrying the others, as adi's time
+        // steps), then by halves.
+        let legal = |k: usize| -> Option<bool> {
+            Some(k == 0 || crate::analysis::legality::decide_at_sizes(state, &steps[k - 1].2).ok()?.is_ok())
+        };
+        let n = steps.len();
+        let good = if legal(n)? {
+            n
+        } else if legal(n - 1)? {
+            n - 1
         } else {
-            kept.insert(loop_key(&seq.l));
+            let (mut lo, mut hi) = (0, n - 1);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if legal(mid)? { lo = mid } else { hi = mid }
+            }
+            lo
+        };
+        if good > 0 {
+            cur = steps[good - 1].2.clone();
+        }
+        let refused = (good < n).then(|| steps[good].1.clone());
+        addresses.extend(steps.into_iter().take(good).map(|s| s.0));
+        match refused {
+            Some(key) => {
+                kept.insert(key);
+            }
+            None => break,
         }
     }
     if addresses.is_empty() {
@@ -672,7 +707,8 @@ fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
         let whole = p.around.iter().rev().fold(p.l.clone(), |inner, a| a.with_body(vec![LNode::Loop(inner)]));
         let outer = p.around.len();
         let sub = Nest { items: vec![LNode::Loop(whole)], focus: Vec::new(), ..nest.clone() };
-        let Ok(mut w) = Workload::of(state, &sub) else { continue };
+        // Its own loops classified (those around it are drained below).
+        let Ok(mut w) = Workload::of_below(state, &sub, outer) else { continue };
         if !(w.perfect && w.n_stmts == 1 && w.loops.len() > outer) {
             continue;
         }

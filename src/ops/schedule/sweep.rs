@@ -71,21 +71,19 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
             continue;
         }
         let Some(n) = p.address.rsplit('#').next().and_then(|n| n.parse::<usize>().ok()) else { continue };
-        let mut recurrences = Vec::new();
-        for (k, x) in l.body.iter().enumerate() {
-            let Some(x) = x.as_loop() else { continue };
-            let mut at = p.at.clone();
-            at.push(k);
-            let focused = Nest { focus: at, ..nest.clone() };
-            if crate::analysis::legality::carries_beyond_reductions(state, &focused, x).unwrap_or(false) {
-                recurrences.push((format!("{}#{}", l.iter, n + k), x.iter.clone()));
-            }
-        }
-        if recurrences.is_empty() {
-            continue;
-        }
-        let focused = Nest { focus: p.at.clone(), ..nest.clone() };
-        if crate::analysis::legality::carries(state, &focused, l).unwrap_or(true) {
+        // Which loops of its body run a recurrence (carry more than a reduction), and whether
+        // the rows loop itself carries anything: one reading of the dependences for all.
+        let inner: Vec<(usize, &Loop)> =
+            l.body.iter().enumerate().filter_map(|(k, x)| x.as_loop().map(|x| (k, x.as_ref()))).collect();
+        let asked: Vec<&Loop> = inner.iter().map(|(_, x)| *x).chain([l.as_ref()]).collect();
+        let Ok(kinds) = crate::analysis::legality::carried_kinds(state, nest, &asked) else { continue };
+        let recurrences: Vec<(String, Name)> = inner
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, (_, beyond))| *beyond)
+            .map(|((k, x), _)| (format!("{}#{}", l.iter, n + k), x.iter.clone()))
+            .collect();
+        if recurrences.is_empty() || kinds.last().is_none_or(|(carried, _)| *carried) {
             continue;
         }
         chosen.push(p.at.clone());

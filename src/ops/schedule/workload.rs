@@ -3,7 +3,7 @@
 //! tensors it writes and reads with each one's stride along each loop, and its arithmetic.
 
 use crate::ir::{DType, Expr, Name, Nest, State, TNode};
-use crate::ops::explore::{Parallelism, parallelism};
+use crate::ops::explore::{Parallelism, parallelism_below};
 
 /// One loop on the nest's single path.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,20 +97,26 @@ pub struct Workload {
 impl Workload {
     /// The workload of `nest` in `state`.
     pub fn of(state: &State, nest: &Nest) -> Result<Workload, String> {
-        Workload::read(state, nest, true)
+        Workload::read(state, nest, Some(0))
+    }
+
+    /// [`Workload::of`] where isl is asked only about the loops below the `outer` outermost ones
+    /// (a part inside loops that are not its own: those are `Carried`, unasked).
+    pub fn of_below(state: &State, nest: &Nest, outer: usize) -> Result<Workload, String> {
+        Workload::read(state, nest, Some(outer))
     }
 
     /// The workload without asking isl which loops are parallel (each is `Carried`): its keys
     /// and statements, cheaply.
     pub fn shape(state: &State, nest: &Nest) -> Result<Workload, String> {
-        Workload::read(state, nest, false)
+        Workload::read(state, nest, None)
     }
 
-    fn read(state: &State, nest: &Nest, classify: bool) -> Result<Workload, String> {
+    fn read(state: &State, nest: &Nest, classify_below: Option<usize>) -> Result<Workload, String> {
         let consts = |v: &str| state.constant(v);
         let path = nest.view().path();
-        let par = if classify {
-            parallelism(state, nest)?
+        let par = if let Some(outer) = classify_below {
+            parallelism_below(state, nest, outer)?
         } else {
             path.iter().enumerate().map(|(k, l)| (k + 1, l.iter.clone(), Parallelism::Carried)).collect()
         };
