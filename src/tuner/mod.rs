@@ -1040,6 +1040,34 @@ impl<'a> Tuning<'a> {
         let mut cands: Vec<&Contender> =
             report.final_round.iter().filter(|c| c.name != "untransformed" && c.name != "polly").collect();
         cands.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
+        let untransformed = report.final_round.iter().find(|c| c.name == "untransformed");
+        let mut note = None;
+        if let (Some(w), Some(u)) = (cands.first(), untransformed)
+            && beats(u, w)
+        {
+            let built = contenders.iter().find(|(n, _)| n == "untransformed").map(|(_, (p, _))| p);
+            let text = format!(
+                "no candidate beat the untransformed build: the fastest, {}, took {:.3} ms against its {:.3} ms, \
+                 beyond both spreads",
+                w.name,
+                w.median_s * 1e3,
+                u.median_s * 1e3
+            );
+            match built.map(|p| replay_as_written(&o.space, p.state(), "")) {
+                // A space a person wrote is searched for its best point, shown beside the build.
+                Some(_) if !o.generated => {
+                    note = Some(format!(
+                        "{text}; the space's best point is the winner (a space written by hand)"
+                    ))
+                }
+                Some(Ok(_)) => {
+                    note = Some(format!("{text}; the winner is the program as written"));
+                    cands.insert(0, u);
+                }
+                Some(Err(e)) => note = Some(format!("{text}; the fastest candidate stays the winner ({e})")),
+                None => {}
+            }
+        }
         if let Some(w) = cands.first() {
             let lead = cands.get(1).map(|r| (r.median_s - w.median_s) / w.median_s);
             let params = self
@@ -1066,6 +1094,7 @@ impl<'a> Tuning<'a> {
             }
             self.report.best = Some(b);
         }
+        self.report.notes.extend(note);
         let mut report = self.report;
         report.wall_s = self.t0.elapsed().as_secs_f64();
         write_report(o, &report)?;
@@ -1157,7 +1186,12 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
         b.speedup.map_or(String::new(), |s| format!("; {s:.2}x the untransformed build")),
         b.vs_polly.map_or(String::new(), |s| format!(", {s:.2}x LLVM Polly")),
     );
-    match replay(&o.space, pipe.state(), &header) {
+    let text = if b.key == "untransformed" {
+        replay_as_written(&o.space, pipe.state(), &header)
+    } else {
+        replay(&o.space, pipe.state(), &header)
+    };
+    match text {
         Ok(text) => {
             let p = o.out.join("best.teml");
             std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -1168,11 +1202,17 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
     Ok(())
 }
 
-/// The replayable script of a candidate: the space's `.teml` program without its `codegen`
-/// statements, then the path that made the kernel's nests (their history), then `codegen`.
-pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, String> {
+/// Whether the untransformed build `u` beats the fastest candidate `w` of the final round by
+/// more than either's spread: then no path of the space is worth taking, and the search hands
+/// back the program as written rather than a slower path.
+fn beats(u: &Contender, w: &Contender) -> bool {
+    u.median_s * (1.0 + u.spread.max(w.spread)) < w.median_s
+}
+
+/// The `.teml` program of a space: the space itself, or the one a `.rhai` space names.
+fn program_of_space(space: &Path) -> Result<PathBuf, String> {
     let src = std::fs::read_to_string(space).map_err(|e| format!("cannot read {}: {e}", space.display()))?;
-    let program = match space.extension().and_then(|e| e.to_str()) {
+    match space.extension().and_then(|e| e.to_str()) {
         Some("rhai") => pipeline::program_of(space, &src)?.ok_or_else(|| {
             format!(
                 "{} names no `{} PATH` (.teml) for its tensors: replay the best path with `teml run {} --param NAME=VALUE ...`",
@@ -1180,9 +1220,39 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
                 pipeline::PROGRAM_DIRECTIVE,
                 space.display()
             )
-        })?,
-        _ => space.to_path_buf(),
-    };
+        }),
+        _ => Ok(space.to_path_buf()),
+    }
+}
+
+/// The replayable script of the untransformed build where it wins: the space's program as it
+/// is, where its kernel is that build (every nest as built from its statements, no path of
+/// its own); an error otherwise (the program's own path is not what was timed).
+fn replay_as_written(space: &Path, state: &State, header: &str) -> Result<String, String> {
+    let program = program_of_space(space)?;
+    let text =
+        std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
+    let consts = State { consts: state.consts.clone(), ..State::new() };
+    let own = pipeline::eval_file(&program, &consts).map_err(|e| e.to_string())?;
+    let req = own.kernels.first().ok_or_else(|| no_kernel(space))?;
+    let rebuilt = pipeline::untransformed(&own, req).map_err(|e| e.to_string())?;
+    let items = |n: &crate::ir::Nest| serde_json::to_string(&n.items).ok();
+    if rebuilt.len() != req.nests.len() || rebuilt.iter().zip(&req.nests).any(|(a, b)| items(a) != items(b)) {
+        return Err(format!(
+            "{} transforms its kernel itself: the untransformed build is not the program as written",
+            program.display()
+        ));
+    }
+    Ok(format!(
+        "{header}# Kernel: {} as written: no path of the space beat it. Replay: teml run <this file> --time\n\n{text}",
+        normalize(&program).display()
+    ))
+}
+
+/// The replayable script of a candidate: the space's `.teml` program without its `codegen`
+/// statements, then the path that made the kernel's nests (their history), then `codegen`.
+pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, String> {
+    let program = program_of_space(space)?;
     let text =
         std::fs::read_to_string(&program).map_err(|e| format!("cannot read {}: {e}", program.display()))?;
     let req = state.kernels.first().ok_or_else(|| no_kernel(space))?;
@@ -1301,4 +1371,41 @@ pub fn summary(r: &TuneReport) -> String {
         s.push_str(&format!("note: {n}\n"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(name: &str, median_ms: f64, spread: f64) -> Contender {
+        Contender { name: name.into(), median_s: median_ms * 1e-3, spread, rounds_s: Vec::new() }
+    }
+
+    #[test]
+    fn the_untransformed_build_wins_only_beyond_both_spreads() {
+        // atax at PolyBench's sizes on a Zen 4 machine: 6.19 ms as written, 8.52 ms the best path.
+        assert!(beats(&c("untransformed", 6.19, 0.03), &c("p", 8.52, 0.09)));
+        // Within a spread: a tie, the candidate keeps the win.
+        assert!(!beats(&c("untransformed", 8.0, 0.10), &c("p", 8.52, 0.02)));
+        assert!(!beats(&c("untransformed", 8.0, 0.02), &c("p", 8.52, 0.10)));
+        assert!(!beats(&c("untransformed", 9.0, 0.0), &c("p", 8.52, 0.0)));
+    }
+
+    #[test]
+    fn the_program_as_written_replays_the_untransformed_build_and_a_path_of_its_own_does_not() {
+        let dir = std::env::temp_dir().join(format!("teml-as-written-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let head =
+            "N = 8\nA = tensor([N, N])\nx = tensor([N])\ny = einsum(\"ij,j->i\", [A, x])\nl = build(y)\n";
+        let plain = dir.join("plain.teml");
+        std::fs::write(&plain, format!("{head}codegen(l)\n")).unwrap();
+        let text = replay_as_written(&plain, &State::new(), "# header\n").unwrap();
+        assert!(text.starts_with("# header\n"), "{text}");
+        assert!(text.contains("as written") && text.ends_with("codegen(l)\n"), "{text}");
+        let moved = dir.join("moved.teml");
+        std::fs::write(&moved, format!("{head}m = interchange(l, 1, 2)\ncodegen(m)\n")).unwrap();
+        let e = replay_as_written(&moved, &State::new(), "").unwrap_err();
+        assert!(e.contains("transforms its kernel itself"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

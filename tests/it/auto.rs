@@ -100,7 +100,14 @@ fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_t
     let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     let notes = report["notes"].to_string();
     assert!(notes.contains("asks for no param") && notes.contains("space.rhai"), "{notes}");
-    assert!(report["best"]["key"].as_str().unwrap().contains("sketch="), "{report}");
+    // A point of the generated space, or, at this toy size, the program as written where it
+    // beat every point beyond the spreads (then said in a note).
+    let key = report["best"]["key"].as_str().unwrap();
+    assert!(
+        key.contains("sketch=")
+            || (key == "untransformed" && notes.contains("the winner is the program as written")),
+        "{report}"
+    );
     assert_eq!(report["strategy"], "model");
     let best = d.path().join("t/best.teml");
     let o = teml(d.path(), &["run", best.to_str().unwrap(), "-q"]);
