@@ -169,22 +169,29 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     };
     let mut tried = 0;
     let mut chosen: Option<(State, String)> = None;
+    // The database's best record may be the program as written (it beat every point searched).
+    let mut as_written: Option<f64> = None;
     // The database first: the best record of this workload on this machine.
     if let Some(path) = &o.db {
         let d = Db::open(path);
         notes.extend(d.notes.iter().cloned());
         if let Some(best) = d.best(&g.key, &db::machine_key(o.threads), db::GENERATED) {
             tried += 1;
-            match eval(best.params.clone()) {
-                Ok(s) if !s.kernels.is_empty() => {
-                    chosen = Some((s, format!("database ({:.3} ms measured, verified)", best.median_s * 1e3)))
+            if best.as_written {
+                as_written = Some(best.median_s);
+            } else {
+                match eval(best.params.clone()) {
+                    Ok(s) if !s.kernels.is_empty() => {
+                        chosen =
+                            Some((s, format!("database ({:.3} ms measured, verified)", best.median_s * 1e3)))
+                    }
+                    Ok(_) => {}
+                    Err(e) => notes.push(format!("the database's best record does not replay here: {e}")),
                 }
-                Ok(_) => {}
-                Err(e) => notes.push(format!("the database's best record does not replay here: {e}")),
             }
         }
     }
-    if chosen.is_none() {
+    if chosen.is_none() && as_written.is_none() {
         let mut ev = |values: &BTreeMap<String, String>| match eval(values.clone()) {
             Ok(s) if !s.kernels.is_empty() => {
                 // Every tensor the program's kernel writes, the path's kernel writes too (a path
@@ -221,19 +228,33 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         // No point of the space is legal here: the program as written, with the reason.
         let text = std::fs::read_to_string(&o.program)
             .map_err(|e| format!("cannot read {}: {e}", o.program.display()))?;
-        let why = notes.first().cloned().unwrap_or_else(|| "the rules found nothing to schedule".into());
-        let header = format!(
-            "# `teml auto {}{}` found no legal point in its generated space ({}): the program as written.\n# Why: {why}\n\n",
-            o.program.display(),
-            setting.concat(),
-            space_path.display()
-        );
+        let header = match as_written {
+            Some(t) => format!(
+                "# `teml auto {}{}` replays the tuning database's best record of this kernel on this machine:\n\
+                 # the program as written, which beat every point of its generated space ({}) in a search\n\
+                 # ({:.3} ms, verified).\n\n",
+                o.program.display(),
+                setting.concat(),
+                space_path.display(),
+                t * 1e3
+            ),
+            None => {
+                let why =
+                    notes.first().cloned().unwrap_or_else(|| "the rules found nothing to schedule".into());
+                format!(
+                    "# `teml auto {}{}` found no legal point in its generated space ({}): the program as written.\n# Why: {why}\n\n",
+                    o.program.display(),
+                    setting.concat(),
+                    space_path.display()
+                )
+            }
+        };
         std::fs::write(&path, format!("{header}{text}"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         return Ok(AutoReport {
             space: space_path,
             path,
-            source: "untransformed".into(),
+            source: if as_written.is_some() { "database" } else { "untransformed" }.into(),
             decisions: Vec::new(),
             tried,
             seconds: t0.elapsed().as_secs_f64(),

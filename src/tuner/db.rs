@@ -46,6 +46,10 @@ pub struct Entry {
     /// The cost model's features of the candidate ([`super::model::features`]).
     #[serde(default)]
     pub features: Vec<f32>,
+    /// The program as written, which beat every point of a generated space's search beyond the
+    /// spreads (no choices, no path): `teml auto` then hands back the program itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_written: bool,
 }
 
 /// The database's default file: `$TEML_TUNING_DB`, else `teml/tuning.jsonl` in the user's cache
@@ -139,7 +143,10 @@ impl Db {
         for e in self
             .entries
             .iter()
-            .filter(|e| e.statements == statements && e.machine == machine && e.space == space)
+            // The program as written has no choices to seed a search with.
+            .filter(|e| {
+                e.statements == statements && e.machine == machine && e.space == space && !e.as_written
+            })
         {
             let slot = best.entry(e.workload.as_str()).or_insert(e);
             if e.median_s < slot.median_s {
@@ -217,7 +224,25 @@ mod tests {
             median_s: t,
             when: 0,
             features: vec![],
+            as_written: false,
         }
+    }
+
+    #[test]
+    fn the_program_as_written_can_be_the_best_record_but_seeds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("db.jsonl");
+        append(&p, &entry("w1", 2.0)).unwrap();
+        append(&p, &Entry { as_written: true, params: BTreeMap::new(), ..entry("w1", 1.0) }).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        // Only the record that is one says so: older readers see the same lines as before.
+        assert_eq!(text.matches("as_written").count(), 1, "{text}");
+        let d = Db::open(&p);
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+        assert!(d.best("w1", "m/2t", GENERATED).is_some_and(|e| e.as_written && e.median_s == 1.0));
+        let seeds = d.seeds("w1", "C += A * B", "m/2t", GENERATED);
+        assert_eq!(seeds.len(), 1);
+        assert!(!seeds[0].as_written && seeds[0].median_s == 2.0);
     }
 
     #[test]

@@ -655,8 +655,37 @@ impl<'a> Tuning<'a> {
             median_s: m,
             when: db::now(),
             features,
+            as_written: false,
         };
-        if let Err(err) = db::append(file, &e)
+        self.append_db(file.clone(), e);
+    }
+
+    /// Records that the program as written beat every point of a generated space (beyond the
+    /// spreads), at its final-round time: `teml auto` then hands back the program itself.
+    fn record_as_written(&mut self, median_s: f64) {
+        let file = self.o.db.as_ref().map(|d| self.o.db_append.as_ref().unwrap_or(d));
+        let (Some(file), Some((key, statements)), true) = (file, &self.keys, self.o.generated) else {
+            return;
+        };
+        let e = db::Entry {
+            version: db::VERSION,
+            workload: key.clone(),
+            statements: statements.clone(),
+            machine: self.machine(),
+            host: crate::runtime::host::Host::this().describe(),
+            space: self.space_label(),
+            params: BTreeMap::new(),
+            path: Vec::new(),
+            median_s,
+            when: db::now(),
+            features: Vec::new(),
+            as_written: true,
+        };
+        self.append_db(file.clone(), e);
+    }
+
+    fn append_db(&mut self, file: PathBuf, e: db::Entry) {
+        if let Err(err) = db::append(&file, &e)
             && !self.report.notes.contains(&err)
         {
             self.report.notes.push(err);
@@ -1042,6 +1071,7 @@ impl<'a> Tuning<'a> {
         cands.sort_by(|a, b| a.median_s.partial_cmp(&b.median_s).unwrap_or(std::cmp::Ordering::Equal));
         let untransformed = report.final_round.iter().find(|c| c.name == "untransformed");
         let mut note = None;
+        let mut as_written = None;
         if let (Some(w), Some(u)) = (cands.first(), untransformed)
             && beats(u, w)
         {
@@ -1062,6 +1092,7 @@ impl<'a> Tuning<'a> {
                 }
                 Some(Ok(_)) => {
                     note = Some(format!("{text}; the winner is the program as written"));
+                    as_written = Some(u.median_s);
                     cands.insert(0, u);
                 }
                 Some(Err(e)) => note = Some(format!("{text}; the fastest candidate stays the winner ({e})")),
@@ -1095,6 +1126,9 @@ impl<'a> Tuning<'a> {
             self.report.best = Some(b);
         }
         self.report.notes.extend(note);
+        if let Some(t) = as_written {
+            self.record_as_written(t);
+        }
         let mut report = self.report;
         report.wall_s = self.t0.elapsed().as_secs_f64();
         write_report(o, &report)?;

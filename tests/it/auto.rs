@@ -120,12 +120,42 @@ fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_t
         assert_eq!(r["space"], "generated");
         assert!(r["workload"].as_str().unwrap().contains("a:6"), "{r}");
         assert!(r["median_s"].as_f64().unwrap() > 0.0);
-        assert!(r["path"][0].as_str().unwrap().contains("build(C)"), "{r}");
-        assert_eq!(r["features"].as_array().unwrap().len(), 20);
+        if r["as_written"] == true {
+            // The program as written won the final round: no choices, no path.
+            assert!(
+                r["path"].as_array().unwrap().is_empty() && r["params"].as_object().unwrap().is_empty(),
+                "{r}"
+            );
+        } else {
+            assert!(r["path"][0].as_str().unwrap().contains("build(C)"), "{r}");
+            assert_eq!(r["features"].as_array().unwrap().len(), 20);
+        }
     }
+    let as_written = records.iter().filter(|r| r["as_written"] == true).count();
+    assert_eq!(as_written, usize::from(key == "untransformed"), "{db}");
     // teml auto now replays the fastest record instead of asking the model.
     let o = teml(d.path(), &["auto", &f, "--no-run", "--out", "a"]);
     assert!(o.status.success() && text(&o).contains("teml auto: database"), "{}", text(&o));
+    // Where the fastest record is the program as written (a search whose every point it beat),
+    // teml auto hands back the program itself, and it runs verified.
+    let mut r = records.iter().find(|r| r["as_written"] != true).unwrap().clone();
+    r["as_written"] = Value::Bool(true);
+    r["params"] = serde_json::json!({});
+    r["path"] = serde_json::json!([]);
+    r["median_s"] = serde_json::json!(1e-9);
+    std::fs::write(d.path().join("tuning-db.jsonl"), format!("{db}{r}\n")).unwrap();
+    let o = teml(d.path(), &["auto", &f, "--out", "a2"]);
+    assert!(
+        o.status.success() && text(&o).contains("teml auto: database") && text(&o).contains("verified"),
+        "{}",
+        text(&o)
+    );
+    let written = std::fs::read_to_string(d.path().join("a2/auto.teml")).unwrap();
+    assert!(
+        written.contains("the program as written, which beat every point")
+            && written.ends_with("codegen(l)\n"),
+        "{written}"
+    );
     // The same statements at another size: the records seed the search.
     let o = teml(
         d.path(),
