@@ -117,8 +117,7 @@ pub fn parallelism_below(
     nest: &Nest,
     outer: usize,
 ) -> Result<Vec<(usize, crate::ir::Name, Parallelism)>, String> {
-    let view = nest.view();
-    let path = view.path();
+    let path = nest.view().path();
     let asked: Vec<&crate::ir::Loop> = path.iter().skip(outer).map(|l| l.as_ref()).collect();
     // One reading of the dependences for every loop of the path.
     let kinds = crate::analysis::legality::carried_kinds(state, nest, &asked)?;
@@ -127,19 +126,27 @@ pub fn parallelism_below(
         let level = k + 1;
         let p = match k.checked_sub(outer).map(|i| kinds[i]) {
             None => Parallelism::Carried,
-            Some((false, _)) => Parallelism::Independent,
-            // Carrying more than a reduction's updates, `parallelize`'s check refuses it.
-            Some((true, true)) => Parallelism::Carried,
-            Some((true, false)) => {
-                match super::transform::parallelize(&view, level as i64).map(|p| nest.splice(p)) {
-                    Ok(n) if decide_at_sizes(state, &n)?.is_ok() => Parallelism::Reduction,
-                    _ => Parallelism::Carried,
-                }
-            }
+            Some(c) => kind(state, nest, level, c)?,
         };
         out.push((level, l.iter.clone(), p));
     }
     Ok(out)
+}
+
+/// The kind of the loop at `level` of `nest`'s path from what it carries
+/// ([`crate::analysis::legality::carried_kinds`]: any dependence, one beyond reductions).
+pub fn kind(state: &State, nest: &Nest, level: usize, carried: (bool, bool)) -> Result<Parallelism, String> {
+    Ok(match carried {
+        (false, _) => Parallelism::Independent,
+        // Carrying more than a reduction's updates, `parallelize`'s check refuses it.
+        (true, true) => Parallelism::Carried,
+        (true, false) => {
+            match super::transform::parallelize(&nest.view(), level as i64).map(|p| nest.splice(p)) {
+                Ok(n) if decide_at_sizes(state, &n)?.is_ok() => Parallelism::Reduction,
+                _ => Parallelism::Carried,
+            }
+        }
+    })
 }
 
 /// The levels `r` at which `fuse_outer(n1, n2, r)` applies and is legal at the program's sizes.

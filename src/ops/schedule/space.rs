@@ -701,24 +701,43 @@ fn distribution(state: &State, nest: &Nest) -> Option<Distribution> {
 /// runs a sequence, in program order (the addresses `focus` takes).
 fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
     use crate::ir::LNode;
-    let mut parts = Vec::new();
+    let mut found = Vec::new();
     for p in loops_in_order(&nest.items).into_iter().filter(|p| p.in_sequence && one_statement(&p.l)) {
         // The part inside the loops around it (their bounds and iterators), alone.
         let whole = p.around.iter().rev().fold(p.l.clone(), |inner, a| a.with_body(vec![LNode::Loop(inner)]));
         let outer = p.around.len();
         let sub = Nest { items: vec![LNode::Loop(whole)], focus: Vec::new(), ..nest.clone() };
-        // Its own loops classified (those around it are drained below).
-        let Ok(mut w) = Workload::of_below(state, &sub, outer) else { continue };
-        if !(w.perfect && w.n_stmts == 1 && w.loops.len() > outer) {
+        let Ok(w) = Workload::shape(state, &sub) else { continue };
+        if !(w.perfect && w.n_stmts == 1 && w.loops.len() >= outer + 2) {
             continue;
         }
+        found.push((p, sub, w, outer));
+    }
+    // The parts' own loops classified with one reading of the nest's dependences: a loop carries
+    // what the statements inside it carry, the same in the nest as in the part alone (the
+    // loops around a part are not its own: drained below).
+    let own: Vec<Vec<std::sync::Arc<crate::ir::Loop>>> =
+        found.iter().map(|(_, sub, _, outer)| sub.view().path().into_iter().skip(*outer).collect()).collect();
+    let asked: Vec<&crate::ir::Loop> = own.iter().flatten().map(|l| l.as_ref()).collect();
+    let kinds = crate::analysis::legality::carried_kinds(state, nest, &asked).ok();
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for ((p, sub, mut w, outer), own) in found.into_iter().zip(&own) {
+        let classified: Option<Vec<Parallelism>> = match &kinds {
+            Some(k) => (0..own.len())
+                .map(|i| crate::ops::explore::kind(state, &sub, outer + i + 1, k[at + i]).ok())
+                .collect(),
+            None => Workload::of_below(state, &sub, outer)
+                .ok()
+                .map(|x| x.loops.iter().skip(outer).map(|l| l.kind).collect()),
+        };
+        at += own.len();
+        let Some(classified) = classified else { continue };
         // The part's own loops, numbered from its top (as `focus` numbers them).
         w.loops.drain(..outer);
-        for (k, l) in w.loops.iter_mut().enumerate() {
+        for (k, (l, c)) in w.loops.iter_mut().zip(classified).enumerate() {
             l.level = k + 1;
-        }
-        if w.loops.len() < 2 {
-            continue;
+            l.kind = c;
         }
         let reorder = wants_reorder(state, &Nest { focus: p.at, ..nest.clone() }, &w);
         parts.push(Part { address: p.address, work: w, reorder });
