@@ -639,34 +639,31 @@ impl<'a> Tuning<'a> {
 
     /// Appends a measured candidate to the tuning database (a failure to write is a note).
     fn record_db(&mut self, r: &Record, path: Vec<String>, features: Vec<f32>) {
-        let file = self.o.db.as_ref().map(|d| self.o.db_append.as_ref().unwrap_or(d));
-        let (Some(file), Some((key, statements)), Some(m)) = (file, &self.keys, r.median_s) else {
-            return;
-        };
-        let e = db::Entry {
-            version: db::VERSION,
-            workload: key.clone(),
-            statements: statements.clone(),
-            machine: self.machine(),
-            host: crate::runtime::host::Host::this().describe(),
-            space: self.space_label(),
-            params: r.params.iter().map(|s| (s.name.clone(), s.value.clone())).collect(),
-            path,
-            median_s: m,
-            when: db::now(),
-            features,
-            as_written: false,
-        };
-        self.append_db(file.clone(), e);
+        let Some(m) = r.median_s else { return };
+        let params = r.params.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
+        self.append_db(params, path, m, features, false);
     }
 
     /// Records that the program as written beat every point of a generated space (beyond the
     /// spreads), at its final-round time: `teml auto` then hands back the program itself.
     fn record_as_written(&mut self, median_s: f64) {
+        if self.o.generated {
+            self.append_db(BTreeMap::new(), Vec::new(), median_s, Vec::new(), true);
+        }
+    }
+
+    /// Appends one record of this workload on this machine to the database (or the shard's own
+    /// file); a failure to write is a note.
+    fn append_db(
+        &mut self,
+        params: BTreeMap<String, String>,
+        path: Vec<String>,
+        median_s: f64,
+        features: Vec<f32>,
+        as_written: bool,
+    ) {
         let file = self.o.db.as_ref().map(|d| self.o.db_append.as_ref().unwrap_or(d));
-        let (Some(file), Some((key, statements)), true) = (file, &self.keys, self.o.generated) else {
-            return;
-        };
+        let (Some(file), Some((key, statements))) = (file, &self.keys) else { return };
         let e = db::Entry {
             version: db::VERSION,
             workload: key.clone(),
@@ -674,18 +671,14 @@ impl<'a> Tuning<'a> {
             machine: self.machine(),
             host: crate::runtime::host::Host::this().describe(),
             space: self.space_label(),
-            params: BTreeMap::new(),
-            path: Vec::new(),
+            params,
+            path,
             median_s,
             when: db::now(),
-            features: Vec::new(),
-            as_written: true,
+            features,
+            as_written,
         };
-        self.append_db(file.clone(), e);
-    }
-
-    fn append_db(&mut self, file: PathBuf, e: db::Entry) {
-        if let Err(err) = db::append(&file, &e)
+        if let Err(err) = db::append(file, &e)
             && !self.report.notes.contains(&err)
         {
             self.report.notes.push(err);
