@@ -1076,20 +1076,19 @@ impl<'a> Tuning<'a> {
                 w.median_s * 1e3,
                 u.median_s * 1e3
             );
-            match built.map(|p| replay_as_written(&o.space, p.state(), "")) {
+            if !o.generated {
                 // A space a person wrote is searched for its best point, shown beside the build.
-                Some(_) if !o.generated => {
-                    note = Some(format!(
-                        "{text}; the space's best point is the winner (a space written by hand)"
-                    ))
+                note =
+                    Some(format!("{text}; the space's best point is the winner (a space written by hand)"));
+            } else if let Some(p) = built {
+                match replay_as_written(&o.space, p.state(), "") {
+                    Ok(body) => {
+                        note = Some(format!("{text}; the winner is the program as written"));
+                        as_written = Some((u.median_s, body));
+                        cands.insert(0, u);
+                    }
+                    Err(e) => note = Some(format!("{text}; the fastest candidate stays the winner ({e})")),
                 }
-                Some(Ok(_)) => {
-                    note = Some(format!("{text}; the winner is the program as written"));
-                    as_written = Some(u.median_s);
-                    cands.insert(0, u);
-                }
-                Some(Err(e)) => note = Some(format!("{text}; the fastest candidate stays the winner ({e})")),
-                None => {}
             }
         }
         if let Some(w) = cands.first() {
@@ -1114,12 +1113,13 @@ impl<'a> Tuning<'a> {
                 c: None,
             };
             if let Some((_, (pipe, _))) = contenders.iter().find(|(n, _)| *n == w.name) {
-                write_best(o, pipe, &mut b, &self.report)?;
+                let body = as_written.as_ref().map(|(_, b)| b.as_str());
+                write_best(o, pipe, &mut b, &self.report, body)?;
             }
             self.report.best = Some(b);
         }
         self.report.notes.extend(note);
-        if let Some(t) = as_written {
+        if let Some((t, _)) = as_written {
             self.record_as_written(t);
         }
         let mut report = self.report;
@@ -1181,7 +1181,14 @@ fn write_report(o: &TuneOptions, report: &TuneReport) -> Result<(), String> {
 }
 
 /// Writes the winner's C and its path as a replayable `.teml` script into `o.out`.
-fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneReport) -> Result<(), String> {
+/// `as_written`: the program's text where the untransformed build won ([`replay_as_written`]).
+fn write_best(
+    o: &TuneOptions,
+    pipe: &Pipeline,
+    b: &mut Best,
+    report: &TuneReport,
+    as_written: Option<&str>,
+) -> Result<(), String> {
     std::fs::create_dir_all(&o.out).map_err(|e| format!("cannot create {}: {e}", o.out.display()))?;
     let c = pipe.generate(&KernelRef::Codegen(0)).map_err(|e| e.to_string())?;
     let c_path = o.out.join("best.c");
@@ -1213,10 +1220,9 @@ fn write_best(o: &TuneOptions, pipe: &Pipeline, b: &mut Best, report: &TuneRepor
         b.speedup.map_or(String::new(), |s| format!("; {s:.2}x the untransformed build")),
         b.vs_polly.map_or(String::new(), |s| format!(", {s:.2}x LLVM Polly")),
     );
-    let text = if b.key == "untransformed" {
-        replay_as_written(&o.space, pipe.state(), &header)
-    } else {
-        replay(&o.space, pipe.state(), &header)
+    let text = match as_written {
+        Some(body) => Ok(format!("{header}{body}")),
+        None => replay(&o.space, pipe.state(), &header),
     };
     match text {
         Ok(text) => {

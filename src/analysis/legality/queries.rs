@@ -156,64 +156,15 @@ pub fn carries_beyond_reductions(state: &State, nest: &Nest, target: &Loop) -> R
 pub fn carried_kinds(state: &State, nest: &Nest, targets: &[&Loop]) -> Result<Vec<(bool, bool)>, String> {
     let m = Model::new(state, nest)?;
     let base = memo_key(state, nest, false);
-    let key = |at: usize, d: usize, reductions: bool| {
-        base.map(|k| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (k, "carries", at, d, reductions).hash(&mut h);
-            h.finish()
-        })
-    };
-    let remembered =
-        |k: Option<u64>| k.and_then(|k| carried_memo().lock().ok().and_then(|m| m.get(&k).copied()));
-    let remember = |k: Option<u64>, c: bool| {
-        if let Some(k) = k
-            && let Ok(mut memo) = carried_memo().lock()
-        {
-            if memo.len() >= MEMO_SIZE {
-                memo.clear();
-            }
-            memo.insert(k, c);
-        }
-    };
     with_ctx(|ctx| {
         let mut deps: [Option<UMap<'_>>; 2] = [None, None];
         let mut out = Vec::with_capacity(targets.len());
         for target in targets {
-            let Some((at, d)) =
-                m.places.iter().enumerate().find_map(|(k, p)| {
-                    p.loops.iter().position(|l| std::ptr::eq(*l, *target)).map(|d| (k, d))
-                })
-            else {
-                out.push((false, false)); // a loop with no statement
-                continue;
-            };
             // Beyond reductions first: where a loop carries such a dependence it carries one, and
             // those dependences are the ones a verdict reads next (remembered as text).
-            let mut answer = [false; 2];
-            for (i, reductions) in [(1, false), (0, true)] {
-                if i == 0 && answer[1] {
-                    answer[0] = true;
-                    break;
-                }
-                let k = key(at, d, reductions);
-                answer[i] = match remembered(k) {
-                    Some(c) => c,
-                    None => {
-                        if deps[i].is_none() {
-                            deps[i] = Some(
-                                dependences(ctx, &m.origins, &m.names, &m.original, reductions, false)?
-                                    .with_params(&m.these)?,
-                            );
-                        }
-                        let Some(dep) = &deps[i] else { unreachable!("set just above") };
-                        let c = !m.carried(ctx, dep, d, target)?.1.is_empty()?;
-                        remember(k, c);
-                        c
-                    }
-                };
-            }
-            out.push((answer[0], answer[1]));
+            let beyond = carried_at(ctx, &m, base, target, false, &mut deps[1])?;
+            let any = beyond || carried_at(ctx, &m, base, target, true, &mut deps[0])?;
+            out.push((any, beyond));
         }
         Ok(out)
     })
@@ -226,6 +177,20 @@ pub(super) fn carries_with(
     reductions: bool,
 ) -> Result<bool, String> {
     let m = Model::new(state, nest)?;
+    with_ctx(|ctx| carried_at(ctx, &m, memo_key(state, nest, false), target, reductions, &mut None))
+}
+
+/// Whether `target` carries one of the dependences of `m` (with reductions or without), at the
+/// program's sizes: remembered by the nest's memo key `base` like verdicts (code generation
+/// asks again for every candidate of a search); `deps` keeps the dependences once read.
+fn carried_at<'c>(
+    ctx: &'c Ctx,
+    m: &Model<'_>,
+    base: Option<u64>,
+    target: &Loop,
+    reductions: bool,
+    deps: &mut Option<UMap<'c>>,
+) -> Result<bool, String> {
     let Some((at, d)) = m
         .places
         .iter()
@@ -234,8 +199,7 @@ pub(super) fn carries_with(
     else {
         return Ok(false); // a loop with no statement
     };
-    // Remembered like verdicts: code generation asks again for every candidate of a search.
-    let key = memo_key(state, nest, false).map(|k| {
+    let key = base.map(|k| {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (k, "carries", at, d, reductions).hash(&mut h);
@@ -246,21 +210,23 @@ pub(super) fn carries_with(
     {
         return Ok(c);
     }
-    with_ctx(|ctx| {
+    if deps.is_none() {
         // At the program's sizes: fixed before anything is composed.
-        let deps =
-            dependences(ctx, &m.origins, &m.names, &m.original, reductions, false)?.with_params(&m.these)?;
-        let carried = !m.carried(ctx, &deps, d, target)?.1.is_empty()?;
-        if let Some(k) = key
-            && let Ok(mut memo) = carried_memo().lock()
-        {
-            if memo.len() >= MEMO_SIZE {
-                memo.clear();
-            }
-            memo.insert(k, carried);
+        *deps = Some(
+            dependences(ctx, &m.origins, &m.names, &m.original, reductions, false)?.with_params(&m.these)?,
+        );
+    }
+    let Some(dep) = deps.as_ref() else { unreachable!("set just above") };
+    let carried = !m.carried(ctx, dep, d, target)?.1.is_empty()?;
+    if let Some(k) = key
+        && let Ok(mut memo) = carried_memo().lock()
+    {
+        if memo.len() >= MEMO_SIZE {
+            memo.clear();
         }
-        Ok(carried)
-    })
+        memo.insert(k, carried);
+    }
+    Ok(carried)
 }
 
 /// True if `g >= 0` at every point of the loops `outer` (outermost first), whatever values the
