@@ -363,3 +363,39 @@ fn the_gate_checks_that_the_original_instances_run() {
         other => panic!("expected a refusal, found {other:?}"),
     }
 }
+
+#[test]
+fn the_legal_fusion_levels_are_those_each_level_checked_alone_would_give() {
+    // `fusion_levels` asks isl from the deepest level down and takes every level above the
+    // first legal one without asking again (legality is monotone in the level): the same list
+    // as a verdict per level, on every consecutive pair of nests of the example programs.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pairs = 0;
+    let mut partial = 0;
+    let files =
+        ["examples", "examples/polybench"].iter().flat_map(|d| std::fs::read_dir(root.join(d)).unwrap());
+    for p in files.map(|f| f.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "teml")) {
+        let f = p.display().to_string();
+        let s = teml::pipeline::eval_file(&p, &State::new().with_const("N", 12).with_const("TSTEPS", 2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for k in &s.kernels {
+            for w in k.nests.windows(2) {
+                let fast = teml::ops::explore::fusion_levels(&s, &w[0], &w[1]).unwrap();
+                let depth = w[0].path().len().min(w[1].path().len());
+                let each: Vec<usize> = (1..=depth)
+                    .filter(|&r| {
+                        teml::ops::fuse_outer(&w[0], &w[1], r as i64)
+                            .is_ok_and(|n| teml::analysis::legality::decide_at_sizes(&s, &n).unwrap().is_ok())
+                    })
+                    .collect();
+                assert_eq!(fast, each, "{f}");
+                pairs += 1;
+                if !each.is_empty() && each.len() < depth {
+                    partial += 1;
+                }
+            }
+        }
+    }
+    // Pairs legal at some levels and not at deeper ones, where the shortcut matters.
+    assert!(pairs >= 40 && partial >= 5, "{pairs} pairs, {partial} partial");
+}
