@@ -31,6 +31,7 @@ os.environ["HL_NUM_THREADS"] = str(THREADS)  # read by Halide's runtime when its
 
 import halide as hl  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy_refs  # noqa: E402
 
 F64 = hl.Float(64)
 RUNS = 9
@@ -240,12 +241,7 @@ def interp(s):
     v = _three_contractions("t", lambda x, d: A[x, d], u, E, N)
     k.output(v, (E, N, N, N))
 
-    def ref():
-        t = np.einsum("ad,edbc->eabc", a, uv, optimize=True)
-        w = np.einsum("bd,eadc->eabc", a, t, optimize=True)
-        return np.einsum("cd,eabd->eabc", a, w, optimize=True)
-
-    return k, ref
+    return k, lambda: numpy_refs.interp(a, uv)
 
 
 def helm(s):
@@ -263,17 +259,7 @@ def helm(s):
     v = _three_contractions("s", lambda x, d: S[d, x], RowMajor(r), E, N)
     k.output(v, (E, N, N, N))
 
-    def ref():
-        L = 1.0 / (dv[:, None, None] + dv[None, :, None] + dv[None, None, :])
-        t = np.einsum("ad,edbc->eabc", sv, uv, optimize=True)
-        t = np.einsum("bd,eadc->eabc", sv, t, optimize=True)
-        t = np.einsum("cd,eabd->eabc", sv, t, optimize=True)
-        t = L * t
-        t = np.einsum("da,edbc->eabc", sv, t, optimize=True)
-        t = np.einsum("db,eadc->eabc", sv, t, optimize=True)
-        return np.einsum("dc,eabd->eabc", sv, t, optimize=True)
-
-    return k, ref
+    return k, lambda: numpy_refs.helm(sv, dv, uv)
 
 
 # The bench's sizes (src/suite/mod.rs SIZES), the rest from each .teml file's defaults.

@@ -31,6 +31,7 @@ import tvm
 from tvm import te
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy_refs  # noqa: E402
 import tvm_common  # noqa: E402
 
 F64 = "float64"
@@ -144,12 +145,7 @@ def np_sddmm(rng, N, K=64):
 def np_interp(rng, E, N=7):
     a, u = rng.uniform(-1, 1, (N, N)), rng.uniform(-1, 1, (E, N, N, N))
 
-    def ref():
-        t = np.einsum("ad,edbc->eabc", a, u, optimize=True)
-        w = np.einsum("bd,eadc->eabc", a, t, optimize=True)
-        return np.einsum("cd,eabd->eabc", a, w, optimize=True)
-
-    return [a, u], (E, N, N, N), ref
+    return [a, u], (E, N, N, N), lambda: numpy_refs.interp(a, u)
 
 
 def np_helm(rng, E, N=13):
@@ -157,17 +153,7 @@ def np_helm(rng, E, N=13):
     d = rng.uniform(1, 2, (N,))  # kept away from 0: L divides by d[a] + d[b] + d[c]
     u = rng.uniform(-1, 1, (E, N, N, N))
 
-    def ref():
-        L = 1.0 / (d[:, None, None] + d[None, :, None] + d[None, None, :])
-        t = np.einsum("ad,edbc->eabc", s, u, optimize=True)
-        t = np.einsum("bd,eadc->eabc", s, t, optimize=True)
-        t = np.einsum("cd,eabd->eabc", s, t, optimize=True)
-        t = L * t
-        t = np.einsum("da,edbc->eabc", s, t, optimize=True)
-        t = np.einsum("db,eadc->eabc", s, t, optimize=True)
-        return np.einsum("dc,eabd->eabc", s, t, optimize=True)
-
-    return [s, d, u], (E, N, N, N), ref
+    return [s, d, u], (E, N, N, N), lambda: numpy_refs.helm(s, d, u)
 
 
 def np_blur(rng, N):

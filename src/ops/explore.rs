@@ -154,8 +154,9 @@ pub fn kind(state: &State, nest: &Nest, level: usize, carried: (bool, bool)) -> 
 /// Legality is monotone in the level: every dependence between the nests runs from an
 /// instance of the first to one of the second; fused at `r + 1`, the first `r + 1` shared loops
 /// order each such pair (source no later than sink), so their first `r` do too (a prefix of a
-/// lexicographic order is one), and each nest's own order is the same at every level. So the deepest legal level is found from the deepest down, and every
-/// level that applies above it is legal without asking isl again.
+/// lexicographic order is one), and each nest's own order is the same at every level. So the
+/// deepest legal level is found from the deepest down, and every level that applies above it
+/// is legal without asking isl again.
 pub fn fusion_levels(state: &State, n1: &Nest, n2: &Nest) -> Result<Vec<usize>, String> {
     let applies: Vec<(usize, Nest)> = (1..=n1.path().len().min(n2.path().len()))
         .filter_map(|r| super::transform::fuse_outer(n1, n2, r as i64).ok().map(|f| (r, f)))

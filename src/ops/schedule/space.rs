@@ -101,6 +101,7 @@ impl Choice {
 }
 
 /// Writes the body line by line, with the parameters' comments.
+#[derive(Default)]
 struct Out {
     text: String,
     indent: usize,
@@ -139,7 +140,7 @@ fn choice(value: impl ToString, reason: impl Into<String>) -> Choice {
 
 /// The generated space of the kernel made of `nests` (name, nest) in `state`.
 pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Space, String> {
-    let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new(), prefix: String::new() };
+    let mut out = Out::default();
     let mut facts = Vec::new();
     let outputs = match nests {
         [] => return Err("expected a kernel with at least one nest, found none".into()),
@@ -2355,7 +2356,7 @@ mod tests {
     }
 
     fn first_mr(rows: i64, lanes: i64, m: &Machine) -> usize {
-        let mut out = Out { text: String::new(), indent: 0, decisions: Vec::new(), prefix: String::new() };
+        let mut out = Out::default();
         block_sizes(&mut out, &block(rows, lanes), m)
     }
 
