@@ -197,6 +197,24 @@ fn the_gcc12_crashing_build_reproducer_verifies_and_names_the_defect() {
     );
 }
 
+/// The sixth gcc 12 `-O3 -march=native` defect (found by the fuzzer on an Intel Xeon with
+/// AVX-512, 2026-11-28): an outer product over a backward range, shifted and interchanged,
+/// `W3[-i1+5][i2-2][i3] = A1[-i1+5][i2-2] * A2[i3]` with A1 float. gcc loads A1 as one 512-bit
+/// vector from 16 bytes *before* its first element (`vpermq -16(%rdi)`), which crashes where
+/// the tensor starts a page (256-bit vectors too). The default build verifies, naming the
+/// defect where it hit.
+#[test]
+fn the_gcc12_reversed_outer_product_reproducer_verifies_and_names_the_defect() {
+    gcc_reproducer(
+        "A1 = tensor(float, [6, 2])\nA2 = tensor([2])\nW3 = outerproduct(A1, A2)\n\
+         l5 = build(W3, [[i1, 5, 0, -1]])\nl6 = shift(l5, 2, 2)\nl7 = interchange(l6, [3, 2])\n\
+         codegen(l7)\n",
+        "W3",
+        &["-O2 -fopenmp", "-O3 -march=native -fopenmp -fno-tree-loop-vectorize -fno-tree-slp-vectorize"],
+        true,
+    );
+}
+
 fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
