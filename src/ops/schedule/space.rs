@@ -1208,23 +1208,34 @@ fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
 /// Useful lanes per vector operation of a block's first lane choice ([`register_block`]'s
 /// `nr`): 7 lanes of 8 are three pieces (4 + 2 + 1), 2.3 a piece; 16 of 32 are two whole ones.
 fn lanes_per_op(b: &Block, m: &Machine) -> f64 {
-    let nr = first_nr(b.lane_extent.max(1) as usize, m.lanes(b.dtype).max(1));
+    let nr = first_nr(b.lane_extent.max(1) as usize, m.lanes(b.dtype).max(1), m.registers.max(8));
     nr as f64 / m.pieces(nr, b.dtype).max(1) as f64
 }
 
 /// The model's lanes of a block whose lane loop runs `e` iterations: all of them where they are
 /// at most four vectors (no loop left, and no last, partial block, which would run without
-/// registers: 28-wide rows in blocks of 16 leave one of 12), else two vectors, or one where
-/// that divides the loop and two do not (200 as 25 x 8: no last block of 8 without registers,
-/// which made a 200-wide mttkrp block twice as slow).
-fn first_nr(e: usize, lanes: usize) -> usize {
+/// registers: 28-wide rows in blocks of 16 leave one of 12); else, of the one to four vectors
+/// that divide the loop (no last block without registers: a 200-wide mttkrp block of 16 lanes
+/// was twice as slow as one of 8), the most multiply-adds per load ([`fma_per_load`]: bmm's
+/// 72-wide rows as 3 vectors x 8 rows, 24 accumulators, not 1 vector x 8 rows, which loads a
+/// broadcast for every multiply-add: 51-53 against 71-74 ms, Intel Xeon AVX-512); two vectors
+/// where none divides.
+fn first_nr(e: usize, lanes: usize, regs: usize) -> usize {
     if e <= 4 * lanes {
-        e
-    } else if !e.is_multiple_of(2 * lanes) && e.is_multiple_of(lanes) {
-        lanes
-    } else {
-        2 * lanes
+        return e;
     }
+    (1..=4usize)
+        .filter(|&v| e.is_multiple_of(v * lanes))
+        .max_by(|&a, &b| fma_per_load(a, regs).total_cmp(&fma_per_load(b, regs)))
+        .map_or(2 * lanes, |v| v * lanes)
+}
+
+/// Multiply-adds per load of a block of `v` vectors a row and as many rows (at most 8) as
+/// leave a register for the operand's vectors and one for a broadcast: each step of the
+/// reduction loads `v` vectors and broadcasts one element a row, for `rows x v` multiply-adds.
+fn fma_per_load(v: usize, regs: usize) -> f64 {
+    let rows = (regs.saturating_sub(v + 1) / v).clamp(1, 8);
+    (rows * v) as f64 / (rows + v) as f64
 }
 
 /// A register block whose lanes run along a data-parallel loop the result is not contiguous
@@ -1402,7 +1413,7 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
     let lanes = m.lanes(b.dtype).max(1);
     let regs = m.registers.max(8);
     let e = b.lane_extent as usize;
-    let nr0 = first_nr(e, lanes);
+    let nr0 = first_nr(e, lanes, regs);
     let mut nrs: Vec<Choice> = Vec::new();
     if nr0 == e {
         nrs.push(choice(
@@ -2376,5 +2387,27 @@ mod tests {
         assert_eq!(first_mr(8, 8, &avx2), 8);
         // 12 lanes are 3 vectors: 8 rows do not fit, 4 rows leave room beside them.
         assert_eq!(first_mr(8, 12, &avx2), 4);
+    }
+
+    #[test]
+    fn a_long_row_takes_the_whole_vectors_that_divide_it_with_the_most_multiply_adds_a_load() {
+        // AVX-512 doubles: 8 lanes, 32 registers.
+        let (lanes, regs) = (8, 32);
+        // bmm's 72-wide rows: 3 vectors (x 8 rows: 24 multiply-adds for 11 loads), not 1 vector
+        // (8 for 9); 2 and 4 vectors leave a last block of 8 lanes without registers.
+        assert_eq!(first_nr(72, lanes, regs), 24);
+        // 64: 4 vectors x 6 rows (24 for 10 loads) ahead of 2 x 8 (16 for 10).
+        assert_eq!(first_nr(64, lanes, regs), 32);
+        // mttkrp's 200 is 25 vectors: only 1 divides it.
+        assert_eq!(first_nr(200, lanes, regs), 8);
+        // Up to 4 vectors: all of them, no loop left.
+        assert_eq!(first_nr(28, lanes, regs), 28);
+        // None divides: two vectors.
+        assert_eq!(first_nr(100, lanes, regs), 16);
+        // AVX2 doubles: 4 lanes, 16 registers: 3 vectors x 4 rows (12 for 7) beat 2 x 6 (12 for
+        // 8) and 4 x 2 (8 for 6).
+        assert_eq!(first_nr(72, 4, 16), 12);
+        assert_eq!(first_nr(48, 4, 16), 12);
+        assert_eq!(first_nr(200, 4, 16), 8);
     }
 }
