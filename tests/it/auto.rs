@@ -683,3 +683,45 @@ fn the_sweeps_inside_a_time_loop_run_on_threads_and_in_lanes() {
     assert_eq!(c[t..].matches("#pragma omp parallel for").count(), 2, "{c}");
     assert!(c[t..].contains("*(teml_d") || c[t..].contains("#pragma omp simd"), "{c}");
 }
+
+/// A 1-D convolution (FIR filter): the result has one data-parallel loop, so no rows for a
+/// register block.
+const FIR: &str = "N = 200\nK = 5\nX = tensor([N+K-1])\nF = tensor([K])\nY = tensor([N])\ninit(Y, 0)\n\
+P = vmul(X, F, [[i+k], [k]])\nY = add(Y, P, [[i], ] -> [i])\nl = build(Y)\ncodegen(l)\n";
+
+#[test]
+fn a_result_with_one_data_parallel_loop_gets_a_block_of_lanes_across_the_reduction() {
+    let d = tempfile::tempdir().unwrap();
+    let path = auto_verified(d.path(), "fir.teml", FIR);
+    assert!(path.contains("#   sketch = lane_block: Y contiguous in i"), "{path}");
+    // i strip-mined, its block innermost in lanes, Y kept in registers across k.
+    assert!(
+        path.contains("stripmine(") && path.contains("vectorize(") && path.contains("registers("),
+        "{path}"
+    );
+    // 200 is not a multiple of 32 lanes: the last block of 8 runs too and verifies.
+    for nr in ["8", "16", "64"] {
+        let o = teml(d.path(), &["run", "a/space.rhai", "--param", &format!("nr={nr}"), "-q"]);
+        assert!(o.status.success() && text(&o).contains("verified"), "nr={nr}: {}", text(&o));
+    }
+}
+
+/// Attention's scores, `Q K^T` per batch and head: the columns `j` run across K's rows.
+const ATTN: &str = "B = 2\nH = 2\nS = 24\nD = 16\nQ = tensor([B, H, S, D])\nK = tensor([B, H, S, D])\n\
+A = einsum(\"bhid,bhjd->bhij\", [Q, K])\nl = build(A)\ncodegen(l)\n";
+
+#[test]
+fn a_product_whose_second_operand_is_read_across_the_columns_gets_no_register_tile() {
+    // `register_tile` needs the columns in lanes of every operand (K[b][h][j][d] is strided
+    // along j): the space offers no such point, so the first point is the auto path and a
+    // tune of every point evaluates without errors.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "attn.teml", ATTN);
+    let o = teml(d.path(), &["auto", &f, "--emit-space", "s.rhai"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("s.rhai")).unwrap();
+    assert!(!space.contains("register_tile("), "{space}");
+    let o = teml(d.path(), &["tune", &f, "--budget", "3", "--no-db", "--out", "t"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("best:"), "{out}");
+}
