@@ -711,11 +711,18 @@ const ATTN: &str = "B = 2\nH = 2\nS = 24\nD = 16\nQ = tensor([B, H, S, D])\nK = 
 A = einsum(\"bhid,bhjd->bhij\", [Q, K])\nl = build(A)\ncodegen(l)\n";
 
 #[test]
-fn a_product_whose_second_operand_is_read_across_the_columns_gets_no_register_tile() {
+fn a_product_whose_second_operand_is_read_across_the_columns_is_blocked_with_it_stored_transposed() {
     // `register_tile` needs the columns in lanes of every operand (K[b][h][j][d] is strided
-    // along j): the space offers no such point, so the first point is the auto path and a
-    // tune of every point evaluates without errors.
+    // along j): the space offers no such point (the tune stopped on its first point), and the
+    // block along j stores K with j last, converted once at entry.
     let d = tempfile::tempdir().unwrap();
+    let path = auto_verified(d.path(), "attn.teml", ATTN);
+    assert!(
+        path.contains("#   sketch = register_block: A contiguous in j (data-parallel)")
+            && path.contains("K stored with j last ([1, 2, 4, 3])"),
+        "{path}"
+    );
+    assert!(path.contains("permute_layout(") && path.contains("registers("), "{path}");
     let f = write(d.path(), "attn.teml", ATTN);
     let o = teml(d.path(), &["auto", &f, "--emit-space", "s.rhai"]);
     assert!(o.status.success(), "{}", text(&o));

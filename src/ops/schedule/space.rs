@@ -247,8 +247,17 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
         sketches.push(choice(
             "\"register_block\"",
             format!(
-                "{} contiguous in {} (data-parallel): a block of {} in vector registers",
-                b.target, b.lane_iter, b.target
+                "{} contiguous in {} (data-parallel): a block of {} in vector registers{}",
+                b.target,
+                b.lane_iter,
+                b.target,
+                b.layouts
+                    .iter()
+                    .map(|(n, o)| format!(
+                        "; {n} stored with {} last ({o:?}), read across it as declared",
+                        b.lane_iter
+                    ))
+                    .collect::<String>()
             ),
         ));
     }
@@ -954,7 +963,8 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
 fn chain_plan(o: &LiftOrder, m: &Machine) -> Option<(super::chain::Chain, Block)> {
     let [p, c] = o.parts.as_slice() else { return None };
     let t = p.work.writes().next()?;
-    let mut b = block_plan(&p.work, t, m)?;
+    // The fused schedule converts no layout.
+    let mut b = block_plan(&p.work, t, m).filter(|b| b.layouts.is_empty())?;
     let (row, ch) = b.rows.iter().find_map(|r| {
         let ch = super::chain::chain(&p.work, &c.work, &r.1)?;
         (ch.lanes == b.lane_iter).then(|| (r.clone(), ch))
@@ -1202,17 +1212,61 @@ struct Block {
     /// Innermost loops (after the rows and the lanes) with a small constant extent.
     windows: Vec<(Name, i64)>,
     dtype: crate::ir::DType,
+    /// Operands stored with the lanes' dimension last (`permute_layout`): tensor and order.
+    layouts: Layouts,
     /// Lanes along a loop the result is not contiguous in: its vectors gathered and stored
-    /// lane by lane around the block, operands stored with that loop's dimension last.
+    /// lane by lane around the block.
     gather: Option<Gather>,
 }
 
+/// Operands and the order of their dimensions `permute_layout` stores them in.
+type Layouts = Vec<(Name, Vec<usize>)>;
+
 /// The lanes of a gathered block ([`gathered_plan`]).
 struct Gather {
-    /// Operands stored with the lanes' dimension last (`permute_layout`): tensor and order.
-    layouts: Vec<(Name, Vec<usize>)>,
     /// Why these lanes.
     why: String,
+}
+
+/// The layouts that make every operand of `w` (but the result `t`) that varies along `lane`
+/// contiguous in it, or `None`: each strided one must be a tensor the kernel only reads, whose
+/// one index along the loop is the loop's iterator, every access of it alike, used at least 16
+/// times an element (converted once at entry: `permute_layout`, that dimension last).
+fn lane_layouts(w: &Workload, t: &Access, lane: &LoopInfo) -> Option<Layouts> {
+    let written: Vec<&Name> = w.writes().map(|a| &a.tensor).collect();
+    let instances: f64 = w.loops.iter().map(|l| l.mean_extent.max(1.0)).product();
+    let mut layouts: Layouts = Vec::new();
+    for a in w.reads().filter(|a| a.tensor != t.tensor) {
+        if a.stride(&lane.iter) == Some(0) || a.contiguous_in(&lane.iter) {
+            continue;
+        }
+        let at: Vec<usize> =
+            a.index.iter().enumerate().filter(|(_, x)| x.mentions(&lane.iter)).map(|(k, _)| k).collect();
+        let elements: f64 = a.dims.iter().map(|&d| d as f64).product();
+        if at.len() != 1
+            || a.index[at[0]] != crate::ir::Expr::var(&lane.iter)
+            || written.contains(&&a.tensor)
+            || a.dims.is_empty()
+            || instances < 16.0 * elements
+        {
+            return None;
+        }
+        // Every access of the tensor runs along the loop in that dimension (after the
+        // permutation, an access contiguous in the loop as declared would not be).
+        if w.accesses.iter().filter(|b| b.tensor == a.tensor).any(|b| {
+            b.index.len() != a.index.len()
+                || b.index.iter().enumerate().any(|(k, x)| (k == at[0]) != x.mentions(&lane.iter))
+        }) {
+            return None;
+        }
+        let order: Vec<usize> = (1..=a.index.len()).filter(|&k| k != at[0] + 1).chain([at[0] + 1]).collect();
+        match layouts.iter().find(|(n, _)| *n == a.tensor) {
+            Some((_, o)) if *o != order => return None,
+            Some(_) => {}
+            None => layouts.push((a.tensor.clone(), order)),
+        }
+    }
+    Some(layouts)
 }
 
 /// `n` and the noun, plural but for one.
@@ -1311,15 +1365,18 @@ fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine) {
 }
 
 fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
-    // Lanes along a loop contiguous in the result and in every operand that varies along it
-    // (a strided operand cannot be loaded as a vector: `registers` refuses it).
-    let lane = w.loops.iter().find(|l| {
-        l.kind == Parallelism::Independent
-            && t.contiguous_in(&l.iter)
-            && l.extent.is_some_and(|e| e >= 2)
-            && w.reads_in_lanes(&l.iter)
+    // Lanes along a loop contiguous in the result and in every operand that varies along it,
+    // or in its layout for the kernel (a strided operand cannot be loaded as a vector:
+    // `registers` refuses it): attention's `A[b][h][i][j] = sum_d Q[b][h][i][d] K[b][h][j][d]`
+    // with K stored [b][h][d][j], 8-13 ms against 25-80 ms for the block gathered along `i`
+    // (Q stored [b][h][d][i], its 64 rows 2 KiB apart), Intel Xeon AVX-512.
+    let (lane, layouts) = w.loops.iter().find_map(|l| {
+        if l.kind != Parallelism::Independent || !t.contiguous_in(&l.iter) || l.extent.is_none_or(|e| e < 2) {
+            return None;
+        }
+        Some((l, lane_layouts(w, t, l)?))
     })?;
-    block_rows(w, t, lane, false, None)
+    block_rows(w, t, lane, false, None, layouts)
 }
 
 /// Useful lanes per vector operation of a block's first lane choice ([`register_block`]'s
@@ -1364,9 +1421,6 @@ fn fma_per_load(v: usize, regs: usize) -> f64 {
 /// and stored lane by lane after them (TVM's accumulators across a strided axis).
 fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
     let lanes = m.lanes(t.dtype).max(1) as i64;
-    let written: Vec<&Name> = w.writes().map(|a| &a.tensor).collect();
-    let instances: f64 = w.loops.iter().map(|l| l.mean_extent.max(1.0)).product();
-    type Layouts = Vec<(Name, Vec<usize>)>;
     let mut found: Option<(&LoopInfo, Layouts)> = None;
     for l in &w.loops {
         let dims: Vec<usize> =
@@ -1380,40 +1434,7 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
         {
             continue;
         }
-        let mut layouts: Vec<(Name, Vec<usize>)> = Vec::new();
-        let ok = w.reads().filter(|a| a.tensor != t.tensor).all(|a| {
-            if a.stride(&l.iter) == Some(0) || a.contiguous_in(&l.iter) {
-                return true;
-            }
-            let at: Vec<usize> =
-                a.index.iter().enumerate().filter(|(_, x)| x.mentions(&l.iter)).map(|(k, _)| k).collect();
-            let elements: f64 = a.dims.iter().map(|&d| d as f64).product();
-            if at.len() != 1
-                || a.index[at[0]] != crate::ir::Expr::var(&l.iter)
-                || written.contains(&&a.tensor)
-                || a.dims.is_empty()
-                || instances < 16.0 * elements
-            {
-                return false;
-            }
-            // Every access of the tensor runs along the loop in that dimension (after the
-            // permutation, an access contiguous in the loop as declared would not be).
-            if w.accesses.iter().filter(|b| b.tensor == a.tensor).any(|b| {
-                b.index.len() != a.index.len()
-                    || b.index.iter().enumerate().any(|(k, x)| (k == at[0]) != x.mentions(&l.iter))
-            }) {
-                return false;
-            }
-            let order: Vec<usize> =
-                (1..=a.index.len()).filter(|&k| k != at[0] + 1).chain([at[0] + 1]).collect();
-            match layouts.iter().find(|(n, _)| *n == a.tensor) {
-                Some((_, o)) => *o == order,
-                None => {
-                    layouts.push((a.tensor.clone(), order));
-                    true
-                }
-            }
-        });
+        let Some(layouts) = lane_layouts(w, t, l) else { continue };
         // A multiple of the lanes first, then the fewest elements to convert, then the longest.
         let converted = |ls: &[(Name, Vec<usize>)]| -> u64 {
             ls.iter()
@@ -1425,7 +1446,7 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
             let e = x.extent.unwrap_or(0);
             (e % lanes == 0, std::cmp::Reverse(converted(ls)), e)
         };
-        if ok && found.as_ref().is_none_or(|(f, fl)| key(l, &layouts) > key(f, fl)) {
+        if found.as_ref().is_none_or(|(f, fl)| key(l, &layouts) > key(f, fl)) {
             found = Some((l, layouts));
         }
     }
@@ -1440,7 +1461,7 @@ fn gathered_plan(w: &Workload, t: &Access, m: &Machine) -> Option<Block> {
         t.tensor,
         if moved.is_empty() { String::new() } else { format!("; {}", moved.join(", ")) }
     );
-    block_rows(w, t, lane, true, Some(Gather { layouts, why }))
+    block_rows(w, t, lane, true, Some(Gather { why }), layouts)
 }
 
 /// The block with lanes along `lane`: its candidate rows (data-parallel loops of the result,
@@ -1451,6 +1472,7 @@ fn block_rows(
     lane: &LoopInfo,
     any_side: bool,
     gather: Option<Gather>,
+    layouts: Layouts,
 ) -> Option<Block> {
     let mut rows = Vec::new();
     for l in &w.loops {
@@ -1520,6 +1542,7 @@ fn block_rows(
         rows: rows.into_iter().map(|r| (r.3, r.4, r.5, r.6)).collect(),
         windows,
         dtype: t.dtype,
+        layouts,
         gather,
     })
 }
@@ -1547,9 +1570,9 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
     for n in ns {
         if n < e {
             let tail = if e.is_multiple_of(n) {
-                format!("{} whole blocks", e / n)
+                plural(e / n, "whole block")
             } else {
-                format!("{} blocks and a last one of {} without registers", e / n, e % n)
+                format!("{} and a last one of {} without registers", plural(e / n, "block"), e % n)
             };
             let v = n / lanes;
             nrs.push(choice(
@@ -1594,11 +1617,9 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
         b.rows.iter().map(|(lv, it, e, why)| choice(lv, format!("{it} ({e}): {why}"))).collect();
     out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
     block_sizes(out, b, m);
-    if let Some(g) = &b.gather {
-        for (tensor, order) in &g.layouts {
-            let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
-            out.line(&format!("p = permute_layout(p, \"{tensor}\", [{}]);", order.join(", ")));
-        }
+    for (tensor, order) in &b.layouts {
+        let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
+        out.line(&format!("p = permute_layout(p, \"{tensor}\", [{}]);", order.join(", ")));
     }
     out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", b.target, b.lane_level));
     // Small windows right above the block: unrolled, innermost first.
@@ -2479,6 +2500,7 @@ mod tests {
             rows: vec![(3, "o".into(), rows, String::new())],
             windows: Vec::new(),
             dtype: crate::ir::DType::Double,
+            layouts: Vec::new(),
             gather: None,
         }
     }
