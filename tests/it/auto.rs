@@ -732,3 +732,19 @@ fn a_product_whose_second_operand_is_read_across_the_columns_is_blocked_with_it_
     let out = text(&o);
     assert!(o.status.success() && out.contains("best:"), "{out}");
 }
+
+#[test]
+fn a_block_whose_rows_do_not_divide_keeps_its_rows_loop_off_a_collapsed_band() {
+    // 10 output channels in blocks of 8 rows behind a batch of 2: collapsed with the batch,
+    // the channels' blocks could not be split where the partial block starts, and its guards
+    // would keep every block out of registers. The batch alone goes on threads.
+    let d = tempfile::tempdir().unwrap();
+    let src = CONV.replace("K = 8", "K = 10").replace("H = 6", "H = 8");
+    let path = auto_verified(d.path(), "conv10.teml", &src);
+    assert!(path.contains("#   sketch = register_block: O contiguous in x"), "{path}");
+    assert!(path.contains("#   mr = 8:") && path.contains("#   parallel = outer:"), "{path}");
+    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "--emit-c", "k.c"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    assert!(c.contains("in two parts") && c.contains("in registers across"), "{c}");
+}
