@@ -1014,7 +1014,13 @@ fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block
                 blocks * e
             ),
         );
-        if blocks < 8 * cores || blocks % cores != 0 { ch_par.insert(0, c) } else { ch_par.push(c) }
+        // Not where the last block of rows is partial: collapsed, the rows' loop cannot be
+        // split where it starts (see `parallel_outer`).
+        if (blocks < 8 * cores || blocks % cores != 0) && ch.rows_extent % mr == 0 {
+            ch_par.insert(0, c)
+        } else {
+            ch_par.push(c)
+        }
     }
     ch_par.push(choice("\"none\"", "one thread"));
     out.param("parallel", "parallel", "the outer loops on threads", ch_par);
