@@ -754,3 +754,28 @@ fn a_block_whose_rows_do_not_divide_keeps_its_rows_loop_off_a_collapsed_band() {
     let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
     assert!(c.contains("in two parts") && c.contains("in registers across"), "{c}");
 }
+
+#[test]
+fn a_product_is_tiled_over_the_loops_its_operands_share_and_an_operand_read_twice_is_not_packed() {
+    // C[a][b][c][d] = sum_k A[a][b][k] B[k][c][d]: the inner loops c, d, k look like a matrix
+    // product, but no operand is read along c and k: each row of such a tile would broadcast
+    // the same element. No register tile; the block's rows are a row of A.
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 16\nK = 64\nA = tensor([N, N, K])\nB = tensor([K, N, N])\n\
+C = einsum(\"abk,kcd->abcd\", [A, B])\nl = build(C)\ncodegen(l)\n";
+    let path = auto_verified(d.path(), "abcd.teml", src);
+    assert!(path.contains("#   sketch = register_block: C contiguous in d"), "{path}");
+    assert!(path.contains("A one broadcast a row, B shared by every row"), "{path}");
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(!space.contains("register_tile("), "{space}");
+    // The Gram matrix X^T X: a register tile, but X is both operands, and packing rewrites
+    // every access of it: no pack offered, and every point of the space verifies.
+    let d = tempfile::tempdir().unwrap();
+    let src =
+        "M = 64\nN = 24\nX = tensor([M, N])\nG = einsum(\"ki,kj->ij\", [X, X])\nl = build(G)\ncodegen(l)\n";
+    auto_verified(d.path(), "gram.teml", src);
+    let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
+    assert!(space.contains("register_tile(") && !space.contains("pack(p"), "{space}");
+    let o = teml(d.path(), &["tune", "gram.teml", "--budget", "6", "--no-db", "--out", "t"]);
+    assert!(o.status.success() && text(&o).contains("best:"), "{}", text(&o));
+}
