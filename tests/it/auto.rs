@@ -68,6 +68,10 @@ fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
     assert!(path.contains("register") || path.contains("registers("), "{path}");
     let space = std::fs::read_to_string(d.path().join("a/space.rhai")).unwrap();
     assert!(space.starts_with("// program: ../conv.teml\n"), "{space}");
+    // The gathered block's rows: only x (level 4), the last loop of O. Rows y or n would leave
+    // x inside the block, which `registers` refuses (every such point was rejected).
+    let gathered = space.split("if sketch == \"gathered_block\"").nth(1).unwrap_or("");
+    assert!(gathered.contains("let rows = param(\"rows\", [4]);"), "{space}");
     let o = teml(d.path(), &["run", "a/auto.teml", "-q"]);
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }

@@ -1508,6 +1508,13 @@ fn block_rows(
         {
             continue;
         }
+        // The block stays in registers across every loop after its rows' and lanes' blocks:
+        // none of them may index the result (rows `h` before a convolution's `w`, with lanes
+        // along its channels, would keep a row of `w` in registers across `w`).
+        let last = l.level.max(lane.level);
+        if w.loops.iter().any(|x| x.level > last && t.index.iter().any(|e| e.mentions(&x.iter))) {
+            continue;
+        }
         // Per row of the block: operands loaded as vectors (they depend on the row and on the
         // lanes), broadcast (the row only) or shared by every row (not the row).
         let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != t.tensor).collect();
