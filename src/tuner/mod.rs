@@ -357,8 +357,8 @@ fn candidate_program(o: &TuneOptions, seen: &[Seen]) -> Program {
 }
 
 /// The untransformed build of the space's kernel (at its first choices).
-fn untransformed_program(o: &TuneOptions) -> Program {
-    let (space, first) = (o.space.clone(), o.program(Params::default()));
+fn untransformed_program(o: &TuneOptions, start: &BTreeMap<String, String>) -> Program {
+    let (space, first) = (o.space.clone(), o.program(Params { values: start.clone(), ..Params::default() }));
     Program::new("untransformed", o.defines.clone(), move |consts| {
         untransformed_state(&space, first.eval_with(consts)?)
     })
@@ -480,6 +480,9 @@ struct Tuning<'a> {
     samples: Vec<(Vec<f32>, f64)>,
     /// Features of the candidates being measured, by key.
     features: BTreeMap<String, Vec<f32>>,
+    /// The choices (by text) of the point the untransformed build is taken from: none (the
+    /// first choices), or a generated space's first legal point where its first was refused.
+    start: BTreeMap<String, String>,
 }
 
 /// Candidates the model strategy evaluates per candidate it compiles.
@@ -550,7 +553,26 @@ impl<'a> Tuning<'a> {
             // A shard's log exists once it ran, even when none of the candidates is its share.
             log::touch(&o.log)?;
         }
-        let (first, _, _) = evaluate(o, BTreeMap::new(), None);
+        let (mut first, seen, _) = evaluate(o, BTreeMap::new(), None);
+        // The point the untransformed build is taken from (its choices by text, to replay at
+        // a reduced size): the first choices, unless refused.
+        let mut start: BTreeMap<String, String> = BTreeMap::new();
+        if first.is_err() && o.generated {
+            // A generated space whose first point its own checks refuse (a temporary stored
+            // per iteration whose first value comes from before the kernel): the search starts
+            // from the first legal point one choice away, as `teml auto` does; the refused
+            // point is the rules' to fix, not the user's.
+            'found: for s in &seen {
+                for i in (0..s.choices).filter(|&i| i != s.index) {
+                    let (st, took, _) = evaluate(o, BTreeMap::from([(s.name.clone(), i)]), None);
+                    if st.is_ok() {
+                        first = st;
+                        start = took.into_iter().map(|x| (x.name, x.value)).collect();
+                        break 'found;
+                    }
+                }
+            }
+        }
         let first = first.map_err(|e| e.to_string())?;
         if first.kernels.is_empty() {
             return Err(no_kernel(&o.space));
@@ -570,6 +592,7 @@ impl<'a> Tuning<'a> {
             seeds: Default::default(),
             samples: Vec::new(),
             features: BTreeMap::new(),
+            start,
         };
         t.read_db(&first);
         // The untransformed build first: its time limits every candidate's run from the first on.
@@ -577,7 +600,7 @@ impl<'a> Tuning<'a> {
         // Built from the state just evaluated (the space is not evaluated again).
         let baseline = untransformed_state(&o.space, first).map_err(|e| e.to_string()).and_then(|s| {
             let opts = RunOptions { timing: None, ..o.run.clone() };
-            let (p, v) = verify(Pipeline::with_state(untransformed_program(o), s, opts))?;
+            let (p, v) = verify(Pipeline::with_state(untransformed_program(o, &t.start), s, opts))?;
             let t = p.time(&v, ONCE).map_err(|e| e.to_string())?;
             Ok((p, v, t.median_s))
         });
@@ -1158,7 +1181,7 @@ impl<'a> Tuning<'a> {
                         flags: crate::runtime::compiler::polly_flags(),
                         ..o.run.clone()
                     };
-                    match verified(untransformed_program(o), popts) {
+                    match verified(untransformed_program(o, &self.start), popts) {
                         Ok(p) => out.push(("polly".into(), p)),
                         Err(e) => notes.push(format!("polly: {e}")),
                     }

@@ -783,3 +783,23 @@ C = einsum(\"abk,kcd->abcd\", [A, B])\nl = build(C)\ncodegen(l)\n";
     let o = teml(d.path(), &["tune", "gram.teml", "--budget", "6", "--no-db", "--out", "t"]);
     assert!(o.status.success() && text(&o).contains("best:"), "{}", text(&o));
 }
+
+#[test]
+fn a_generated_space_whose_first_point_is_refused_is_searched_from_the_first_legal_one() {
+    // Row sums initialized before the kernel, then each row divided by its sum: the first point
+    // fuses the two nests at `i` and stores `s` per iteration, which the legality check
+    // refuses (s's first value comes from before the kernel). `teml tune` searches from the
+    // first legal point one choice away, as `teml auto` does, and times the untransformed
+    // build and its winner.
+    let d = tempfile::tempdir().unwrap();
+    let src = "M = 40\nN = 24\nA = tensor([M, N])\ns = tensor([M])\ninit(s, 0)\n\
+s = add(s, A, [[i], [i, j]] -> [i])\nB = div(A, s, [[i, j], [i]] -> [i, j])\n\
+l1 = build(s)\nl2 = build(B)\ncodegen(l1, l2)\n";
+    let f = write(d.path(), "rownorm.teml", src);
+    let o = teml(d.path(), &["tune", &f, "--budget", "3", "--no-db", "--out", "t"]);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains("best:") && out.contains("untransformed build:"), "{out}");
+    assert!(!out.contains("note: untransformed:"), "{out}");
+    let o = teml(d.path(), &["run", "t/best.teml", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}
