@@ -1306,6 +1306,8 @@ struct LaneBlock {
     lane_extent: i64,
     /// The loops after the lanes (reductions the block stays in registers across).
     reductions: Vec<String>,
+    /// The result's element type (the lanes a vector holds).
+    dtype: crate::ir::DType,
 }
 
 /// A register block of lanes alone, where the result has no second data-parallel loop to
@@ -1336,13 +1338,14 @@ fn lane_plan(w: &Workload, t: &Access, m: &Machine) -> Option<LaneBlock> {
         lane_iter: lane.iter.clone(),
         lane_extent: lane.extent.unwrap_or(0),
         reductions: after.iter().map(|l| l.iter.to_string()).collect(),
+        dtype: t.dtype,
     })
 }
 
 /// The lanes' loop strip-mined by `nr` and its block moved innermost, in lanes, the result's
 /// vectors kept in registers across the reductions; the outermost loop on threads.
 fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine) {
-    let lanes = m.lanes(w.dtype()).max(1);
+    let lanes = m.lanes(b.dtype).max(1);
     let e = b.lane_extent.max(1) as usize;
     // Four vectors first: four independent chains of multiply-adds, each step one broadcast
     // and four loads (32 lanes: 4.8 ms against 7.2 for 16 and 5.3 for 64 on the FIR above).
