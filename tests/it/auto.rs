@@ -785,17 +785,24 @@ C = einsum(\"abk,kcd->abcd\", [A, B])\nl = build(C)\ncodegen(l)\n";
 }
 
 #[test]
-fn a_generated_space_whose_first_point_is_refused_is_searched_from_the_first_legal_one() {
-    // Row sums initialized before the kernel, then each row divided by its sum: the first point
-    // fuses the two nests at `i` and stores `s` per iteration, which the legality check
-    // refuses (s's first value comes from before the kernel). `teml tune` searches from the
-    // first legal point one choice away, as `teml auto` does, and times the untransformed
-    // build and its winner.
+fn a_temporary_whose_first_value_comes_from_before_the_kernel_is_never_offered_per_iteration() {
+    // Row sums initialized before the kernel, then each row divided by its sum: the two nests
+    // fuse at `i`, but `s` stored per iteration would lose its first value (set before the
+    // kernel), which the script's `store_at` refuses: the space offers the fusion without it,
+    // so its first point is legal, and `teml tune` times the untransformed build and its
+    // winner from it (a generated space whose first point is refused is searched from the
+    // first legal point one choice away, as `teml auto` does).
     let d = tempfile::tempdir().unwrap();
     let src = "M = 40\nN = 24\nA = tensor([M, N])\ns = tensor([M])\ninit(s, 0)\n\
 s = add(s, A, [[i], [i, j]] -> [i])\nB = div(A, s, [[i, j], [i]] -> [i, j])\n\
 l1 = build(s)\nl2 = build(B)\ncodegen(l1, l2)\n";
     let f = write(d.path(), "rownorm.teml", src);
+    let o = teml(d.path(), &["auto", &f, "--emit-space", "space.rhai"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("space.rhai")).unwrap();
+    assert!(space.contains("fuse_outer(p1, p2, 1)") && !space.contains("store_at"), "{space}");
+    let o = teml(d.path(), &["run", "space.rhai", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "the first point: {}", text(&o));
     let o = teml(d.path(), &["tune", &f, "--budget", "3", "--no-db", "--out", "t"]);
     let out = text(&o);
     assert!(o.status.success() && out.contains("best:") && out.contains("untransformed build:"), "{out}");

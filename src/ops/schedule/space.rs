@@ -348,6 +348,29 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
     out.line("}");
 }
 
+/// The temporaries of `temps` that `store_at` at level `r` takes, in order, on the nests fused
+/// at `r`: each applied after the ones before it and checked for legality as the builtin is
+/// (isl, with a witness), so that the space never offers a contraction its script refuses.
+fn contractible(state: &State, nests: &[(Name, Nest)], r: usize, temps: Vec<Name>) -> Vec<Name> {
+    use crate::ops::transform::{fuse_outer, store_at};
+    let level = r as i64;
+    let Some(mut f) =
+        nests.iter().skip(1).try_fold(nests[0].1.clone(), |acc, (_, n)| fuse_outer(&acc, n, level).ok())
+    else {
+        return Vec::new();
+    };
+    temps
+        .into_iter()
+        .filter(|t| match store_at(state, &f, level, t) {
+            Ok(g) if crate::ops::registry::legality_gate(state, "store_at", &g).is_ok() => {
+                f = g;
+                true
+            }
+            _ => false,
+        })
+        .collect()
+}
+
 /// The longest run of three or more consecutive nests (first and last index) whose pairs
 /// share a fusion level, with the deepest such level; `levels[k]` is the pair k, k + 1's.
 fn longest_run(levels: &[Vec<usize>]) -> Option<(usize, usize, usize)> {
@@ -1997,6 +2020,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 })
                 .filter(|x| !after.contains(x))
                 .collect();
+            // Only the temporaries the script's `store_at` accepts: each on the fused nest with
+            // the ones before it, checked as the builtin checks it (a temporary read before the
+            // kernel writes it, a row sum accumulated from zero set outside, keeps its tensor).
+            let temps = contractible(state, &nests[s..=t], r, temps);
             let chain =
                 vars[s + 1..=t].iter().fold(vars[s].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
             let mut lines = vec![format!("let f = {chain};")];
