@@ -549,9 +549,14 @@ impl Model<'_> {
         tensor: &Name,
         params: &str,
     ) -> Result<Option<String>, String> {
-        let under =
-            |p: &Placed<'_>| at.is_none_or(|(d, l)| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)));
         let (o, n, w) = (&self.origins, &self.names, self.width);
+        // Only the statements under the loop that access the tensor: every relation below is
+        // composed with the tensor's accesses, and the lexicographic order of the others' times
+        // is most of isl's work (a recursive filter's many statements, one temporary each).
+        let under = |p: &Placed<'_>| {
+            at.is_none_or(|(d, l)| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)))
+                && o.get(p.inst.origin).is_some_and(|org| org.accesses.iter().any(|a| a.tensor == *tensor))
+        };
         let theta = ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(w)))?.coalesce()?;
         let prefix = ctx
             .map(&new_schedule(&self.places, o, n, w, &|p| {

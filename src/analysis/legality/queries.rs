@@ -15,14 +15,16 @@ pub fn stays_local(
     tensor: &Name,
 ) -> Result<Result<(), Illegal>, String> {
     let m = Model::new(state, nest)?;
-    let Some(d) = m.places.iter().find_map(|p| p.loops.iter().position(|x| std::ptr::eq(*x, l))) else {
+    let Some((k, d)) = m
+        .places
+        .iter()
+        .enumerate()
+        .find_map(|(k, p)| p.loops.iter().position(|x| std::ptr::eq(*x, l)).map(|d| (k, d)))
+    else {
         return Ok(Ok(()));
     };
-    with_ctx(|ctx| {
-        Ok(match m.escapes(ctx, Some((d, l)), tensor, &m.these)? {
-            None => Ok(()),
-            Some(message) => Err(Illegal { message }),
-        })
+    escapes_remembered(state, nest, Some((k, d)), tensor, || {
+        with_ctx(|ctx| m.escapes(ctx, Some((d, l)), tensor, &m.these))
     })
 }
 
@@ -33,12 +35,48 @@ pub fn stays_local(
 /// loop (on a time-tiled stencil each of those questions takes isl seconds).
 pub fn written_before_read(state: &State, nest: &Nest, tensor: &Name) -> Result<Result<(), Illegal>, String> {
     let program = Nest::new(nest.program.clone(), nest.origin.clone());
-    let m = Model::new(state, &program)?;
-    with_ctx(|ctx| {
-        Ok(match m.escapes(ctx, None, tensor, &m.these)? {
-            None => Ok(()),
-            Some(message) => Err(Illegal { message }),
-        })
+    escapes_remembered(state, &program, None, tensor, || {
+        let m = Model::new(state, &program)?;
+        with_ctx(|ctx| m.escapes(ctx, None, tensor, &m.these))
+    })
+}
+
+/// [`Model::escapes`] of `tensor` in `nest` at the loop `at` (the first statement under it, the
+/// loop's depth; `None`: the whole kernel), remembered like verdicts: code generation asks for
+/// every temporary of every nest it generates, at full size and at the check's size, and a
+/// bench or a search generates the same nests again.
+fn escapes_remembered(
+    state: &State,
+    nest: &Nest,
+    at: Option<(usize, usize)>,
+    tensor: &Name,
+    ask: impl FnOnce() -> Result<Option<String>, String>,
+) -> Result<Result<(), Illegal>, String> {
+    let key = memo_key(state, nest, false).map(|k| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (k, "escapes", at, tensor).hash(&mut h);
+        h.finish()
+    });
+    let known = key.and_then(|k| escape_memo().lock().ok().and_then(|m| m.get(&k).cloned()));
+    let answer = match known {
+        Some(a) => a,
+        None => {
+            let a = ask()?;
+            if let Some(k) = key
+                && let Ok(mut memo) = escape_memo().lock()
+            {
+                if memo.len() >= MEMO_SIZE {
+                    memo.clear();
+                }
+                memo.insert(k, a.clone());
+            }
+            a
+        }
+    };
+    Ok(match answer {
+        None => Ok(()),
+        Some(message) => Err(Illegal { message }),
     })
 }
 

@@ -23,6 +23,14 @@ pub(super) fn carried_memo() -> &'static std::sync::Mutex<std::collections::Hash
     MEMO.get_or_init(Default::default)
 }
 
+/// [`queries::stays_local`] and [`queries::written_before_read`] answers (the witness of an
+/// escaping read, or none), remembered like verdicts.
+pub(super) fn escape_memo() -> &'static std::sync::Mutex<std::collections::HashMap<u64, Option<String>>> {
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, Option<String>>>> =
+        std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
+}
+
 /// What a verdict depends on: the nest (its loops and statements, not its history), the
 /// named constants, and whether every size is asked.
 pub(super) fn memo_key(state: &State, nest: &Nest, full: bool) -> Option<u64> {
