@@ -274,16 +274,26 @@ impl Ctx {
         // SAFETY: raw is live; c is NUL-terminated and outlives the call.
         let raw = unsafe { (self.api.umap_read)(self.raw, c.as_ptr()) };
         let map = self.wrap(raw, &format!("cannot read `{text}`"))?;
+        self.keep(text, &map);
+        Ok(map)
+    }
+
+    /// Keeps `map` as what `text` reads: a map computed here and remembered elsewhere as its
+    /// text (the dependences of a program) is then not read again in this context (isl takes
+    /// tens of milliseconds to read a long one back).
+    pub fn keep(&self, text: &str, map: &UMap<'_>) {
         let mut read = self.read.borrow_mut();
+        if read.contains_key(text) || !std::ptr::eq(map.ctx, self) {
+            return;
+        }
         if read.len() >= READ_CACHE {
             for (_, p) in read.drain() {
                 // SAFETY: the cache owns one reference to each map.
                 unsafe { (self.api.umap_free)(p) };
             }
         }
-        // SAFETY: map is live; the cache keeps a reference of its own.
+        // SAFETY: map is live and of this context; the cache keeps a reference of its own.
         read.insert(text.to_string(), unsafe { (self.api.umap_copy)(map.raw) });
-        Ok(map)
     }
 }
 

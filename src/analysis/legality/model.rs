@@ -163,14 +163,15 @@ pub(super) fn dependences<'c>(
     ctx: &'c Ctx,
     origins: &[Origin],
     names: &Names,
-    original: &str,
+    original: &[String],
     reductions: bool,
     first: bool,
 ) -> Result<UMap<'c>, String> {
     // Where each origin runs entirely before the next (no loop around a sequence interleaves
     // them), a pair runs from the earlier origin to the later one.
     let in_order = origins.windows(2).all(|w| w[0].top < w[1].top);
-    let mut pieces = Vec::new();
+    // The pieces of each pair of statements (source, sink).
+    let mut pieces = Pieces::default();
     for (ka, a) in origins.iter().enumerate() {
         for (kb, b) in origins.iter().enumerate() {
             if kb < ka && in_order {
@@ -187,7 +188,7 @@ pub(super) fn dependences<'c>(
                         cons.push(format!("{} = {}", isl(ix, &va), isl(iy, &vb)));
                     }
                     let mut piece = |extra: Vec<String>| {
-                        pieces.push(format!(
+                        pieces.push((ka, kb), format!(
                             "S{ka}[{}] -> S{kb}[{}] : {}",
                             dims(&a.iters, "o_"),
                             dims(&b.iters, "q_"),
@@ -232,7 +233,7 @@ pub(super) fn dependences<'c>(
             }
         }
     }
-    let text = format!("{} -> {{ {} }}", names.param_list(), pieces.join("; "));
+    let text = format!("{} -> {{ {} }}", names.param_list(), pieces.all().join("; "));
     // Every transformed nest of one program has the same original statements, so a search
     // (and the rules that generate a space) asks for the same dependences again and again:
     // they are remembered as isl's text, which reads back exactly.
@@ -245,17 +246,39 @@ pub(super) fn dependences<'c>(
     if let Some(known) = dependence_memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
         return ctx.map(&known);
     }
-    let all = ctx.map(&text)?;
-    // Keep the pairs in the original order.
-    let sched = ctx.map(original)?;
-    let deps = all.and(sched.clone().lex_lt(sched)?)?.coalesce()?;
+    // Keep the pairs in the original order, pair of statements by pair: the order of the
+    // statements that share no tensor is never asked (most of isl's work on a kernel of many
+    // statements, deriche's sixteen).
+    let mut deps = ctx.map(&format!("{} -> {{ }}", names.param_list()))?;
+    for ((ka, kb), texts) in &pieces.0 {
+        let (Some(a), Some(b)) = (original.get(*ka), original.get(*kb)) else { continue };
+        let pair = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), texts.join("; ")))?;
+        deps = deps.or(pair.and(ctx.map(a)?.lex_lt(ctx.map(b)?)?)?)?;
+    }
+    let deps = deps.coalesce()?;
     if let Ok(mut m) = dependence_memo().lock() {
         if m.len() >= DEPENDENCE_MEMO_SIZE {
             m.clear();
         }
-        m.insert(key, deps.to_string());
+        let text = deps.to_string();
+        ctx.keep(&text, &deps);
+        m.insert(key, text);
     }
     Ok(deps)
+}
+
+/// Dependence pieces (isl text) by their pair of statements, in order.
+#[derive(Default)]
+struct Pieces(BTreeMap<(usize, usize), Vec<String>>);
+
+impl Pieces {
+    fn push(&mut self, pair: (usize, usize), text: String) {
+        self.0.entry(pair).or_default().push(text);
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.0.values().flatten().cloned().collect()
+    }
 }
 
 /// Dependence maps remembered at most (then forgotten all at once).
@@ -425,6 +448,8 @@ pub(super) struct Model<'n> {
     pub(super) places: Vec<Placed<'n>>,
     /// The original schedule (the untransformed nest's times), as isl text.
     pub(super) original: String,
+    /// The same, statement by statement (by origin): [`dependences`] orders pairs of them.
+    pub(super) original_each: Vec<String>,
     /// Dimensions of the new times.
     pub(super) width: usize,
     /// `[params] -> { : every constant >= 1 }`.
@@ -469,6 +494,9 @@ impl<'n> Model<'n> {
         placed(&program, &mut Vec::new(), &mut Vec::new(), &mut before)?;
         let w0 = 2 * before.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
         let original = new_schedule(&before, &origins, &names, w0, &|_| Some(w0));
+        let original_each = (0..origins.len())
+            .map(|k| new_schedule(&before, &origins, &names, w0, &|p| (p.inst.origin == k).then_some(w0)))
+            .collect();
         let width = 2 * places.iter().map(|p| p.loops.len()).max().unwrap_or(0) + 1;
         let set = |conds: Vec<String>| {
             let c = if conds.is_empty() { "true".to_string() } else { conds.join(" and ") };
@@ -479,7 +507,7 @@ impl<'n> Model<'n> {
             names.params.iter().filter_map(|p| state.constant(p).map(|v| (p, v))).collect();
         let these = set(bound.iter().map(|(p, v)| format!("p_{p} = {v}")).collect());
         let sizes = bound.iter().map(|(p, v)| format!("{p}={v}")).collect::<Vec<_>>().join(", ");
-        Ok(Model { origins, names, places, original, width, all_sizes, these, sizes })
+        Ok(Model { origins, names, places, original, original_each, width, all_sizes, these, sizes })
     }
 
     /// The new times of the statements under loop `l` (at depth `d`) up to `l`, and the

@@ -65,10 +65,10 @@ pub(super) fn analyze_now(state: &State, nest: &Nest, full: bool) -> Answer {
     let m = Model::new(state, nest)?;
     let (origins, names, width) = (&m.origins, &m.names, m.width);
     with_ctx(|ctx| {
-        let deps = dependences(ctx, origins, names, &m.original, false, false)?;
+        let deps = dependences(ctx, origins, names, &m.original_each, false, false)?;
         // The order also keeps each accumulator's first update first (the marks realize a
         // reduction with private accumulators, zeroed apart).
-        let ordered = dependences(ctx, origins, names, &m.original, false, true)?;
+        let ordered = dependences(ctx, origins, names, &m.original_each, false, true)?;
         let mut verdict = Verdict::AllSizes;
         // At the program's sizes only: fix them before anything is composed.
         let (deps, ordered, all_sizes) = if full {
