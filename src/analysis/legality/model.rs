@@ -188,12 +188,15 @@ pub(super) fn dependences<'c>(
                         cons.push(format!("{} = {}", isl(ix, &va), isl(iy, &vb)));
                     }
                     let mut piece = |extra: Vec<String>| {
-                        pieces.push((ka, kb), format!(
-                            "S{ka}[{}] -> S{kb}[{}] : {}",
-                            dims(&a.iters, "o_"),
-                            dims(&b.iters, "q_"),
-                            cons.iter().chain(&extra).cloned().collect::<Vec<_>>().join(" and ")
-                        ))
+                        pieces.push(
+                            (ka, kb),
+                            format!(
+                                "S{ka}[{}] -> S{kb}[{}] : {}",
+                                dims(&a.iters, "o_"),
+                                dims(&b.iters, "q_"),
+                                cons.iter().chain(&extra).cloned().collect::<Vec<_>>().join(" and ")
+                            ),
+                        )
                     };
                     // The `max` (or `min`) updates of one element by two statements, for the
                     // order: either way round.

@@ -251,7 +251,8 @@ fn carried_at<'c>(
     if deps.is_none() {
         // At the program's sizes: fixed before anything is composed.
         *deps = Some(
-            dependences(ctx, &m.origins, &m.names, &m.original_each, reductions, false)?.with_params(&m.these)?,
+            dependences(ctx, &m.origins, &m.names, &m.original_each, reductions, false)?
+                .with_params(&m.these)?,
         );
     }
     let Some(dep) = deps.as_ref() else { unreachable!("set just above") };
