@@ -236,14 +236,13 @@ pub(super) fn dependences<'c>(
             }
         }
     }
-    let text = format!("{} -> {{ {} }}", names.param_list(), pieces.all().join("; "));
     // Every transformed nest of one program has the same original statements, so a search
     // (and the rules that generate a space) asks for the same dependences again and again:
     // they are remembered as isl's text, which reads back exactly.
     let key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (&text, original).hash(&mut h);
+        (names.param_list(), &pieces.0, original).hash(&mut h);
         h.finish()
     };
     if let Some(known) = dependence_memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
@@ -277,10 +276,6 @@ struct Pieces(BTreeMap<(usize, usize), Vec<String>>);
 impl Pieces {
     fn push(&mut self, pair: (usize, usize), text: String) {
         self.0.entry(pair).or_default().push(text);
-    }
-
-    fn all(&self) -> Vec<String> {
-        self.0.values().flatten().cloned().collect()
     }
 }
 
@@ -533,6 +528,15 @@ impl<'n> Model<'n> {
 }
 
 impl Model<'_> {
+    /// The loop `l` (by identity) as the first placed statement under it and its depth there;
+    /// `None` for a loop around no statement.
+    pub(super) fn locate(&self, l: &Loop) -> Option<(usize, usize)> {
+        self.places
+            .iter()
+            .enumerate()
+            .find_map(|(k, p)| p.loops.iter().position(|x| std::ptr::eq(*x, l)).map(|d| (k, d)))
+    }
+
     /// `S<k>[iters] -> M[element]` for the accesses of `tensor` that `pick` selects, where the
     /// parameters satisfy `params`.
     pub(super) fn accesses<'c>(

@@ -15,12 +15,7 @@ pub fn stays_local(
     tensor: &Name,
 ) -> Result<Result<(), Illegal>, String> {
     let m = Model::new(state, nest)?;
-    let Some((k, d)) = m
-        .places
-        .iter()
-        .enumerate()
-        .find_map(|(k, p)| p.loops.iter().position(|x| std::ptr::eq(*x, l)).map(|d| (k, d)))
-    else {
+    let Some((k, d)) = m.locate(l) else {
         return Ok(Ok(()));
     };
     escapes_remembered(state, nest, Some((k, d)), tensor, || {
@@ -58,23 +53,7 @@ fn escapes_remembered(
         (k, "escapes", at, tensor).hash(&mut h);
         h.finish()
     });
-    let known = key.and_then(|k| escape_memo().lock().ok().and_then(|m| m.get(&k).cloned()));
-    let answer = match known {
-        Some(a) => a,
-        None => {
-            let a = ask()?;
-            if let Some(k) = key
-                && let Ok(mut memo) = escape_memo().lock()
-            {
-                if memo.len() >= MEMO_SIZE {
-                    memo.clear();
-                }
-                memo.insert(k, a.clone());
-            }
-            a
-        }
-    };
-    Ok(match answer {
+    Ok(match remembered(escape_memo(), key, ask)? {
         None => Ok(()),
         Some(message) => Err(Illegal { message }),
     })
@@ -229,12 +208,7 @@ fn carried_at<'c>(
     reductions: bool,
     deps: &mut Option<UMap<'c>>,
 ) -> Result<bool, String> {
-    let Some((at, d)) = m
-        .places
-        .iter()
-        .enumerate()
-        .find_map(|(k, p)| p.loops.iter().position(|l| std::ptr::eq(*l, target)).map(|d| (k, d)))
-    else {
+    let Some((at, d)) = m.locate(target) else {
         return Ok(false); // a loop with no statement
     };
     let key = base.map(|k| {
@@ -243,29 +217,17 @@ fn carried_at<'c>(
         (k, "carries", at, d, reductions).hash(&mut h);
         h.finish()
     });
-    if let Some(k) = key
-        && let Some(c) = carried_memo().lock().ok().and_then(|m| m.get(&k).copied())
-    {
-        return Ok(c);
-    }
-    if deps.is_none() {
-        // At the program's sizes: fixed before anything is composed.
-        *deps = Some(
-            dependences(ctx, &m.origins, &m.names, &m.original_each, reductions, false)?
-                .with_params(&m.these)?,
-        );
-    }
-    let Some(dep) = deps.as_ref() else { unreachable!("set just above") };
-    let carried = !m.carried(ctx, dep, d, target)?.1.is_empty()?;
-    if let Some(k) = key
-        && let Ok(mut memo) = carried_memo().lock()
-    {
-        if memo.len() >= MEMO_SIZE {
-            memo.clear();
+    remembered(carried_memo(), key, || {
+        if deps.is_none() {
+            // At the program's sizes: fixed before anything is composed.
+            *deps = Some(
+                dependences(ctx, &m.origins, &m.names, &m.original_each, reductions, false)?
+                    .with_params(&m.these)?,
+            );
         }
-        memo.insert(k, carried);
-    }
-    Ok(carried)
+        let Some(dep) = deps.as_ref() else { unreachable!("set just above") };
+        Ok(!m.carried(ctx, dep, d, target)?.1.is_empty()?)
+    })
 }
 
 /// True if `g >= 0` at every point of the loops `outer` (outermost first), whatever values the

@@ -31,6 +31,30 @@ pub(super) fn escape_memo() -> &'static std::sync::Mutex<std::collections::HashM
     MEMO.get_or_init(Default::default)
 }
 
+/// The answer `memo` keeps under `key`, else `ask`'s, then kept (an error is not kept; without
+/// a key nothing is).
+pub(super) fn remembered<V: Clone>(
+    memo: &std::sync::Mutex<std::collections::HashMap<u64, V>>,
+    key: Option<u64>,
+    ask: impl FnOnce() -> Result<V, String>,
+) -> Result<V, String> {
+    if let Some(k) = key
+        && let Some(v) = memo.lock().ok().and_then(|m| m.get(&k).cloned())
+    {
+        return Ok(v);
+    }
+    let v = ask()?;
+    if let Some(k) = key
+        && let Ok(mut m) = memo.lock()
+    {
+        if m.len() >= MEMO_SIZE {
+            m.clear();
+        }
+        m.insert(k, v.clone());
+    }
+    Ok(v)
+}
+
 /// What a verdict depends on: the nest (its loops and statements, not its history), the
 /// named constants, and whether every size is asked.
 pub(super) fn memo_key(state: &State, nest: &Nest, full: bool) -> Option<u64> {
