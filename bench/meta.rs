@@ -11,8 +11,9 @@
 //! - `repl`: `Repl::handle` of a transformation line, `:c l`, `:run l` on a N=32 mm, each
 //!   alone and the three in a row, with a warm compile cache.
 //!
-//! `cargo bench --bench meta` (about 1.5 minutes); `cargo bench --bench meta -- repl` runs one
-//! group. Figures only: nothing here asserts a time.
+//! `cargo bench --bench meta --features criterion` (about 1.5 minutes; criterion is an optional
+//! dependency, off for `cargo test`); `cargo bench --bench meta --features criterion -- repl`
+//! runs one group. Figures only: nothing here asserts a time.
 
 use criterion::{BatchSize, Criterion, SamplingMode};
 use std::hint::black_box;

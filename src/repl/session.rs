@@ -753,7 +753,12 @@ fn unified(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
     if a == b {
         return String::new();
     }
-    similar::TextDiff::from_lines(a, b).unified_diff().context_radius(3).header(name_a, name_b).to_string()
+    diffy::DiffOptions::new()
+        .set_context_len(3)
+        .set_original_filename(name_a.to_string())
+        .set_modified_filename(name_b.to_string())
+        .create_patch(a, b)
+        .to_string()
 }
 
 /// One value, briefly: an assignment or expression infix, a declaration by its shape, a nest
@@ -814,6 +819,15 @@ mod tests {
         // a quoted path may hold spaces
         let (f, d) = load_args("\"my dir/f.teml\" -D N=4").unwrap();
         assert_eq!((f.as_str(), d), ("my dir/f.teml", vec![("N".to_string(), 4)]));
+    }
+
+    #[test]
+    fn a_diff_is_unified_with_both_names_and_three_lines_of_context() {
+        assert_eq!(unified("a\nb\n", "a\nb\n", "l", "l2"), "");
+        let a = "1\n2\n3\n4\n5\n6\n7\n8\n";
+        let b = "1\n2\n3\n4\nfive\n6\n7\n8\n";
+        let d = unified(a, b, "l.c", "l2.c");
+        assert_eq!(d, "--- l.c\n+++ l2.c\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n");
     }
 
     #[test]

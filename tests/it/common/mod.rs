@@ -153,10 +153,11 @@ pub fn verify_kernels(s: &State) {
 /// A unified diff from `expected` to `actual` (lines starting `-` are expected, `+` actual),
 /// with three lines of context: what a golden-file mismatch prints.
 pub fn unified_diff(expected: &str, actual: &str, expected_name: &str, actual_name: &str) -> String {
-    similar::TextDiff::from_lines(expected, actual)
-        .unified_diff()
-        .context_radius(3)
-        .header(expected_name, actual_name)
+    diffy::DiffOptions::new()
+        .set_context_len(3)
+        .set_original_filename(expected_name.to_string())
+        .set_modified_filename(actual_name.to_string())
+        .create_patch(expected, actual)
         .to_string()
 }
 
