@@ -8,7 +8,7 @@
 
 mod session;
 
-pub use session::{COMMANDS, Mode, Repl, help};
+pub use session::{COMMANDS, Mode, Repl, help, unified_diff};
 
 use crate::script::Stdlib;
 use rustyline::completion::{Completer, Pair};

@@ -603,8 +603,8 @@ impl Repl {
                 .map_err(|e| e.to_string())
         };
         let (ca, cb) = (c(na)?, c(nb)?);
-        let trees = unified(&na.tree(), &nb.tree(), &format!("{a} (tree)"), &format!("{b} (tree)"));
-        let code = unified(&ca, &cb, &format!("{a}.c"), &format!("{b}.c"));
+        let trees = unified_diff(&na.tree(), &nb.tree(), &format!("{a} (tree)"), &format!("{b} (tree)"));
+        let code = unified_diff(&ca, &cb, &format!("{a}.c"), &format!("{b}.c"));
         if trees.is_empty() && code.is_empty() {
             return Ok(format!("`{a}` and `{b}` are the same nest"));
         }
@@ -748,8 +748,9 @@ fn const_default(line: &str) -> Option<&str> {
     (crate::ir::is_c_ident(n) && v.parse::<f64>().is_ok()).then_some(n)
 }
 
-/// A unified diff of `a` and `b` (empty when they are equal).
-fn unified(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
+/// A unified diff from `a` (lines starting `-`) to `b` (`+`), with three lines of context;
+/// empty when they are equal: what `:diff` prints, and a golden-file test on a mismatch.
+pub fn unified_diff(a: &str, b: &str, name_a: &str, name_b: &str) -> String {
     if a == b {
         return String::new();
     }
@@ -823,10 +824,10 @@ mod tests {
 
     #[test]
     fn a_diff_is_unified_with_both_names_and_three_lines_of_context() {
-        assert_eq!(unified("a\nb\n", "a\nb\n", "l", "l2"), "");
+        assert_eq!(unified_diff("a\nb\n", "a\nb\n", "l", "l2"), "");
         let a = "1\n2\n3\n4\n5\n6\n7\n8\n";
         let b = "1\n2\n3\n4\nfive\n6\n7\n8\n";
-        let d = unified(a, b, "l.c", "l2.c");
+        let d = unified_diff(a, b, "l.c", "l2.c");
         assert_eq!(d, "--- l.c\n+++ l2.c\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n");
     }
 

@@ -151,15 +151,8 @@ pub fn verify_kernels(s: &State) {
 }
 
 /// A unified diff from `expected` to `actual` (lines starting `-` are expected, `+` actual),
-/// with three lines of context: what a golden-file mismatch prints.
-pub fn unified_diff(expected: &str, actual: &str, expected_name: &str, actual_name: &str) -> String {
-    diffy::DiffOptions::new()
-        .set_context_len(3)
-        .set_original_filename(expected_name.to_string())
-        .set_modified_filename(actual_name.to_string())
-        .create_patch(expected, actual)
-        .to_string()
-}
+/// with three lines of context: what a golden-file mismatch prints (the REPL's `:diff`).
+pub use teml::repl::unified_diff;
 
 /// Set in a process [`in_own_process`] starts: the test it runs there.
 const OWN_PROCESS: &str = "TEML_IT_OWN_PROCESS";
