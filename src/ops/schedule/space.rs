@@ -232,7 +232,7 @@ fn describe(w: &Workload) -> Vec<String> {
 fn single(out: &mut Out, w: &Workload, m: &Machine) {
     let target = w.writes().next().cloned();
     let tile = target.as_ref().and_then(|t| matmul_like(w, t));
-    let block = target.as_ref().and_then(|t| block_plan(w, t, m));
+    let block = target.as_ref().and_then(|t| block_plan(w, t));
     let mut sketches = Vec::new();
     if let Some(t) = &tile {
         sketches.push(choice(
@@ -987,7 +987,7 @@ fn chain_plan(o: &LiftOrder, m: &Machine) -> Option<(super::chain::Chain, Block)
     let [p, c] = o.parts.as_slice() else { return None };
     let t = p.work.writes().next()?;
     // The fused schedule converts no layout.
-    let mut b = block_plan(&p.work, t, m).filter(|b| b.layouts.is_empty())?;
+    let mut b = block_plan(&p.work, t).filter(|b| b.layouts.is_empty())?;
     let (row, ch) = b.rows.iter().find_map(|r| {
         let ch = super::chain::chain(&p.work, &c.work, &r.1)?;
         (ch.lanes == b.lane_iter).then(|| (r.clone(), ch))
@@ -1414,7 +1414,10 @@ fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine) {
     }
 }
 
-fn block_plan(w: &Workload, t: &Access, _m: &Machine) -> Option<Block> {
+/// The register block of a result `t`: its lanes along the first data-parallel loop that is
+/// contiguous in it and in every operand (or in the operand's layout for the kernel), its rows
+/// by [`block_rows`].
+fn block_plan(w: &Workload, t: &Access) -> Option<Block> {
     // Lanes along a loop contiguous in the result and in every operand that varies along it,
     // or in its layout for the kernel (a strided operand cannot be loaded as a vector:
     // `registers` refuses it): attention's `A[b][h][i][j] = sum_d Q[b][h][i][d] K[b][h][j][d]`
