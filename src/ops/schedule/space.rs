@@ -880,8 +880,7 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
 /// fuse (no temporary's traffic).
 fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) {
     let best = plan.orders[0].flops;
-    let chains: Vec<Option<(super::chain::Chain, Block)>> =
-        plan.orders.iter().map(|o| chain_plan(o, m)).collect();
+    let chains: Vec<Option<(super::chain::Chain, Block)>> = plan.orders.iter().map(chain_plan).collect();
     // Orders that fuse first, where they cost at most 10% more operations than the cheapest.
     let mut ranked: Vec<usize> = (0..plan.orders.len()).collect();
     ranked.sort_by_key(|&k| chains[k].is_none() || plan.orders[k].flops > 1.1 * best);
@@ -983,7 +982,7 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
 
 /// The fused schedule of an order of two contractions ([`super::chain`]), with the producer's
 /// register block (its rows the first of `block_plan`'s that chain).
-fn chain_plan(o: &LiftOrder, m: &Machine) -> Option<(super::chain::Chain, Block)> {
+fn chain_plan(o: &LiftOrder) -> Option<(super::chain::Chain, Block)> {
     let [p, c] = o.parts.as_slice() else { return None };
     let t = p.work.writes().next()?;
     // The fused schedule converts no layout.
