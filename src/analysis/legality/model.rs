@@ -236,13 +236,14 @@ pub(super) fn dependences<'c>(
             }
         }
     }
+    let params = names.param_list();
     // Every transformed nest of one program has the same original statements, so a search
     // (and the rules that generate a space) asks for the same dependences again and again:
     // they are remembered as isl's text, which reads back exactly.
     let key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (names.param_list(), &pieces.0, original).hash(&mut h);
+        (&params, &pieces.0, original).hash(&mut h);
         h.finish()
     };
     if let Some(known) = dependence_memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
@@ -251,10 +252,10 @@ pub(super) fn dependences<'c>(
     // Keep the pairs in the original order, pair of statements by pair: the order of the
     // statements that share no tensor is never asked (most of isl's work on a kernel of many
     // statements, deriche's sixteen).
-    let mut deps = ctx.map(&format!("{} -> {{ }}", names.param_list()))?;
+    let mut deps = ctx.map(&format!("{params} -> {{ }}"))?;
     for ((ka, kb), texts) in &pieces.0 {
         let (Some(a), Some(b)) = (original.get(*ka), original.get(*kb)) else { continue };
-        let pair = ctx.map(&format!("{} -> {{ {} }}", names.param_list(), texts.join("; ")))?;
+        let pair = ctx.map(&format!("{params} -> {{ {} }}", texts.join("; ")))?;
         deps = deps.or(pair.and(ctx.map(a)?.lex_lt(ctx.map(b)?)?)?)?;
     }
     let deps = deps.coalesce()?;
