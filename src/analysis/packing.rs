@@ -6,7 +6,8 @@
 //! that the loop's body may read: for every index of every access to `T`, its smallest and
 //! largest values over the loops of the band (the loop and those inside it), each loop running
 //! from its lower bound to its upper bound (a strip-mined block `[e, min(e+c, u)]` counts as
-//! full: the box may reach past the tensor at a tail, and the copy stops at the tensor's edge).
+//! full: the box may reach past the tensor at a tail, or before its start where a backward
+//! loop was strip-mined, and the copy takes only the elements inside the tensor).
 //! The box starts at `lo` (affine in the loops outside the band) and has a constant extent in
 //! every dimension, so the buffer's shape is fixed.
 //!

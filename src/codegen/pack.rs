@@ -20,7 +20,7 @@ pub(super) struct Packed {
 
 impl NestPrinter<'_> {
     /// A loop marked `pack`: each packed tensor's block copied into a buffer before it (row by
-    /// row, up to the tensor's edge; element by element where the layout reorders the block),
+    /// row, within the tensor's edges; element by element where the layout reorders the block),
     /// the loop reading the buffer, the buffer freed after it.
     pub(super) fn packed_loop(
         &mut self,
@@ -81,6 +81,29 @@ impl NestPrinter<'_> {
             // strip-mined tail's block reaches past it); the last, a row copy where the block's
             // last dimension stays last.
             self.helpers.min = true;
+            // The first element of each dimension the copy takes: the block's, or the tensor's
+            // edge where the block may start before it (a backward loop strip-mined: the box
+            // counts a block's full range, `-3*io` reaching -3 where `io` stops at 0).
+            let outer: Vec<&Loop> = self.outer.iter().collect();
+            let first: Vec<Option<String>> = fp
+                .lo
+                .iter()
+                .map(|lo| {
+                    let inside = match lo.as_const() {
+                        Some(c) => c >= 0,
+                        None => crate::analysis::legality::always_nonneg(&outer, lo) == Some(true),
+                    };
+                    (!inside).then(|| format!("teml_max(0, {})", c_expr(&lo.scale(-1), self.helpers, false)))
+                })
+                .collect();
+            // Whether the last dimension's block starts inside the tensor at every point.
+            let reaches = crate::analysis::legality::always_nonneg(
+                &outer,
+                &dims[rank - 1].add_int(-1).sub(&fp.lo[rank - 1]),
+            ) == Some(true);
+            if first.iter().any(Option::is_some) {
+                self.helpers.max = true;
+            }
             let keeps_rows = order[rank - 1] == rank - 1;
             let loops = if keeps_rows { rank - 1 } else { rank };
             let mut d2 = depth + 1;
@@ -90,7 +113,8 @@ impl NestPrinter<'_> {
                 let p = format!("teml_p{k}");
                 let edge = c_expr(&dims[*d].add_int(-1).sub(&fp.lo[*d]), self.helpers, false);
                 let last = c_expr(&fp.extent[*d].add_int(-1), self.helpers, true);
-                self.line(d2, &format!("for (int {p} = 0; {p} <= teml_min({last}, {edge}); {p}++)"));
+                let from = first[*d].as_deref().unwrap_or("0");
+                self.line(d2, &format!("for (int {p} = {from}; {p} <= teml_min({last}, {edge}); {p}++)"));
                 idx.push(format!("[{p}]"));
                 src_idx[*d] = format!("[{} + {p}]", c_expr(&fp.lo[*d], self.helpers, true));
                 d2 += 1;
@@ -98,12 +122,29 @@ impl NestPrinter<'_> {
             if keeps_rows {
                 let lo_last = c_expr(&fp.lo[rank - 1], self.helpers, false);
                 let edge = c_expr(&dims[rank - 1].sub(&fp.lo[rank - 1]), self.helpers, false);
-                let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
-                let src = format!("&{tc}{}[{lo_last}]", src_idx[..rank - 1].join(""));
-                self.line(
-                    d2,
-                    &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[rank - 1]),
-                );
+                // A row that may start before the tensor (above) or lie past its end (a block
+                // the loop's guarded statements never reach: an unrolled tail's) copies what
+                // lies inside, if anything.
+                if first[rank - 1].is_none() && reaches {
+                    let dst = if rank == 1 { buf.clone() } else { format!("&{buf}{}[0]", idx.join("")) };
+                    let src = format!("&{tc}{}[{lo_last}]", src_idx[..rank - 1].join(""));
+                    self.line(
+                        d2,
+                        &format!("memcpy({dst}, {src}, sizeof({ty}) * teml_min({}, {edge}));", ext[rank - 1]),
+                    );
+                } else {
+                    let from = first[rank - 1].as_deref().unwrap_or("0");
+                    let dst = format!("&{buf}{}[teml_s]", idx.join(""));
+                    let src = format!("&{tc}{}[{lo_last} + teml_s]", src_idx[..rank - 1].join(""));
+                    self.line(
+                        d2,
+                        &format!(
+                            "{{ int teml_s = {from}, teml_n = teml_min({}, {edge}) - teml_s; \
+                             if (teml_n > 0) memcpy({dst}, {src}, sizeof({ty}) * teml_n); }}",
+                            ext[rank - 1]
+                        ),
+                    );
+                }
             } else {
                 self.line(d2, &format!("{buf}{} = {tc}{};", idx.join(""), src_idx.join("")));
             }

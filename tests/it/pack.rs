@@ -194,3 +194,44 @@ fn a_band_over_blocks_packs_their_hull() {
     assert!(ok, "{c}");
     assert!(c.contains("/* `B` packed for loop `i2o`: the N x N+7 block from B[0][0] */"), "{c}");
 }
+
+/// Found by the fuzzer: a block whose box reaches outside the tensor where the loops' real
+/// range does not (the box counts a strip-mined block's full range) copies only what lies
+/// inside. A backward loop, unrolled and strip-mined, packs `A4[-3..2]` of a 3-element tensor
+/// (the copy read before it: a crash); an unrolled tail's guarded copy lies past `A7`'s end
+/// (a negative `memcpy` length: heap corruption, caught as a compiler defect and rebuilt with
+/// clang).
+#[test]
+fn a_block_reaching_outside_its_tensor_copies_only_what_lies_inside() {
+    let d = tempfile::tempdir().unwrap();
+    let before = program(
+        d.path(),
+        "before.teml",
+        "A4 = tensor([3])\nW5 = outerproduct(A4, A4)\nl7 = build(W5, [[i1, 2, 0, -1]])\n\
+         l8 = unroll_by(l7, 1, 3)\nl9 = stripmine(l8, 1, 2)\nl11 = pack(l9, 1, A4)\ncodegen(l7, l11)\n",
+    );
+    let (ok, c) = teml(d.path(), &["run", &before, "--no-run"]);
+    assert!(ok && c.contains("/* `A4` packed for loop `i1oo`: the 6 block from A4[-3] */"), "{c}");
+    assert!(
+        c.contains(
+            "{ int teml_s = teml_max(0, 3), teml_n = teml_min(6, 6) - teml_s; if (teml_n > 0) \
+             memcpy(&teml_A4_pack[teml_s], &A4[-3 + teml_s], sizeof(double) * teml_n); }"
+        ),
+        "{c}"
+    );
+    let past = program(
+        d.path(),
+        "past.teml",
+        "A7 = tensor([6, 7, 11])\nA8 = tensor([6])\nt = vmul(A7, 0.5, [[i, j+1, k+2], ])\n\
+         X9 = add(t, A8, [, [i]] -> [i, k, j])\nl = build(X9)\nl1 = pack(l, 3, A7)\n\
+         l2 = unroll_by(l1, 2, 4)\ncodegen(l2)\n",
+    );
+    let (ok, c) = teml(d.path(), &["run", &past, "--no-run"]);
+    // The whole blocks' copies (k up to 7) stay plain; the tail's (k = 8 and past) are guarded.
+    assert!(ok && c.contains("sizeof(double) * teml_min(1, -4*ko+9));"), "{c}");
+    assert!(c.contains("teml_n = teml_min(1, -4*ko+6) - teml_s; if (teml_n > 0) memcpy("), "{c}");
+    for f in [&before, &past] {
+        let (ok, out) = teml(d.path(), &["run", f, "-q"]);
+        assert!(ok && out.contains("verified") && !out.contains("crashed"), "{f}: {out}");
+    }
+}
