@@ -85,6 +85,17 @@ pub(super) fn fallback_flags(opts: &RunOptions) -> Vec<(Option<std::path::PathBu
     out
 }
 
+/// The same flags without optimization: every `-O<level>` (`-Ofast` too) becomes `-O0`; the
+/// rest (`-march`, which explicit vector code needs) stays.
+pub(super) fn unoptimized(flags: &runtime::Flags) -> runtime::Flags {
+    let mut opt: Vec<String> =
+        flags.opt.iter().map(|w| if w.starts_with("-O") { "-O0".to_string() } else { w.clone() }).collect();
+    if !opt.iter().any(|w| w == "-O0") {
+        opt.push("-O0".into());
+    }
+    runtime::Flags { opt }
+}
+
 /// The flags of the untransformed program's own build, the full-size check of a kernel the
 /// oracle cannot evaluate: another optimization level than the kernel's and no `-march`, so
 /// that one defect of the compiler's optimizers cannot pass both.

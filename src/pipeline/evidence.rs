@@ -96,8 +96,9 @@ impl CompilerDefect {
         } else {
             format!("computed {}", self.mismatch)
         };
+        let valid = if self.unoptimized_verifies { "valid C, which verifies at -O0" } else { "valid C" };
         format!(
-            "compiler defect: {} with `{}` {what} from valid C ({}); built with `{cc}{}` instead",
+            "compiler defect: {} with `{}` {what} from {valid} ({}); built with `{cc}{}` instead",
             self.compiler,
             self.failing_flags,
             self.reproducer.display(),
@@ -143,6 +144,9 @@ pub struct CompilerDefect {
     pub working_compiler: Option<PathBuf>,
     /// The reproducer: the C source both builds were made from.
     pub reproducer: PathBuf,
+    /// The same C built without optimization (`-O0`) verified; false where that build could
+    /// not tell (it ran past the time limit).
+    pub unoptimized_verifies: bool,
 }
 
 /// Everything that was checked of one kernel.

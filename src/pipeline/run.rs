@@ -86,6 +86,16 @@ struct Failure {
     source: Option<std::path::PathBuf>,
 }
 
+/// What building a failed kernel's C again found ([`Pipeline::recheck`]).
+enum Recheck {
+    /// A build with other flags (or clang) verified: the kernel runs with it.
+    Fixed(Box<KernelRun>),
+    /// The same C built without optimization failed too (what it did): the C is at fault.
+    Unoptimized(String),
+    /// No other build verified.
+    Unfixed,
+}
+
 impl From<Checked> for KernelRun {
     fn from(c: Checked) -> KernelRun {
         KernelRun { report: c.report, outputs: c.outputs, verified: None }
@@ -356,8 +366,15 @@ impl Pipeline {
                     source: None,
                 };
                 match self.recheck(which, failure)? {
-                    Some(fixed) => fixed,
-                    None => return Err(RunError::Runtime(e)),
+                    Recheck::Fixed(fixed) => *fixed,
+                    Recheck::Unoptimized(_) => {
+                        let runtime::RuntimeError::Crashed { signal, .. } = e else { unreachable!() };
+                        return Err(RunError::Runtime(runtime::RuntimeError::Crashed {
+                            signal,
+                            unoptimized: true,
+                        }));
+                    }
+                    Recheck::Unfixed => return Err(RunError::Runtime(e)),
                 }
             }
             other => other?,
@@ -372,8 +389,14 @@ impl Pipeline {
                 crashed: false,
                 source: Some(artifact.c_path.clone()),
             };
-            if let Some(fixed) = self.recheck(which, failure)? {
-                run = fixed;
+            match self.recheck(which, failure)? {
+                Recheck::Fixed(fixed) => run = *fixed,
+                Recheck::Unoptimized(what) => {
+                    run.report.verification.push_str(&format!(
+                        "; the same C built at -O0 {what}: not a defect of the compiler's optimizer"
+                    ));
+                }
+                Recheck::Unfixed => {}
             }
         }
         run.verified = match (&run.report.verified, &run.report.evidence.artifact) {
@@ -385,9 +408,24 @@ impl Pipeline {
         Ok(run)
     }
 
-    /// A kernel that did not match or crashed, built again from the same C with the flags of
+    /// A kernel that did not match or crashed, built again from the same C. First without
+    /// optimization (`-O0`): a build that fails there too (a crash, or values that do not
+    /// match) is the C's own fault, never put on the compiler. Then with the flags of
     /// [`fallback_flags`]: the first build that verifies, with the compiler defect recorded.
-    fn recheck(&self, which: &KernelRef, failure: Failure) -> Result<Option<KernelRun>, RunError> {
+    /// An unoptimized build that cannot tell (it ran past the time limit) leaves the question
+    /// to the rebuilds.
+    fn recheck(&self, which: &KernelRef, failure: Failure) -> Result<Recheck, RunError> {
+        let plain = RunOptions { flags: unoptimized(&self.opts.flags), timing: None, ..self.opts.clone() };
+        let unoptimized_verifies = match self.execute(which, &plain) {
+            Ok(run) if run.report.verified => true,
+            Ok(run) if run.report.worst.is_some() => {
+                return Ok(Recheck::Unoptimized("does not match either".into()));
+            }
+            Err(RunError::Runtime(e @ runtime::RuntimeError::Crashed { .. })) => {
+                return Ok(Recheck::Unoptimized(format!("crashed too ({e})")));
+            }
+            _ => false,
+        };
         for (cc, flags) in fallback_flags(&self.opts) {
             let opts = RunOptions { flags: flags.clone(), compiler: cc.clone(), ..self.opts.clone() };
             let Ok(mut run) = self.execute(which, &opts) else { continue };
@@ -408,12 +446,13 @@ impl Pipeline {
                 working_flags: flags.opt.clone(),
                 working_compiler: cc.clone(),
                 reproducer,
+                unoptimized_verifies,
             });
             let d = run.report.evidence.compiler_defect.as_ref().map(|d| format!("; {}", d.describe()));
             run.report.verification.push_str(&d.unwrap_or_default());
-            return Ok(Some(run));
+            return Ok(Recheck::Fixed(Box::new(run)));
         }
-        Ok(None)
+        Ok(Recheck::Unfixed)
     }
 
     fn execute(&self, which: &KernelRef, opts: &RunOptions) -> Result<KernelRun, RunError> {

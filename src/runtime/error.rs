@@ -16,10 +16,21 @@ pub enum RuntimeError {
 
     /// The kernel (in its worker process) was killed by a signal: a segmentation fault, a
     /// floating-point exception, an abort, ...
-    #[error("kernel crashed: {}", signal_name(*.signal))]
+    #[error(
+        "kernel crashed: {}{}",
+        signal_name(*.signal),
+        if *.unoptimized {
+            ", and so did the same C built at -O0: not a defect of the compiler's optimizer (the C \
+             itself or a flag other than -O is at fault: an access out of bounds, a stack too small)"
+        } else {
+            ""
+        }
+    )]
     Crashed {
         /// The signal number.
         signal: i32,
+        /// The same C built without optimization (`-O0`) crashed too.
+        unoptimized: bool,
     },
 
     /// The kernel did not finish within the time allowed; its worker process was killed.

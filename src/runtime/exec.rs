@@ -498,7 +498,7 @@ fn check_status(status: ExitStatus, stderr: &[u8]) -> Result<(), RuntimeError> {
         return Ok(());
     }
     if let Some(signal) = status.signal() {
-        return Err(RuntimeError::Crashed { signal });
+        return Err(RuntimeError::Crashed { signal, unoptimized: false });
     }
     Err(RuntimeError::Worker(format!("the worker {status}{}", stderr_note(stderr))))
 }

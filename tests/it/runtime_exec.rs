@@ -168,7 +168,7 @@ void teml_entry(void **args) {
 #[test]
 fn a_null_write_is_reported_as_sigsegv() {
     let e = run_err("*(volatile int *)NULL = 1;", Duration::from_secs(20));
-    assert!(matches!(e, RuntimeError::Crashed { signal } if signal == libc::SIGSEGV), "{e:?}");
+    assert!(matches!(e, RuntimeError::Crashed { signal, .. } if signal == libc::SIGSEGV), "{e:?}");
     assert_eq!(e.to_string(), "kernel crashed: SIGSEGV");
 }
 

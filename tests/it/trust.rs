@@ -287,3 +287,85 @@ fn gcc_reproducer(src: &str, tensor: &str, safe: &[&str], exact: bool) -> bool {
     }
     defect
 }
+
+/// A C compiler that builds like gcc, except that where it optimizes with gcc's loop
+/// vectorizer on (`-O3` without `-fno-tree-loop-vectorize`) it adds `defect` to the command
+/// line: a compiler whose optimizer has a defect, the kind the rebuilds avoid.
+fn defective_cc(dir: &std::path::Path, name: &str, defect: &str) -> std::path::PathBuf {
+    let cc = dir.join(name);
+    std::fs::write(
+        &cc,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -fno-tree-loop-vectorize \"*) exec gcc \"$@\";; esac\n\
+             case \" $* \" in *\" -O3 \"*) exec gcc {defect} \"$@\";; esac\nexec gcc \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cc
+}
+
+/// A build that crashes or computes wrong values is put on the compiler (and rebuilt) only
+/// where the same C built without optimization (`-O0`) verifies: a kernel whose C is itself
+/// at fault fails with that said, even where another compiler's binary would happen to
+/// survive it (the fuzzer's out-of-bounds pack copy, which clang's build ran, was once taken
+/// for a gcc defect).
+#[test]
+fn a_failure_is_put_on_the_compiler_only_where_the_unoptimized_build_verifies() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("mm.teml");
+    std::fs::write(&f, MM).unwrap();
+    let f = f.to_str().unwrap();
+    let crash = d.path().join("crash.h");
+    std::fs::write(
+        &crash,
+        "#include <stdlib.h>\n__attribute__((constructor)) static void boom(void) { abort(); }\n",
+    )
+    .unwrap();
+    let include = format!("-include {}", crash.display());
+    let out = |o: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    };
+
+    // Crashes at every level, -O0 included: the C's fault, an error that says so.
+    let o = teml(d.path(), &["run", f, "--cflags", &format!("-O3 -fopenmp {include}")]);
+    let text = out(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("kernel crashed: SIGABRT, and so did the same C built at -O0")
+            && !text.contains("compiler defect"),
+        "{text}"
+    );
+    // Wrong values at every level: a mismatch, and not put on the compiler.
+    let o = teml(d.path(), &["run", f, "--cflags", WRONG]);
+    let text = out(&o);
+    assert!(!o.status.success() && text.contains("MISMATCH"), "{text}");
+    assert!(text.contains("the same C built at -O0 does not match either"), "{text}");
+    assert!(!text.contains("compiler defect"), "{text}");
+
+    // The optimizer's fault (a crash, wrong values): rebuilt without the vectorizers, the
+    // defect named with the evidence that the C verifies at -O0.
+    for (name, defect) in [("crashcc", include.as_str()), ("wrongcc", "-Ddouble=float")] {
+        let cc = defective_cc(d.path(), name, defect);
+        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+            .args(["run", f, "--time", "--min-time", "0.01"])
+            .env("CC", &cc)
+            .env("TEML_CACHE_DIR", d.path().join("cache"))
+            .output()
+            .unwrap();
+        let text = out(&o);
+        assert!(o.status.success() && text.contains("verified") && text.contains("time:"), "{name}: {text}");
+        assert!(
+            text.contains("compiler defect: ")
+                && text.contains("from valid C, which verifies at -O0")
+                && text.contains("-fno-tree-loop-vectorize"),
+            "{name}: {text}"
+        );
+        assert_eq!(
+            text.contains("built a binary that crashed (kernel crashed: SIGABRT)"),
+            name == "crashcc",
+            "{text}"
+        );
+    }
+}
