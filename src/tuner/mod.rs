@@ -562,15 +562,17 @@ impl<'a> Tuning<'a> {
             // per iteration whose first value comes from before the kernel): the search starts
             // from the first legal point one choice away, as `teml auto` does; the refused
             // point is the rules' to fix, not the user's.
-            'found: for s in &seen {
-                for i in (0..s.choices).filter(|&i| i != s.index) {
-                    let (st, took, _) = evaluate(o, BTreeMap::from([(s.name.clone(), i)]), None);
-                    if st.is_ok() {
-                        first = st;
-                        start = took.into_iter().map(|x| (x.name, x.value)).collect();
-                        break 'found;
-                    }
-                }
+            let points = seen.iter().flat_map(|s| {
+                (0..s.choices).filter(move |&i| i != s.index).map(move |i| (s.name.clone(), i))
+            });
+            let what = |(name, i): &(String, usize)| format!("{name} at its choice {}", i + 1);
+            let mut eval = |(name, i): &(String, usize)| {
+                let (st, took, _) = evaluate(o, BTreeMap::from([(name.clone(), *i)]), None);
+                st.map(|s| (s, took)).map_err(|e| e.to_string())
+            };
+            if let Ok(((s, took), _)) = crate::ops::schedule::first_accepted(points, what, &mut eval) {
+                first = Ok(s);
+                start = took.into_iter().map(|x| (x.name, x.value)).collect();
             }
         }
         let first = first.map_err(|e| e.to_string())?;

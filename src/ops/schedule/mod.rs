@@ -113,19 +113,51 @@ pub const MAX_TRIES: usize = 64;
 /// The first of [`neighbours`] that `eval` accepts: its value and the number of points tried,
 /// or the reasons of the first refusals.
 pub fn first_legal<T>(space: &Space, eval: &mut Evaluate<'_, T>) -> Result<(T, usize), Vec<String>> {
+    let what = |values: &std::collections::BTreeMap<String, String>| {
+        let what: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if what.is_empty() { "the first choices".to_string() } else { what.join(", ") }
+    };
+    first_accepted(neighbours(space), what, eval)
+}
+
+/// The first of `points` (at most [`MAX_TRIES`] of them) that `eval` accepts: its value and the
+/// number of points tried, or the reasons of the first three refusals, each point named by
+/// `what`. The one walk of `teml auto`, `:auto`, `auto(l)` and a tune whose generated space
+/// refuses its first point.
+pub fn first_accepted<P, T>(
+    points: impl IntoIterator<Item = P>,
+    what: impl Fn(&P) -> String,
+    eval: &mut dyn FnMut(&P) -> Result<T, String>,
+) -> Result<(T, usize), Vec<String>> {
     let mut why = Vec::new();
-    for (k, values) in neighbours(space).into_iter().take(MAX_TRIES).enumerate() {
-        match eval(&values) {
+    for (k, point) in points.into_iter().take(MAX_TRIES).enumerate() {
+        match eval(&point) {
             Ok(v) => return Ok((v, k + 1)),
-            Err(e) => {
-                if why.len() < 3 {
-                    let what: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    let what =
-                        if what.is_empty() { "the first choices".to_string() } else { what.join(", ") };
-                    why.push(format!("refused ({what}): {}", e.lines().next().unwrap_or("")));
-                }
+            Err(e) if why.len() < 3 => {
+                why.push(format!("refused ({}): {}", what(&point), e.lines().next().unwrap_or("")))
             }
+            Err(_) => {}
         }
     }
     Err(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_takes_the_first_accepted_point_keeps_three_reasons_and_stops_at_its_limit() {
+        let name = |p: &usize| format!("p={p}");
+        let mut eval = |p: &usize| if *p == 5 { Ok(p * 10) } else { Err(format!("no {p}\ndetail")) };
+        assert_eq!(first_accepted(0..10, name, &mut eval), Ok((50, 6)));
+        let why = first_accepted(0..4, name, &mut |p| Err::<(), _>(format!("no {p}"))).unwrap_err();
+        assert_eq!(why, ["refused (p=0): no 0", "refused (p=1): no 1", "refused (p=2): no 2"]);
+        let mut tried = 0;
+        let _ = first_accepted(0.., name, &mut |_| {
+            tried += 1;
+            Err::<(), _>(String::new())
+        });
+        assert_eq!(tried, MAX_TRIES);
+    }
 }
