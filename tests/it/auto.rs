@@ -760,6 +760,28 @@ fn a_block_whose_rows_do_not_divide_keeps_its_rows_loop_off_a_collapsed_band() {
 }
 
 #[test]
+fn a_batch_of_one_puts_the_second_loop_on_threads() {
+    // A convolution of batch 1 (inference): the batch alone on threads would leave every core
+    // but one idle. The channels' blocks go on threads instead, split where the partial block
+    // starts (10 channels in blocks of 8), the full blocks in registers.
+    let d = tempfile::tempdir().unwrap();
+    let src = CONV.replace("NB = 2", "NB = 1").replace("K = 8", "K = 10").replace("H = 6", "H = 8");
+    let path = auto_verified(d.path(), "conv1.teml", &src);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        eprintln!("NOTE: one core: no loop goes on threads to fill the others");
+        return;
+    }
+    assert!(path.contains("#   parallel = second: k (10) on threads: n has 1 iteration"), "{path}");
+    assert!(path.contains("p = parallelize(") && path.contains(", 2)\n"), "{path}");
+    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "--emit-c", "k.c"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    assert!(c.contains("in two parts") && c.contains("in registers across"), "{c}");
+    assert_eq!(c.matches("#pragma omp parallel for").count(), 2, "both parts on threads: {c}");
+}
+
+#[test]
 fn a_product_is_tiled_over_the_loops_its_operands_share_and_an_operand_read_twice_is_not_packed() {
     // C[a][b][c][d] = sum_k A[a][b][k] B[k][c][d]: the inner loops c, d, k look like a matrix
     // product, but no operand is read along c and k: each row of such a tile would broadcast

@@ -1743,8 +1743,28 @@ fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, mr: usize, m: &Machine
             ),
         )
     });
-    if collapse_ok && !partial && (e1 < 8 * cores || e1 % cores != 0) {
+    // A first loop with fewer iterations than cores (a convolution's batch of 1) leaves cores
+    // idle on its own: the second loop on threads instead, which a partial block does not
+    // stop (it is split where that block starts, as an unmarked loop is).
+    let alone = second.filter(|_| collapse_ok && e1 < cores).map(|s| {
+        choice(
+            "\"second\"",
+            format!(
+                "{} ({}) on threads: {} has {e1} iteration{}, fewer than the {cores} cores",
+                s.iter,
+                s.extent.unwrap_or(1),
+                first.iter,
+                if e1 == 1 { "" } else { "s" }
+            ),
+        )
+    });
+    if collapse_ok && partial && e1 < cores {
+        ch.extend(alone.clone());
         ch.extend(two.clone());
+        ch.push(one.clone());
+    } else if collapse_ok && !partial && (e1 < 8 * cores || e1 % cores != 0) {
+        ch.extend(two.clone());
+        ch.extend(alone.clone());
         ch.push(one.clone());
     } else {
         ch.push(one.clone());
@@ -1756,6 +1776,9 @@ fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, mr: usize, m: &Machine
     out.param("parallel", "parallel", "the outer loops on threads", ch);
     out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
     out.line("if parallel == \"collapse\" { p = collapse(p, 1, 2); }");
+    if alone.is_some() {
+        out.line("if parallel == \"second\" { p = parallelize(p, 2); }");
+    }
 }
 
 /// The loops sketch of a perfect nest.
