@@ -401,8 +401,12 @@ fn reuse_beyond(w: &Workload, bytes: u64) -> bool {
     (0..d - 1).any(|v| {
         let it = &w.loops[v].iter;
         let inner = &w.loops[v + 1..];
+        // An access that does not vary along this loop nor along a loop inside it (before the
+        // innermost) is used again at that inner loop, after little data, and stays in cache
+        // (ttv's `x[k]` under `i` and `j`): its reuse across this loop is no reason to tile.
+        let between = &w.loops[v + 1..d - 1];
         let carries = w.accesses.iter().any(|a| {
-            a.stride(it) == Some(0)
+            (a.stride(it) == Some(0) && between.iter().all(|u| a.stride(&u.iter) != Some(0)))
                 || (a.contiguous_in(it) && !a.contiguous_in(&innermost.iter))
                 || w.accesses.iter().any(|b| {
                     b.tensor == a.tensor && b.index != a.index && a.index.iter().any(|x| x.mentions(it))
