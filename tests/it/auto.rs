@@ -782,6 +782,33 @@ fn a_batch_of_one_puts_the_second_loop_on_threads() {
 }
 
 #[test]
+fn a_result_added_onto_is_never_offered_streaming_stores() {
+    // `C[i][j] += P[i][j]` reads C's old values: `stream` refuses it, so the space offers no
+    // such choice (it was the first point where C exceeds half the L3: a 4000 x 4000 update
+    // got no path on an AMD EPYC with 32 MiB of L3). A result set once keeps the choice.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(
+        d.path(),
+        "update.teml",
+        "N = 64\nC = tensor([N, N])\nP = tensor([N, N])\nC = add(C, P, [[i, j], [i, j]] -> [i, j])\n\
+         l = build(C)\ncodegen(l)\n",
+    );
+    let o = teml(d.path(), &["auto", &f, "--emit-space", "s.rhai", "--no-db"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("s.rhai")).unwrap();
+    assert!(space.contains("param(\"vectorize\"") && !space.contains("stream"), "{space}");
+    let f = write(
+        d.path(),
+        "set.teml",
+        "N = 64\nA = tensor([N, N])\nP = tensor([N, N])\nC = entrywise_add(A, P)\nl = build(C)\ncodegen(l)\n",
+    );
+    let o = teml(d.path(), &["auto", &f, "--emit-space", "s2.rhai", "--no-db"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("s2.rhai")).unwrap();
+    assert!(space.contains("param(\"stream\""), "{space}");
+}
+
+#[test]
 fn a_vector_used_again_at_every_inner_iteration_is_no_reason_to_tile() {
     // A tensor times a vector, y[i][j] = sum_k A[i][j][k] x[k]: A (32 MiB) is read once, and x
     // (2 KiB) is used again at every `j`, so it stays in cache whatever `i` touches. Tiles cut

@@ -1935,9 +1935,10 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         ],
     );
     out.line("if vectorize && data_parallel_levels(p).contains(depth(p)) { p = vectorize(p, depth(p)); }");
-    // Streaming stores: a result written once (no reduction), larger than the caches.
+    // Streaming stores: a result written once (no reduction, not added onto: a rank update's
+    // `C[i][j] += a[i] * b[j]` reads C's lines anyway), larger than the caches.
     let set_once = w.loops.iter().all(|l| l.kind == Parallelism::Independent);
-    if let Some(t) = w.writes().next().filter(|_| set_once) {
+    if let Some(t) = w.writes().next().filter(|t| set_once && !w.updated.contains(&t.tensor)) {
         let big = t.bytes() > m.caches[2] / 2;
         let mut ss = vec![
             choice("false", "ordinary stores"),

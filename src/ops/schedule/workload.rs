@@ -92,6 +92,9 @@ pub struct Workload {
     pub perfect: bool,
     /// Floating-point operations of one run (at the program's sizes), where known.
     pub flops: Option<u64>,
+    /// The tensors some statement updates (`+=`, `-=`, ...) rather than sets (`=`): their old
+    /// values are read.
+    pub updated: Vec<Name>,
 }
 
 impl Workload {
@@ -145,9 +148,16 @@ impl Workload {
         let mut accesses = Vec::new();
         let mut statements = Vec::new();
         let mut flops_per_instance = 0u64;
+        let mut updated = Vec::new();
         for s in &stmts {
             let Some(lowered) = crate::ir::lower::lower(s) else { continue };
             statements.push(s.to_string());
+            if lowered.update != crate::ir::lower::Update::Set
+                && let Some(id) = lowered.target.id()
+                && !updated.contains(id)
+            {
+                updated.push(id.clone());
+            }
             flops_per_instance += crate::ir::lower::flops(&lowered).max(1);
             let mut push = |leaf: &TNode, write: bool| {
                 let Some(id) = leaf.id() else { return };
@@ -177,6 +187,7 @@ impl Workload {
             statements,
             perfect,
             flops: instances.map(|n| n.saturating_mul(flops_per_instance)),
+            updated,
         })
     }
 
