@@ -18,7 +18,8 @@
 //!   (`permute_layout`); first where the result's contiguous loop fills vectors badly.
 //! - **loops**: a legal order of the outer loops (the loop with the smallest strides
 //!   innermost first), square tiles where the inner loops' data exceed the L2, the outermost
-//!   parallel loop on threads, the innermost in lanes where data-parallel, streaming stores for
+//!   parallel loop on threads, the innermost in lanes where data-parallel or a reduction into
+//!   one element, streaming stores for
 //!   a result written once that exceeds the caches.
 //! - kernels of several nests, or nests with several statements at a level: every nest fused at
 //!   the deepest level legal for each pair with the temporaries stored per iteration (storage
@@ -1930,11 +1931,17 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         "vectorize",
         "the innermost loop in lanes",
         vec![
-            choice("true", "the innermost loop in lanes where it is data-parallel"),
+            choice(
+                "true",
+                "the innermost loop in lanes where it is data-parallel or a reduction into one element (a vector of partial sums)",
+            ),
             choice("false", "no vectors"),
         ],
     );
-    out.line("if vectorize && data_parallel_levels(p).contains(depth(p)) { p = vectorize(p, depth(p)); }");
+    // A reduction into one element in lanes: the compiler may not reorder a floating-point sum
+    // on its own (no -ffast-math), so a dot product over `k` innermost (syrk's `C[i][j] +=
+    // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked.
+    out.line("if vectorize && parallel_levels(p).contains(depth(p)) { p = vectorize(p, depth(p)); }");
     // Streaming stores: a result written once (no reduction, not added onto: a rank update's
     // `C[i][j] += a[i] * b[j]` reads C's lines anyway), larger than the caches.
     let set_once = w.loops.iter().all(|l| l.kind == Parallelism::Independent);
