@@ -1940,8 +1940,18 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     );
     // A reduction into one element in lanes: the compiler may not reorder a floating-point sum
     // on its own (no -ffast-math), so a dot product over `k` innermost (syrk's `C[i][j] +=
-    // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked.
-    out.line("if vectorize && parallel_levels(p).contains(depth(p)) { p = vectorize(p, depth(p)); }");
+    // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked. Only a sum of two vectors or
+    // more: a pooling window's 2 terms in 8 lanes cost their horizontal sum and gain nothing
+    // (a 2 x 2 window: 3.5 ms as written, 8.7 ms so marked; Zen 5).
+    let long: Vec<String> = w
+        .loops
+        .iter()
+        .filter(|l| l.kind != Parallelism::Independent && l.mean_extent >= (2 * lanes) as f64)
+        .map(|l| format!("\"{}\"", l.iter))
+        .collect();
+    out.line(&format!("let long_sums = [{}];", long.join(", ")));
+    out.line("let inner = depth(p);");
+    out.line("if vectorize && (data_parallel_levels(p).contains(inner) || (parallel_levels(p).contains(inner) && long_sums.contains(iterators(p)[inner - 1]))) { p = vectorize(p, inner); }");
     // Streaming stores: a result written once (no reduction, not added onto: a rank update's
     // `C[i][j] += a[i] * b[j]` reads C's lines anyway), larger than the caches.
     let set_once = w.loops.iter().all(|l| l.kind == Parallelism::Independent);
