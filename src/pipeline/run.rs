@@ -357,7 +357,7 @@ impl Pipeline {
         let mut run = match self.execute(which, &self.opts) {
             // A binary that crashes on valid C is a compiler defect as much as one that
             // computes wrong values: the same rebuilds, the same record.
-            Err(RunError::Runtime(e @ runtime::RuntimeError::Crashed { .. })) => {
+            Err(RunError::Runtime(e @ runtime::RuntimeError::Crashed { signal, .. })) => {
                 let failure = Failure {
                     compiler: compiler(&self.opts)?.identity().to_string(),
                     flags: self.opts.flags.opt.join(" "),
@@ -368,7 +368,6 @@ impl Pipeline {
                 match self.recheck(which, failure)? {
                     Recheck::Fixed(fixed) => *fixed,
                     Recheck::Unoptimized(_) => {
-                        let runtime::RuntimeError::Crashed { signal, .. } = e else { unreachable!() };
                         return Err(RunError::Runtime(runtime::RuntimeError::Crashed {
                             signal,
                             unoptimized: true,

@@ -47,6 +47,21 @@ fn auto_verified(dir: &Path, name: &str, src: &str) -> String {
     std::fs::read_to_string(dir.join("a/auto.teml")).unwrap()
 }
 
+/// `teml auto` on the shipped example `rel` (under examples/) with `-D` settings `defines`: it
+/// succeeds and verifies; the path's text.
+fn auto_example(dir: &Path, rel: &str, defines: &[&str]) -> String {
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(rel);
+    let mut args = vec!["auto", program.to_str().unwrap()];
+    for d in defines {
+        args.extend(["-D", d]);
+    }
+    args.extend(["--out", "a", "--no-db"]);
+    let o = teml(dir, &args);
+    let out = text(&o);
+    assert!(o.status.success() && out.contains(": verified"), "{out}");
+    std::fs::read_to_string(dir.join("a/auto.teml")).unwrap()
+}
+
 #[test]
 fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
     let d = tempfile::tempdir().unwrap();
@@ -482,11 +497,7 @@ fn a_matrix_product_among_several_nests_gets_its_register_tile() {
     // gemm: C *= beta, then C += alpha A B (a reduction of 80): unfused, each nest by its own
     // rules, first (fusing the scaling in would forbid the product's register tile).
     let d = tempfile::tempdir().unwrap();
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/gemm.teml");
-    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_example(d.path(), "polybench/gemm.teml", &[]);
     assert!(
         path.contains("#   fuse = each: not fused: each nest by its own rules (1 matrix product"),
         "{path}"
@@ -500,14 +511,8 @@ fn a_nest_fused_as_written_is_distributed_and_its_sum_reordered() {
     // `i, j` as PolyBench writes them, the sum's `k` innermost (a column walk). The rules
     // distribute the nest (legal: isl) and give each part its own order: the sum as i k j.
     let d = tempfile::tempdir().unwrap();
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/covariance.teml");
     let args = ["-D", "M=40", "-D", "N=50"];
-    let mut a = vec!["auto", program.to_str().unwrap(), "--out", "a", "--no-db"];
-    a.extend(args);
-    let o = teml(d.path(), &a);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_example(d.path(), "polybench/covariance.teml", &["M=40", "N=50"]);
     assert!(path.contains("#   fuse = each: not fused: each nest by its own rules; lm distributed into 2 nests; lc distributed into 3 nests"), "{path}");
     assert!(path.contains("lc (i#1)'s loops reordered, j innermost"), "{path}");
     assert!(path.contains("#   n3d1_order = [1, 3, 2]: i k j (j innermost"), "{path}");
@@ -525,11 +530,7 @@ fn a_nest_that_stays_whole_gets_its_inner_reductions_in_lanes_and_its_carried_lo
     // but its two inner sums over `k` are reductions into one element each: in lanes; the `j`
     // around the first, with a statement beside it, unrolled by 2.
     let d = tempfile::tempdir().unwrap();
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/cholesky.teml");
-    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "-D", "N=60", "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_example(d.path(), "polybench/cholesky.teml", &["N=60"]);
     assert!(
         path.contains(
             "#   lanes = true: in lanes: k#1 (a reduction into A[i][j]), k#2 (a reduction into A[i][i])"
@@ -787,11 +788,7 @@ fn recurrences_over_independent_rows_are_not_fused_away_from_their_lanes() {
     // (the three first passes share `i`), every core would run one row's chain at a time; apart,
     // each pass runs a block of rows in lanes (4096 x 2160: 77 ms fused, 26 ms apart; Zen 5).
     let d = tempfile::tempdir().unwrap();
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/polybench/deriche.teml");
-    let o = teml(d.path(), &["auto", program.to_str().unwrap(), "--out", "a", "--no-db"]);
-    let out = text(&o);
-    assert!(o.status.success() && out.contains(": verified"), "{out}");
-    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let path = auto_example(d.path(), "polybench/deriche.teml", &[]);
     assert!(
         path.contains("#   fuse = each: not fused: each nest by its own rules (4 nests of recurrences over independent rows"),
         "{path}"
