@@ -874,6 +874,41 @@ fn a_sum_into_one_element_innermost_runs_in_lanes() {
 }
 
 #[test]
+fn sums_in_a_fused_nest_run_in_lanes() {
+    // gesummv: two dot products per row, fused at `i` with y's element (tmp and u stored per
+    // row): as fused, their sums over j stayed scalar (0.81 ms at N=1300; 0.23 ms in lanes, the
+    // hand-tuned path 0.50 ms; Zen 5).
+    let d = tempfile::tempdir().unwrap();
+    let path = auto_example(d.path(), "polybench/gesummv.teml", &["N=40"]);
+    assert!(path.contains("#   fuse = all@1:"), "{path}");
+    assert!(
+        path.contains("#   sums = true: in lanes (vectors of partial sums): j#1 (a reduction into tmp[i]), j#2 (a reduction into u[i])"),
+        "{path}"
+    );
+    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "-D", "N=40", "--emit-c", "k.c"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    assert_eq!(c.matches("#pragma omp simd reduction(+:").count(), 2, "{c}");
+    // A sum read down a column (A[j][i] along j) is not contiguous: not offered; sums shorter
+    // than two vectors neither.
+    let d = tempfile::tempdir().unwrap();
+    let src = "N = 40\nA = tensor([N, N])\nx = tensor([N])\ny = einsum(\"ij,j->i\", [A, x])\n\
+               z = einsum(\"ji,j->i\", [A, x])\nw = add(y, z, [[i], [i]] -> [i])\n\
+               l1 = build(y)\nl2 = build(z)\nl3 = build(w)\ncodegen(l1, l2, l3)\n";
+    write(d.path(), "cols.teml", src);
+    let o = teml(d.path(), &["auto", "cols.teml", "--emit-space", "s.rhai", "--no-db"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("s.rhai")).unwrap();
+    assert!(space.contains("j#1 (a reduction into y[i])") && !space.contains("j#2 (a reduction"), "{space}");
+    let short = src.replace("N = 40", "N = 6");
+    write(d.path(), "short.teml", &short);
+    let o = teml(d.path(), &["auto", "short.teml", "--emit-space", "t.rhai", "--no-db"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let space = std::fs::read_to_string(d.path().join("t.rhai")).unwrap();
+    assert!(!space.contains("param(\"sums\""), "{space}");
+}
+
+#[test]
 fn a_product_is_tiled_over_the_loops_its_operands_share_and_an_operand_read_twice_is_not_packed() {
     // C[a][b][c][d] = sum_k A[a][b][k] B[k][c][d]: the inner loops c, d, k look like a matrix
     // product, but no operand is read along c and k: each row of such a tile would broadcast

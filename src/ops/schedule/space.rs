@@ -804,8 +804,9 @@ fn deep_parts(state: &State, nest: &Nest) -> Vec<Part> {
 
 /// What `inner_lanes` finds.
 struct Lanes {
-    /// The innermost loops in lanes, each as the address `focus` takes, with the reason.
-    inner: Vec<(String, String)>,
+    /// The innermost loops in lanes, each as the address `focus` takes, with the reason and,
+    /// for a reduction into one element, its mean trip count.
+    inner: Vec<(String, String, Option<f64>)>,
     /// The loops around such a loop and a statement beside it that carry a dependence
     /// (cholesky's `j`): unrolled by 2, their two iterations' independent work (the two
     /// reductions) overlaps.
@@ -833,14 +834,15 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
         }
         let focused = Nest { focus: p.at.clone(), ..nest.clone() };
         let Ok(kinds) = crate::ops::explore::parallelism(state, &focused) else { continue };
-        let why = match kinds.first().map(|k| k.2) {
-            Some(Parallelism::Independent) => "data-parallel".to_string(),
-            Some(Parallelism::Reduction) if crate::analysis::reduction::plan(l, true).is_ok() => {
-                format!("a reduction into {}", w.writes().next().map_or(String::new(), |t| t.text()))
-            }
+        let (why, sum) = match kinds.first().map(|k| k.2) {
+            Some(Parallelism::Independent) => ("data-parallel".to_string(), None),
+            Some(Parallelism::Reduction) if crate::analysis::reduction::plan(l, true).is_ok() => (
+                format!("a reduction into {}", w.writes().next().map_or(String::new(), |t| t.text())),
+                Some(w.loops.first().map_or(0.0, |x| x.mean_extent)),
+            ),
             _ => continue,
         };
-        out.push((p.address.clone(), why));
+        out.push((p.address.clone(), why, sum));
         // Its parent, where a statement runs beside it and the parent's body is statements and
         // innermost loops (unrolling a loop around whole nests copies them: cholesky's `i`).
         let Some(parent) = all.iter().find(|q| p.in_sequence && q.at[..] == p.at[..p.at.len() - 1]) else {
@@ -877,6 +879,23 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
         }
     }
     Lanes { inner: out, unroll, threads }
+}
+
+/// The innermost sums into one element of `nests` fused at level `r` (as `fuse_outer` fuses
+/// them), each with `min` iterations or more on average: their addresses in the fused nest,
+/// with the reason (the rules of a single nest put such a sum in lanes; in a fused nest it
+/// is left to the compiler, which keeps a floating-point sum scalar).
+fn fused_sums(state: &State, nests: &[(Name, Nest)], r: usize, min: usize) -> Vec<(String, String)> {
+    let Some(((_, first), rest)) = nests.split_first() else { return Vec::new() };
+    let fused = rest
+        .iter()
+        .try_fold(first.clone(), |acc, (_, n)| crate::ops::transform::fuse_outer(&acc, n, r as i64));
+    let Ok(fused) = fused else { return Vec::new() };
+    inner_lanes(state, &fused)
+        .inner
+        .into_iter()
+        .filter_map(|(a, why, sum)| sum.filter(|&e| e >= min as f64).map(|_| (a, why)))
+        .collect()
 }
 
 /// The product as written (the rules of a single nest) or lifted (each contraction by the
@@ -2034,8 +2053,9 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     // temporaries one nest writes and a later one reads stored per iteration of that loop:
     // storage contraction), or the first fusable pair at its deepest level, or none.
     let mut choices = Vec::new();
-    // Each choice's lines, and whether they ask whether to contract the temporaries.
-    let mut arms: Vec<(String, Vec<String>, bool)> = Vec::new();
+    // Each choice's lines, whether they ask whether to contract the temporaries, and the fused
+    // nest's innermost sums that may go in lanes (address, reason).
+    let mut arms: Vec<(String, Vec<String>, bool, Vec<(String, String)>)> = Vec::new();
     // The level of the model's first fusion choice.
     let mut fused_at: Option<usize> = None;
     if nests.len() > 1 {
@@ -2080,6 +2100,18 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     lines.push(format!("if contract {{ f = store_at(f, {r}, {t}); }}"));
                 }
             }
+            // The fused nest's innermost sums into one element (gesummv's two dot products
+            // per row, fused at `i`): scalar unless marked (gcc may not reorder a
+            // floating-point sum), in lanes where each sums two vectors' terms or more, as the
+            // rules of a single nest put them.
+            let sums = fused_sums(state, &nests[s..=t], r, 2 * lanes_of(state, &nests[s].1, m));
+            if !sums.is_empty() {
+                lines.push("if sums {".into());
+                for (a, _) in &sums {
+                    lines.push(format!("    f = focus(f, \"{a}\"); f = vectorize(f, 1); f = focus(f);"));
+                }
+                lines.push("}".into());
+            }
             let whole = s == 0 && t == nests.len() - 1;
             let kept: Vec<String> =
                 (0..nests.len()).filter(|&k| k < s || k > t).map(|k| vars[k].clone()).collect();
@@ -2114,7 +2146,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 )
             };
             choices.push(choice(&tag, why));
-            arms.push((tag, lines, contracted));
+            arms.push((tag, lines, contracted, sums));
         }
         if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
             && (nests.len() > 2 || common != Some(r))
@@ -2142,6 +2174,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 tag,
                 vec![format!("parts = [{}];", rest.join(", ")), format!("fused = [{}];", flags.join(", "))],
                 false,
+                Vec::new(),
             ));
         }
         if !choices.is_empty() {
@@ -2285,18 +2318,19 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             choices.push(choice("\"none\"", "not fused"));
         }
         choices.insert(at, each);
-        arms.insert(at, ("\"each\"".into(), Vec::new(), false));
+        arms.insert(at, ("\"each\"".into(), Vec::new(), false, Vec::new()));
     }
     out.line(&format!("let parts = [{}];", vars.join(", ")));
-    // A fused part's depth is its shared loops': its inner loops are left to the compiler; a
-    // nest scheduled by its own rules is left as they made it.
+    // A fused part's depth is its shared loops': its inner loops are left to the compiler (but
+    // for the sums above, where `sums` marks them); a nest scheduled by its own rules is left
+    // as they made it.
     out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
     out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
     // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
     out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
     if !choices.is_empty() {
         out.param("fuse", "fuse", "which nests are fused, at which level", choices);
-        for (k, (tag, lines, contract)) in arms.iter().enumerate() {
+        for (k, (tag, lines, contract, sums)) in arms.iter().enumerate() {
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
@@ -2314,7 +2348,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     }
                     out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
                     out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
-                    let names: Vec<String> = inner.iter().map(|(a, why)| format!("{a} ({why})")).collect();
+                    let names: Vec<String> = inner.iter().map(|(a, why, _)| format!("{a} ({why})")).collect();
                     if inner.is_empty() {
                         out.line("let lanes = true;");
                     } else {
@@ -2369,7 +2403,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                         out.line("if lanes {");
                     }
                     out.line(&format!("    let p = {};", vars[j]));
-                    for (a, _) in inner {
+                    for (a, _, _) in inner {
                         out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
                     }
                     if !threads.is_empty() {
@@ -2444,6 +2478,18 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     vec![
                         choice("true", "a block per iteration, in cache, instead of the whole tensor"),
                         choice("false", "the whole tensors"),
+                    ],
+                );
+            }
+            if !sums.is_empty() {
+                let names: Vec<String> = sums.iter().map(|(a, why)| format!("{a} ({why})")).collect();
+                out.param(
+                    "sums",
+                    "sums",
+                    "the fused nest's innermost sums into one element in vector lanes",
+                    vec![
+                        choice("true", format!("in lanes (vectors of partial sums): {}", names.join(", "))),
+                        choice("false", "left to the compiler (scalar)"),
                     ],
                 );
             }
