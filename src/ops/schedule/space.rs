@@ -2016,6 +2016,16 @@ fn all_orders(k: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// One value of `several`'s `fuse` parameter: its tag, its lines, whether they ask whether to
+/// contract the temporaries, and the fused nest's innermost sums that may go in lanes
+/// (address, reason).
+struct Arm {
+    tag: String,
+    lines: Vec<String>,
+    contract: bool,
+    sums: Vec<(String, String)>,
+}
+
 /// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
 /// lanes per nest. Returns the output variables.
 fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Vec<String>, String> {
@@ -2053,9 +2063,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     // temporaries one nest writes and a later one reads stored per iteration of that loop:
     // storage contraction), or the first fusable pair at its deepest level, or none.
     let mut choices = Vec::new();
-    // Each choice's lines, whether they ask whether to contract the temporaries, and the fused
-    // nest's innermost sums that may go in lanes (address, reason).
-    let mut arms: Vec<(String, Vec<String>, bool, Vec<(String, String)>)> = Vec::new();
+    let mut arms: Vec<Arm> = Vec::new();
     // The level of the model's first fusion choice.
     let mut fused_at: Option<usize> = None;
     if nests.len() > 1 {
@@ -2146,7 +2154,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 )
             };
             choices.push(choice(&tag, why));
-            arms.push((tag, lines, contracted, sums));
+            arms.push(Arm { tag, lines, contract: contracted, sums });
         }
         if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
             && (nests.len() > 2 || common != Some(r))
@@ -2170,12 +2178,15 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 ),
             ));
             let flags: Vec<&str> = (0..rest.len()).map(|i| if i == k { "true" } else { "false" }).collect();
-            arms.push((
+            arms.push(Arm {
                 tag,
-                vec![format!("parts = [{}];", rest.join(", ")), format!("fused = [{}];", flags.join(", "))],
-                false,
-                Vec::new(),
-            ));
+                lines: vec![
+                    format!("parts = [{}];", rest.join(", ")),
+                    format!("fused = [{}];", flags.join(", ")),
+                ],
+                contract: false,
+                sums: Vec::new(),
+            });
         }
         if !choices.is_empty() {
             choices.push(choice("\"none\"", "not fused"));
@@ -2318,7 +2329,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             choices.push(choice("\"none\"", "not fused"));
         }
         choices.insert(at, each);
-        arms.insert(at, ("\"each\"".into(), Vec::new(), false, Vec::new()));
+        arms.insert(at, Arm { tag: "\"each\"".into(), lines: Vec::new(), contract: false, sums: Vec::new() });
     }
     out.line(&format!("let parts = [{}];", vars.join(", ")));
     // A fused part's depth is its shared loops': its inner loops are left to the compiler (but
@@ -2330,7 +2341,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
     if !choices.is_empty() {
         out.param("fuse", "fuse", "which nests are fused, at which level", choices);
-        for (k, (tag, lines, contract, sums)) in arms.iter().enumerate() {
+        for (k, Arm { tag, lines, contract, sums }) in arms.iter().enumerate() {
             out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
             out.indent += 1;
             if tag == "\"each\"" {
