@@ -234,7 +234,20 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
     let target = w.writes().next().cloned();
     let tile = target.as_ref().and_then(|t| matmul_like(w, t));
     let block = target.as_ref().and_then(|t| block_plan(w, t));
+    let triangle = if tile.is_none() { target.as_ref().and_then(|t| triangle_like(w, t)) } else { None };
     let mut sketches = Vec::new();
+    if let Some((t, c)) = &triangle {
+        sketches.push(choice(
+            "\"triangle\"",
+            format!(
+                "{}: a product over a triangle ({} from {}{}): {TRIANGLE_TILE} x {TRIANGLE_TILE} tiles, those off the diagonal rectangular, each with BLIS's register tile; the diagonal's as written",
+                t.target,
+                t.j,
+                t.i,
+                if *c > 0 { format!(" + {c}") } else { String::new() }
+            ),
+        ));
+    }
     if let Some(t) = &tile {
         sketches.push(choice(
             "\"register_tile\"",
@@ -338,6 +351,17 @@ fn single(out: &mut Out, w: &Workload, m: &Machine) {
         out.indent += 1;
         match kind.as_str() {
             "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
+            "triangle" => {
+                let t = &triangle.as_ref().expect("triangle").0;
+                out.line(&format!(
+                    "p = stripmine(p, 1, {TRIANGLE_TILE}, \"aligned\"); p = stripmine(p, 3, {TRIANGLE_TILE}, \"aligned\"); p = interchange(p, 2, 3);"
+                ));
+                out.line("// the tiles off the diagonal (jo > io) apart: rectangular");
+                out.line("let io = iterators(p)[0];");
+                out.line("p = split(p, 2, iter(io) + 1); p = distribute(p, 1); p = focus(p, io + \"#2\");");
+                register_tile(out, t, m);
+                out.line("p = focus(p);");
+            }
             "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
             "gathered_block" => register_block(out, w, gathered.as_ref().expect("gathered"), m),
             "lane_block" => lane_block(out, w, lanes_only.as_ref().expect("lanes"), m),
@@ -1090,6 +1114,47 @@ struct Tile {
     b: Option<Name>,
     a: Option<(Name, usize)>,
     dtype: crate::ir::DType,
+    /// A triangle's tiles off the diagonal ([`triangle_like`]): its row tiles on threads.
+    triangle: bool,
+}
+
+/// The tile's side where a product over a triangle (`j` from `i`) is cut into square tiles:
+/// three vectors of 16 lanes, or two of 24, or eight rows of 6.
+const TRIANGLE_TILE: i64 = 48;
+
+/// A product over a triangle, `C[i][j] += A[k][i] B[k][j]` for `j` from `i` (or `i + 1`),
+/// covariance's: square tiles of [`TRIANGLE_TILE`], those off the diagonal (`jo > io`)
+/// rectangular, each a matrix product for the register tile (the tiles inside the focused
+/// part, loops `io, jo` around it); the diagonal's tiles stay as written. Returns the tile and
+/// the triangle's offset (0 or 1).
+fn triangle_like(w: &Workload, t: &Access) -> Option<(Tile, i64)> {
+    let [li, lj, lk] = w.loops.as_slice() else { return None };
+    let (u, c) = lj.after.as_ref()?;
+    if *u != li.iter || !(0..=1).contains(c) || li.extent.is_none_or(|e| e < 4 * TRIANGLE_TILE) {
+        return None;
+    }
+    // As the square around the triangle: a matrix product?
+    let mut square = w.clone();
+    square.loops[1].extent = li.extent;
+    // A sum into the target over k, which a part of a distributed nest may read as carried
+    // (covariance's `cov` is written again, in place, by the parts after it): the rewrite is
+    // checked for legality like every step (isl), refused where it is not one.
+    if lk.kind == Parallelism::Carried
+        && w.updated.contains(&t.tensor)
+        && !t.index.iter().any(|x| x.mentions(&lk.iter))
+    {
+        square.loops[2].kind = Parallelism::Reduction;
+    }
+    let mut tile = matmul_like(&square, t)?;
+    tile.i_extent = TRIANGLE_TILE;
+    tile.j_extent = TRIANGLE_TILE;
+    tile.outer = 2;
+    // `pack` copies the whole tensor's block at a level; inside a part of a distributed nest
+    // the operands are read where they are.
+    tile.a = None;
+    tile.b = None;
+    tile.triangle = true;
+    Some((tile, *c))
 }
 
 fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
@@ -1146,6 +1211,7 @@ fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
         b: b.map(|a| a.tensor.clone()),
         a: a.map(|a| (a.tensor.clone(), a.index.len())),
         dtype: t.dtype,
+        triangle: false,
     })
 }
 
@@ -1233,7 +1299,9 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     let o = t.outer;
     let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
     par.push(choice(o + 1, "the column cache blocks on threads"));
-    if o > 0 {
+    if t.triangle {
+        par.insert(0, choice(1, format!("the triangle's rows of tiles ({}) on threads", t.i)));
+    } else if o > 0 {
         par.insert(0, choice(1, "the outermost (batch) loop on threads"));
     }
     out.param("parallel", "parallel", "the loop on threads", par);

@@ -19,6 +19,9 @@ pub struct LoopInfo {
     pub mean_extent: f64,
     /// Data-parallel, a reduction, or carrying a dependence (isl).
     pub kind: Parallelism,
+    /// Where the loop starts at an outer loop's iterator plus a constant and ends at a
+    /// constant (a triangle's `j` from `i`): that iterator and the constant.
+    pub after: Option<(Name, i64)>,
 }
 
 /// One access of a statement.
@@ -75,6 +78,22 @@ impl Access {
     pub fn bytes(&self) -> u64 {
         self.dims.iter().map(|&d| d as u64).product::<u64>() * self.dtype.size() as u64
     }
+}
+
+/// `(u, c)` where loop `l` runs from `u + c` (`u` the iterator of a loop around it, `c` a
+/// constant) to a constant.
+fn triangle_start(
+    l: &crate::ir::Loop,
+    path: &[std::sync::Arc<crate::ir::Loop>],
+    consts: &dyn Fn(&str) -> Option<i64>,
+) -> Option<(Name, i64)> {
+    l.ub.eval(consts).ok()?;
+    let outer: Vec<&Name> = path.iter().take_while(|x| x.iter != l.iter).map(|x| &x.iter).collect();
+    let used: Vec<&&Name> = outer.iter().filter(|u| l.lb.mentions(u)).collect();
+    let [u] = used.as_slice() else { return None };
+    let at = |x: i64| l.lb.eval(&|v: &str| if v == &u[..] { Some(x) } else { consts(v) }).ok();
+    let c = at(0)?;
+    (at(1)? == c + 1 && at(37)? == c + 37).then(|| ((**u).clone(), c))
 }
 
 /// A nest as the rules see it.
@@ -141,7 +160,8 @@ impl Workload {
             if let (Some(a), Some(b)) = (lb, ub) {
                 middle.insert(iter.to_string(), (a + b) / 2);
             }
-            loops.push(LoopInfo { level, iter, extent, mean_extent, kind });
+            let after = triangle_start(l, &path, &consts);
+            loops.push(LoopInfo { level, iter, extent, mean_extent, kind, after });
         }
         let perfect = path.last().is_some_and(|l| l.body.iter().all(|x| x.as_loop().is_none()));
         let stmts = nest.stmts();
