@@ -888,6 +888,8 @@ fn a_product_over_a_triangle_is_cut_into_square_tiles_with_a_register_tile_off_t
         "{path}"
     );
     assert!(path.contains("split(") && path.contains("distribute(") && path.contains("registers("), "{path}");
+    // Each row of tiles has one fewer than the row before: the tiles of a row on threads.
+    assert!(path.contains("#   parallel = 2: each row's tiles (j) on threads"), "{path}");
     // Part of a distributed nest whose target is written again after it (correlation's `corr`,
     // mirrored in place), from i + 1.
     let d = tempfile::tempdir().unwrap();
