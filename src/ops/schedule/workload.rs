@@ -273,3 +273,31 @@ impl Workload {
         kinds.join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Value;
+
+    fn loops(src: &str) -> Vec<LoopInfo> {
+        let state = crate::lang::eval(src, "t.teml", &State::new()).unwrap();
+        let Some(Value::Nest(n)) = state.get("l") else { panic!("no nest l") };
+        Workload::shape(&state, n).unwrap().loops
+    }
+
+    #[test]
+    fn a_loop_from_an_outer_iterator_to_a_constant_is_a_triangle_side() {
+        let head = "M = 50\nN = 70\nX = tensor([N, M])\nG = tensor([M, M])\n\
+                    P = vmul(X, X, [[k, i], [k, j]])\nG = add(G, P, [[i, j], ] -> [i, j])\n";
+        let after = |bounds: &str| {
+            loops(&format!("{head}l = build(G, {bounds})\n")).into_iter().map(|l| l.after).collect::<Vec<_>>()
+        };
+        let i = Some((Name::from("i"), 0));
+        assert_eq!(after("[[i, 0, M-1], [j, i, M-1]]"), [None, i.clone(), None]);
+        assert_eq!(after("[[i, 0, M-1], [j, i+1, M-1]]")[1], Some((Name::from("i"), 1)));
+        // Rectangular; up to i (syrk's j <= i); from 2 i: not a triangle's side of slope 1.
+        assert_eq!(after("[[i, 0, M-1], [j, 0, M-1]]"), [None, None, None]);
+        assert_eq!(after("[[i, 0, M-1], [j, 0, i]]")[1], None);
+        assert_eq!(after("[[i, 0, M-1], [j, 2*i, M-1]]")[1], None);
+    }
+}
