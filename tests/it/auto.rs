@@ -47,6 +47,28 @@ fn auto_verified(dir: &Path, name: &str, src: &str) -> String {
     std::fs::read_to_string(dir.join("a/auto.teml")).unwrap()
 }
 
+/// `teml auto --emit-space` on `src` (written as `name` in `dir`), without the database: it
+/// succeeds; the space's text.
+fn emitted_space(dir: &Path, name: &str, src: &str) -> String {
+    let f = write(dir, name, src);
+    let out = format!("{name}.rhai");
+    let o = teml(dir, &["auto", &f, "--emit-space", &out, "--no-db"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::read_to_string(dir.join(out)).unwrap()
+}
+
+/// `teml run a/auto.teml` with `defines` (`-D` settings), its C emitted: it verifies; the C.
+fn auto_c(dir: &Path, defines: &[&str]) -> String {
+    let mut args = vec!["run", "a/auto.teml", "-q"];
+    for d in defines {
+        args.extend(["-D", d]);
+    }
+    args.extend(["--emit-c", "k.c"]);
+    let o = teml(dir, &args);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+    std::fs::read_to_string(dir.join("k.c")).unwrap()
+}
+
 /// `teml auto` on the shipped example `rel` (under examples/) with `-D` settings `defines`: it
 /// succeeds and verifies; the path's text.
 fn auto_example(dir: &Path, rel: &str, defines: &[&str]) -> String {
@@ -754,9 +776,7 @@ fn a_block_whose_rows_do_not_divide_keeps_its_rows_loop_off_a_collapsed_band() {
     let path = auto_verified(d.path(), "conv10.teml", &src);
     assert!(path.contains("#   sketch = register_block: O contiguous in x"), "{path}");
     assert!(path.contains("#   mr = 8:") && path.contains("#   parallel = outer:"), "{path}");
-    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "--emit-c", "k.c"]);
-    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
-    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    let c = auto_c(d.path(), &[]);
     assert!(c.contains("in two parts") && c.contains("in registers across"), "{c}");
 }
 
@@ -775,9 +795,7 @@ fn a_batch_of_one_puts_the_second_loop_on_threads() {
     }
     assert!(path.contains("#   parallel = second: k (10) on threads: n has 1 iteration"), "{path}");
     assert!(path.contains("p = parallelize(") && path.contains(", 2)\n"), "{path}");
-    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "--emit-c", "k.c"]);
-    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
-    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    let c = auto_c(d.path(), &[]);
     assert!(c.contains("in two parts") && c.contains("in registers across"), "{c}");
     assert_eq!(c.matches("#pragma omp parallel for").count(), 2, "both parts on threads: {c}");
 }
@@ -802,24 +820,18 @@ fn a_result_added_onto_is_never_offered_streaming_stores() {
     // such choice (it was the first point where C exceeds half the L3: a 4000 x 4000 update
     // got no path on an AMD EPYC with 32 MiB of L3). A result set once keeps the choice.
     let d = tempfile::tempdir().unwrap();
-    let f = write(
+    let space = emitted_space(
         d.path(),
         "update.teml",
         "N = 64\nC = tensor([N, N])\nP = tensor([N, N])\nC = add(C, P, [[i, j], [i, j]] -> [i, j])\n\
          l = build(C)\ncodegen(l)\n",
     );
-    let o = teml(d.path(), &["auto", &f, "--emit-space", "s.rhai", "--no-db"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let space = std::fs::read_to_string(d.path().join("s.rhai")).unwrap();
     assert!(space.contains("param(\"vectorize\"") && !space.contains("stream"), "{space}");
-    let f = write(
+    let space = emitted_space(
         d.path(),
         "set.teml",
         "N = 64\nA = tensor([N, N])\nP = tensor([N, N])\nC = entrywise_add(A, P)\nl = build(C)\ncodegen(l)\n",
     );
-    let o = teml(d.path(), &["auto", &f, "--emit-space", "s2.rhai", "--no-db"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let space = std::fs::read_to_string(d.path().join("s2.rhai")).unwrap();
     assert!(space.contains("param(\"stream\""), "{space}");
 }
 
@@ -858,9 +870,7 @@ fn a_sum_into_one_element_innermost_runs_in_lanes() {
         ),
         "{path}"
     );
-    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "--emit-c", "k.c"]);
-    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
-    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    let c = auto_c(d.path(), &[]);
     assert!(c.contains("#pragma omp simd reduction(+:"), "{c}");
     // A sum of two terms (a 2 x 2 pooling window innermost) is no vector's work: left alone
     // (8.7 ms in lanes against 3.5 ms as written at 16 x 64 x 56 x 56; Zen 5).
@@ -913,9 +923,7 @@ fn sums_in_a_fused_nest_run_in_lanes() {
         path.contains("#   sums = true: in lanes (vectors of partial sums): j#1 (a reduction into tmp[i]), j#2 (a reduction into u[i])"),
         "{path}"
     );
-    let o = teml(d.path(), &["run", "a/auto.teml", "-q", "-D", "N=40", "--emit-c", "k.c"]);
-    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
-    let c = std::fs::read_to_string(d.path().join("k.c")).unwrap();
+    let c = auto_c(d.path(), &["N=40"]);
     assert_eq!(c.matches("#pragma omp simd reduction(+:").count(), 2, "{c}");
     // A sum read down a column (A[j][i] along j) is not contiguous: not offered; sums shorter
     // than two vectors neither.
@@ -923,16 +931,10 @@ fn sums_in_a_fused_nest_run_in_lanes() {
     let src = "N = 40\nA = tensor([N, N])\nx = tensor([N])\ny = einsum(\"ij,j->i\", [A, x])\n\
                z = einsum(\"ji,j->i\", [A, x])\nw = add(y, z, [[i], [i]] -> [i])\n\
                l1 = build(y)\nl2 = build(z)\nl3 = build(w)\ncodegen(l1, l2, l3)\n";
-    write(d.path(), "cols.teml", src);
-    let o = teml(d.path(), &["auto", "cols.teml", "--emit-space", "s.rhai", "--no-db"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let space = std::fs::read_to_string(d.path().join("s.rhai")).unwrap();
+    let space = emitted_space(d.path(), "cols.teml", src);
     assert!(space.contains("j#1 (a reduction into y[i])") && !space.contains("j#2 (a reduction"), "{space}");
     let short = src.replace("N = 40", "N = 6");
-    write(d.path(), "short.teml", &short);
-    let o = teml(d.path(), &["auto", "short.teml", "--emit-space", "t.rhai", "--no-db"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let space = std::fs::read_to_string(d.path().join("t.rhai")).unwrap();
+    let space = emitted_space(d.path(), "short.teml", &short);
     assert!(!space.contains("param(\"sums\""), "{space}");
 }
 

@@ -905,11 +905,18 @@ fn inner_lanes(state: &State, nest: &Nest) -> Lanes {
     Lanes { inner: out, unroll, threads }
 }
 
+/// Whether a sum into one element of `mean_extent` terms on average is worth vector lanes:
+/// two vectors' terms or more (the 2 terms of a 2 x 2 pooling window's inner loop in 8 lanes
+/// cost their horizontal sum and gain nothing: 3.5 ms as written, 8.7 ms in lanes; Zen 5).
+fn long_sum(mean_extent: f64, lanes: usize) -> bool {
+    mean_extent >= (2 * lanes) as f64
+}
+
 /// The innermost sums into one element of `nests` fused at level `r` (as `fuse_outer` fuses
-/// them), each with `min` iterations or more on average: their addresses in the fused nest,
-/// with the reason (the rules of a single nest put such a sum in lanes; in a fused nest it
-/// is left to the compiler, which keeps a floating-point sum scalar).
-fn fused_sums(state: &State, nests: &[(Name, Nest)], r: usize, min: usize) -> Vec<(String, String)> {
+/// them) that are worth `lanes` ([`long_sum`]): their addresses in the fused nest, with the
+/// reason (the rules of a single nest put such a sum in lanes; in a fused nest it is left to
+/// the compiler, which keeps a floating-point sum scalar).
+fn fused_sums(state: &State, nests: &[(Name, Nest)], r: usize, lanes: usize) -> Vec<(String, String)> {
     let Some(((_, first), rest)) = nests.split_first() else { return Vec::new() };
     let fused = rest
         .iter()
@@ -918,7 +925,7 @@ fn fused_sums(state: &State, nests: &[(Name, Nest)], r: usize, min: usize) -> Ve
     inner_lanes(state, &fused)
         .inner
         .into_iter()
-        .filter_map(|(a, why, sum)| sum.filter(|&e| e >= min as f64).map(|_| (a, why)))
+        .filter_map(|(a, why, sum)| sum.filter(|&e| long_sum(e, lanes)).map(|_| (a, why)))
         .collect()
 }
 
@@ -2034,13 +2041,12 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     );
     // A reduction into one element in lanes: the compiler may not reorder a floating-point sum
     // on its own (no -ffast-math), so a dot product over `k` innermost (syrk's `C[i][j] +=
-    // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked. Only a sum of two vectors or
-    // more: a pooling window's 2 terms in 8 lanes cost their horizontal sum and gain nothing
-    // (a 2 x 2 window: 3.5 ms as written, 8.7 ms so marked; Zen 5).
+    // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked; only a sum worth it
+    // ([`long_sum`]).
     let long: Vec<String> = w
         .loops
         .iter()
-        .filter(|l| l.kind != Parallelism::Independent && l.mean_extent >= (2 * lanes) as f64)
+        .filter(|l| l.kind != Parallelism::Independent && long_sum(l.mean_extent, lanes))
         .map(|l| format!("\"{}\"", l.iter))
         .collect();
     out.line(&format!("let long_sums = [{}];", long.join(", ")));
@@ -2187,7 +2193,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             // per row, fused at `i`): scalar unless marked (gcc may not reorder a
             // floating-point sum), in lanes where each sums two vectors' terms or more, as the
             // rules of a single nest put them.
-            let sums = fused_sums(state, &nests[s..=t], r, 2 * lanes_of(state, &nests[s].1, m));
+            let sums = fused_sums(state, &nests[s..=t], r, lanes_of(state, &nests[s].1, m));
             if !sums.is_empty() {
                 lines.push("if sums {".into());
                 for (a, _) in &sums {

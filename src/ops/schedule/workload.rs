@@ -81,7 +81,7 @@ impl Access {
 }
 
 /// `(u, c)` where loop `l` runs from `u + c` (`u` the iterator of a loop around it, `c` a
-/// constant) to a constant.
+/// constant at the program's sizes) to a constant.
 fn triangle_start(
     l: &crate::ir::Loop,
     path: &[std::sync::Arc<crate::ir::Loop>],
@@ -89,11 +89,12 @@ fn triangle_start(
 ) -> Option<(Name, i64)> {
     l.ub.eval(consts).ok()?;
     let outer: Vec<&Name> = path.iter().take_while(|x| x.iter != l.iter).map(|x| &x.iter).collect();
-    let used: Vec<&&Name> = outer.iter().filter(|u| l.lb.mentions(u)).collect();
-    let [u] = used.as_slice() else { return None };
-    let at = |x: i64| l.lb.eval(&|v: &str| if v == &u[..] { Some(x) } else { consts(v) }).ok();
-    let c = at(0)?;
-    (at(1)? == c + 1 && at(37)? == c + 37).then(|| ((**u).clone(), c))
+    let terms = l.lb.affine_terms()?;
+    let [(u, 1)] = terms.iter().filter(|(v, _)| outer.contains(&v)).collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let c = l.lb.eval(&|v: &str| if v == &u[..] { Some(0) } else { consts(v) }).ok()?;
+    Some((u.clone(), c))
 }
 
 /// A nest as the rules see it.
