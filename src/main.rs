@@ -7,6 +7,11 @@ fn main() {
         std::process::exit(teml::runtime::worker_main(&args[2..]));
     }
     let cli = Cli::parse();
+    // A malformed TEML_MACHINE would otherwise be ignored by every command that does not plan.
+    if let Err(e) = teml::ops::schedule::machine::check_pinned() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     let code = match &cli.command {
         Command::Run(a) => teml::cli::run(a),
         Command::Check(a) => teml::cli::check(a),

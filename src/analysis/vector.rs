@@ -34,9 +34,13 @@ pub struct Target {
 }
 
 impl Target {
-    /// The host's target: `TEML_VECTOR_BITS` if set (0, 128, 256 or 512), else the widest
-    /// vectors the CPU has (AVX-512F: 512, AVX: 256, SSE2 or NEON: 128).
+    /// The host's target: the width `TEML_MACHINE` pins (the rules plan for the same), else
+    /// `TEML_VECTOR_BITS` if set (0, 128, 256 or 512), else the widest vectors the CPU has (AVX-512F: 512, AVX: 256, SSE2
+    /// or NEON: 128).
     pub fn native() -> Target {
+        if let Some(bits) = crate::ops::schedule::machine::pinned_vector_bits() {
+            return Target { vector_bits: bits };
+        }
         if let Some(bits) = std::env::var("TEML_VECTOR_BITS").ok().and_then(|v| v.trim().parse::<u32>().ok())
         {
             return Target { vector_bits: bits };

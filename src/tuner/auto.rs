@@ -91,7 +91,7 @@ pub fn generate(
     let state = program_state(program, defines, unchecked)?;
     let req = &state.kernels[0];
     let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let (text, space) = schedule::script(&state, req, &Machine::this(), &relative(dir, program))?;
+    let (text, space) = schedule::script(&state, req, &Machine::this()?, &relative(dir, program))?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     std::fs::write(to, text).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     let (key, statements, workload) = keys(&state)?;
@@ -275,7 +275,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         "# Chosen by `teml auto {}{}` from the {source}, without measuring, for this machine:\n#   {machine}; {}.\n",
         o.program.display(),
         setting.concat(),
-        Machine::this().describe()
+        Machine::this()?.describe()
     );
     header.push_str(&format!(
         "# The generated space: {} (teml tune searches it). Each decision and its reason:\n",
@@ -332,7 +332,7 @@ pub fn summary(r: &AutoReport) -> String {
 /// The REPL's `:auto l`: the path `teml auto` picks for the nest `name` of the session, each
 /// decision with its reason, and the path's steps.
 pub fn explain(state: &State, name: &str, nest: &crate::ir::Nest) -> Result<String, String> {
-    let space = schedule::generate(state, &[(Name::from(name), nest.clone())], &Machine::this())?;
+    let space = schedule::generate(state, &[(Name::from(name), nest.clone())], &Machine::this()?)?;
     let src = format!("{}codegen(p);\n", space.body);
     let start = State { kernels: Vec::new(), params: Params::default(), ..state.clone() };
     let mut eval = |values: &BTreeMap<String, String>| {

@@ -18,10 +18,18 @@ l = build(O)\ncodegen(l)\n";
 const TTM: &str = "NA = 6\nND = 10\nNE = 12\nA = tensor([NA, ND, NE])\nB = tensor([ND, NA])\n\
 C = tensor([NA, NA, NE])\ninit(C, 0)\nP = vmul(A, B, [[a, d, e], [d, b]])\nC = add(C, P, [[a, b, e], ] -> [a, b, e])\n";
 
+/// The machine every test here plans for, whatever the host (a 2-core Zen 5): the paths the
+/// rules choose depend on the vector width, the registers, the cores and the caches. Vector
+/// types of any width build and run on any host (a 512-bit vector is two 256-bit ones on AVX2).
+pub const MACHINE: &str =
+    "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB";
+
 fn teml(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(args)
         .current_dir(dir)
+        .env("TEML_MACHINE", MACHINE)
+        .env_remove("TEML_VECTOR_BITS")
         .env("TEML_CACHE_DIR", crate::common::kernel_cache())
         .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"))
         .output()
@@ -316,6 +324,7 @@ fn the_repl_shows_the_automatic_path_with_its_reasons() {
         .arg("repl")
         .current_dir(d.path())
         .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .env("TEML_MACHINE", MACHINE)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -988,4 +997,33 @@ l1 = build(s)\nl2 = build(B)\ncodegen(l1, l2)\n";
     assert!(!out.contains("note: untransformed:"), "{out}");
     let o = teml(d.path(), &["run", "t/best.teml", "-q"]);
     assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
+}
+
+#[test]
+fn teml_machine_pins_the_machine_planned_for_and_a_malformed_one_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "conv.teml", CONV);
+    // The plan for an AVX2 machine of 16 registers, on any host: its 4-lane rows of x.
+    let avx2 = "256-bit vectors, 16 vector registers, 2 cores, L1 32 KiB, L2 512 KiB, L3 8192 KiB";
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["auto", &f, "--out", "a", "--no-db"])
+        .current_dir(d.path())
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .env("TEML_MACHINE", avx2)
+        .env_remove("TEML_VECTOR_BITS")
+        .output()
+        .unwrap();
+    assert!(o.status.success() && text(&o).contains(": verified"), "{}", text(&o));
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains(avx2) && path.contains("of up to 4 lanes"), "{path}");
+    for bad in ["384-bit vectors", "2 cores, L1 32 KB"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+            .args(["run", &f, "-q"])
+            .current_dir(d.path())
+            .env("TEML_MACHINE", bad)
+            .output()
+            .unwrap();
+        let e = text(&o);
+        assert!(!o.status.success() && e.contains("TEML_MACHINE: expected ") && e.contains("found `"), "{e}");
+    }
 }

@@ -1,5 +1,8 @@
 //! The machine the rules size their blocks for: vector width, vector registers, cores and
-//! caches, read from the host (`/proc/cpuinfo`, `/sys/devices/system/cpu/cpu0/cache`).
+//! caches, read from the host (`/proc/cpuinfo`, `/sys/devices/system/cpu/cpu0/cache`), or
+//! pinned by `TEML_MACHINE` (any fields of [`Machine::describe`]'s line, e.g. `512-bit vectors,
+//! 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB`): to plan for another
+//! machine than the host, or to get the same plan on every host.
 
 use crate::analysis::vector::Target;
 use crate::ir::DType;
@@ -18,8 +21,17 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// This machine.
-    pub fn this() -> Machine {
+    /// This machine, with the fields `TEML_MACHINE` sets (an error where it is malformed).
+    pub fn this() -> Result<Machine, String> {
+        let mut m = Machine::host();
+        if let Ok(text) = std::env::var(MACHINE_VAR) {
+            pin(&mut m, &text)?;
+        }
+        Ok(m)
+    }
+
+    /// The host as read from the system (vector width: `TEML_VECTOR_BITS` or the CPU's).
+    fn host() -> Machine {
         let bits = Target::native().vector_bits;
         let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let avx512 = flags.lines().any(|l| l.starts_with("flags") && l.contains(" avx512f"));
@@ -77,7 +89,8 @@ impl Machine {
         count
     }
 
-    /// In a line: `512-bit vectors, 32 registers, 2 cores, L1 32 KiB, L2 1024 KiB`.
+    /// In a line: `512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3
+    /// 32768 KiB` (the form `TEML_MACHINE` reads).
     pub fn describe(&self) -> String {
         format!(
             "{}-bit vectors, {} vector registers, {} cores, L1 {} KiB, L2 {} KiB, L3 {} KiB",
@@ -89,6 +102,73 @@ impl Machine {
             self.caches[2] >> 10
         )
     }
+}
+
+/// The variable that pins the machine the rules plan for.
+pub const MACHINE_VAR: &str = "TEML_MACHINE";
+
+/// The vector width `TEML_MACHINE` pins, if it is set and names one (the C's vectors follow it,
+/// as they follow `TEML_VECTOR_BITS`).
+pub fn pinned_vector_bits() -> Option<u32> {
+    let text = std::env::var(MACHINE_VAR).ok()?;
+    let mut m = Machine { vector_bits: u32::MAX, registers: 0, cores: 0, caches: [0; 3] };
+    pin(&mut m, &text).ok()?;
+    (m.vector_bits != u32::MAX).then_some(m.vector_bits)
+}
+
+/// Checks `TEML_MACHINE` where it is set: an error naming the field that is malformed.
+pub fn check_pinned() -> Result<(), String> {
+    Machine::this().map(|_| ())
+}
+
+/// Sets the fields `text` names (comma-separated, in any order, as [`Machine::describe`] writes
+/// them) on `m`.
+fn pin(m: &mut Machine, text: &str) -> Result<(), String> {
+    let bad = |field: &str, want: &str| {
+        format!(
+            "{MACHINE_VAR}: expected {want}, found `{field}` (the form: `512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB`, any of its fields)"
+        )
+    };
+    for field in text.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        let words: Vec<&str> = field.split_whitespace().collect();
+        let number = |w: &str, want: &str| w.parse::<u64>().map_err(|_| bad(field, want));
+        match words.as_slice() {
+            [w, "vectors"] if w.ends_with("-bit") => {
+                let bits = number(&w[..w.len() - 4], "a vector width of 0, 128, 256 or 512 bits")?;
+                if ![0, 128, 256, 512].contains(&bits) {
+                    return Err(bad(field, "a vector width of 0, 128, 256 or 512 bits"));
+                }
+                m.vector_bits = bits as u32;
+            }
+            [n, "vector", "registers"] | [n, "registers"] => {
+                let n = number(n, "a count of vector registers from 1")?;
+                if n == 0 {
+                    return Err(bad(field, "a count of vector registers from 1"));
+                }
+                m.registers = n as usize;
+            }
+            [n, "cores"] | [n, "core"] => {
+                let n = number(n, "a count of cores from 1")?;
+                if n == 0 {
+                    return Err(bad(field, "a count of cores from 1"));
+                }
+                m.cores = n as usize;
+            }
+            [level @ ("L1" | "L2" | "L3"), n, unit @ ("KiB" | "MiB")] => {
+                let n = number(n, "a cache size in KiB or MiB")?;
+                let shift = if *unit == "KiB" { 10 } else { 20 };
+                let k = (level.as_bytes()[1] - b'1') as usize;
+                m.caches[k] = n << shift;
+            }
+            _ => {
+                return Err(bad(
+                    field,
+                    "`N-bit vectors`, `N vector registers`, `N cores` or `L1|L2|L3 N KiB|MiB`",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -105,5 +185,25 @@ mod tests {
         let avx2 = Machine { vector_bits: 256, ..m };
         assert_eq!(avx2.pieces(7, DType::Double), 3);
         assert_eq!(avx2.pieces(8, DType::Double), 2);
+    }
+
+    #[test]
+    fn teml_machine_pins_the_fields_it_names() {
+        let host =
+            Machine { vector_bits: 256, registers: 16, cores: 8, caches: [32 << 10, 512 << 10, 8 << 20] };
+        let mut m = host.clone();
+        pin(&mut m, "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB")
+            .unwrap();
+        assert_eq!(
+            m.describe(),
+            "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB"
+        );
+        let mut m = host.clone();
+        pin(&mut m, " L2 2 MiB ,4 cores").unwrap();
+        assert_eq!(m, Machine { cores: 4, caches: [32 << 10, 2 << 20, 8 << 20], ..host.clone() });
+        for bad in ["384-bit vectors", "0 cores", "L4 1 KiB", "fast", "x-bit vectors", "L1 32 KB"] {
+            let e = pin(&mut host.clone(), bad).unwrap_err();
+            assert!(e.starts_with("TEML_MACHINE: expected ") && e.contains(&format!("`{bad}`")), "{e}");
+        }
     }
 }
