@@ -63,10 +63,18 @@ pub fn default_path() -> PathBuf {
     dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("teml").join("tuning.jsonl")
 }
 
-/// The machine a time belongs to: the CPU (architecture, model, flags) and the threads.
+/// The machine a time belongs to: the CPU (architecture, model, flags) and the threads, and
+/// the machine the rules planned for where `TEML_MACHINE` pins one (its generated spaces hold
+/// other choices than the host's).
 pub fn machine_key(threads: usize) -> String {
     let host = crate::runtime::host::Host::this();
-    format!("{:016x}/{threads}t", crate::ir::params::hash(&host.cpu_key()))
+    let mut cpu = host.cpu_key();
+    if std::env::var_os(crate::ops::schedule::machine::MACHINE_VAR).is_some()
+        && let Ok(m) = crate::ops::schedule::Machine::this()
+    {
+        cpu.push_str(&format!(" | planned for {}", m.describe()));
+    }
+    format!("{:016x}/{threads}t", crate::ir::params::hash(&cpu))
 }
 
 /// The records of a file.

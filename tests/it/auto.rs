@@ -1027,3 +1027,45 @@ fn teml_machine_pins_the_machine_planned_for_and_a_malformed_one_is_refused() {
         assert!(!o.status.success() && e.contains("TEML_MACHINE: expected ") && e.contains("found `"), "{e}");
     }
 }
+
+#[test]
+fn with_sixteen_registers_a_block_takes_fewer_vectors_a_row_so_that_all_its_rows_fit() {
+    // gconv with a 7-wide output: the block's rows are w's 7, its lanes the channels o. With 16
+    // registers (AVX2), 7 rows x 2 vectors = 14 accumulators, the weights' two vectors and a
+    // broadcast do not fit: one vector a row. (The C's vectors follow TEML_MACHINE, not
+    // TEML_VECTOR_BITS, which is set here to the other width.)
+    let d = tempfile::tempdir().unwrap();
+    let shape = ["NB=2", "G=2", "CO=16", "CI=4", "H=7", "KH=3"];
+    let avx2 = "256-bit vectors, 16 vector registers, 2 cores, L1 32 KiB, L2 512 KiB, L3 8192 KiB";
+    let avx512 = "512-bit vectors, 32 vector registers, 2 cores, L1 32 KiB, L2 1024 KiB, L3 32768 KiB";
+    let plan = |machine: &str, bits: &str| {
+        let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gconv.teml");
+        let mut args = vec!["auto", program.to_str().unwrap(), "--out", "a", "--no-db"];
+        for s in &shape {
+            args.extend(["-D", s]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+            .args(&args)
+            .current_dir(d.path())
+            .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+            .env("TEML_MACHINE", machine)
+            .env("TEML_VECTOR_BITS", bits)
+            .output()
+            .unwrap();
+        assert!(o.status.success() && text(&o).contains(": verified"), "{}", text(&o));
+        std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap()
+    };
+    let p = plan(avx2, "512");
+    assert!(p.contains("#   sketch = gathered_block") && p.contains("o (16) in lanes"), "{p}");
+    assert!(
+        p.contains("#   nr = 4: 4 lanes (1 vector) a row: 4 whole blocks; 7 rows of 1 accumulator each"),
+        "{p}"
+    );
+    assert!(p.contains("#   mr = 7: 7 rows x 1 vector = 7 accumulators of 16 registers"), "{p}");
+    // 32 registers: two vectors of 8 lanes a row, every row.
+    let p = plan(avx512, "256");
+    assert!(
+        p.contains("#   nr = 16: ") && p.contains("#   mr = 7: 7 rows x 2 vectors = 14 accumulators of 32"),
+        "{p}"
+    );
+}

@@ -1279,13 +1279,17 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
             .collect(),
     );
     let l2 = m.caches[1].max(256 << 10);
-    let mut ncs: Vec<i64> = [4, 8, 15, 30]
-        .into_iter()
-        .filter(|&nc| nc * 2 * lanes as i64 <= t.j_extent.max(2 * lanes as i64) * 2)
-        .collect();
+    // Never more blocks than the columns fill (a 48-wide tile is 3 blocks of 16, not 4).
+    let blocks = ((t.j_extent + 2 * lanes as i64 - 1) / (2 * lanes as i64)).max(1);
+    let mut ncs: Vec<i64> = Vec::new();
+    for nc in [4, 8, 15, 30] {
+        if nc * 2 * lanes as i64 <= t.j_extent.max(2 * lanes as i64) * 2 && !ncs.contains(&nc.min(blocks)) {
+            ncs.push(nc.min(blocks));
+        }
+    }
     if ncs.is_empty() {
         // Fewer columns than four blocks (24 of them in 16-lane blocks): every column block.
-        ncs.push(((t.j_extent + 2 * lanes as i64 - 1) / (2 * lanes as i64)).max(1));
+        ncs.push(blocks);
     }
     let nc_reason = |nc: i64| {
         let bytes = nc as u64 * 2 * lanes as u64 * elem * fit as u64;
@@ -1718,17 +1722,33 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
     let lanes = m.lanes(b.dtype).max(1);
     let regs = m.registers.max(8);
     let e = b.lane_extent as usize;
-    let nr0 = first_nr(e, lanes, regs);
+    let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
+    let mut nr0 = first_nr(e, lanes, regs);
+    // With 16 registers (no AVX-512), every row's accumulators, the shared operand's vectors and
+    // a broadcast must fit: where all the rows do not at this width, fewer vectors a row that
+    // hold them all come first (gconv at NB=G=CO=CI=32, 7x7: 7 rows x 1 vector 16.2 ms
+    // against 7 x 2 vectors 22-30 ms and 6 + 1 rows x 2 vectors 36 ms; Zen 3, AVX2). With 32
+    // registers all the rows' accumulators win even where they take every register (below).
+    let fits = |v: usize| max_rows * v + v < regs;
+    let mut narrowed = None;
+    if regs < 32 && max_rows <= 8 && !fits(m.pieces(nr0, b.dtype).max(1)) {
+        let wider = m.pieces(nr0, b.dtype).max(1);
+        if let Some(v) = (1..wider).rev().find(|&v| fits(v) && e.is_multiple_of(v * lanes)) {
+            narrowed = Some(max_rows);
+            nr0 = v * lanes;
+        }
+    }
     let mut nrs: Vec<Choice> = Vec::new();
+    let whole = choice(
+        e,
+        format!(
+            "all {e} iterations of {} in lanes ({} vectors of up to {lanes} lanes): no loop left",
+            b.lane_iter,
+            m.pieces(e, b.dtype)
+        ),
+    );
     if nr0 == e {
-        nrs.push(choice(
-            e,
-            format!(
-                "all {e} iterations of {} in lanes ({} vectors of up to {lanes} lanes): no loop left",
-                b.lane_iter,
-                m.pieces(e, b.dtype)
-            ),
-        ));
+        nrs.push(whole.clone());
     }
     let mut ns = vec![nr0];
     ns.extend([2 * lanes, lanes, 3 * lanes, 4 * lanes].into_iter().filter(|&n| n != nr0));
@@ -1740,16 +1760,27 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
                 format!("{} and a last one of {} without registers", plural(e / n, "block"), e % n)
             };
             let v = n / lanes;
+            let fit = match narrowed {
+                Some(rows) if n == nr0 => format!(
+                    "; {rows} rows of {v} accumulator{} each, the operand's {} and a broadcast fit {regs} registers",
+                    if v == 1 { "" } else { "s" },
+                    plural(v, "vector")
+                ),
+                _ => String::new(),
+            };
             nrs.push(choice(
                 n,
-                format!("{n} lanes ({v} vector{}) a row: {tail}", if v == 1 { "" } else { "s" }),
+                format!("{n} lanes ({v} vector{}) a row: {tail}{fit}", if v == 1 { "" } else { "s" }),
             ));
         }
+    }
+    if narrowed.is_some() && e <= 4 * lanes {
+        // The width first_nr chose, second.
+        nrs.insert(1, whole);
     }
     out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs.clone());
     let pieces = m.pieces(nr0, b.dtype).max(1);
     let top = ((regs - pieces - 1) / pieces).clamp(1, 8);
-    let max_rows = b.rows.first().map_or(8, |r| r.2 as usize);
     // All the rows where their accumulators fit the registers: a last, partial block of rows
     // would run without registers (8 rows as 6 + 2 leaves a quarter of the work there), which
     // costs more than the operand or the one accumulator the compiler then keeps in L1 (gconv,
@@ -1769,7 +1800,11 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
             .map(|&r| {
                 choice(
                     r,
-                    format!("{r} rows x {pieces} vectors = {} accumulators of {regs} registers", r * pieces),
+                    format!(
+                        "{r} rows x {} = {} accumulators of {regs} registers",
+                        plural(pieces, "vector"),
+                        r * pieces
+                    ),
                 )
             })
             .collect(),
@@ -2784,10 +2819,19 @@ mod tests {
         // 16 lanes are 2 vectors: 8 rows fit (16 accumulators).
         assert_eq!(first_mr(8, 16, &zen4), 8);
         let avx2 = Machine { vector_bits: 256, registers: 16, ..zen4 };
-        // 8 lanes are 2 vectors of 4: 8 rows are 16 accumulators, all 16 registers.
-        assert_eq!(first_mr(8, 8, &avx2), 8);
-        // 12 lanes are 3 vectors: 8 rows do not fit, 4 rows leave room beside them.
-        assert_eq!(first_mr(8, 12, &avx2), 4);
+        // 16 registers: 8 lanes are 2 vectors of 4, and 8 rows of 2 accumulators leave none for
+        // the operand and a broadcast; 12 lanes are 3 vectors: 8 rows at 1 vector a row fit.
+        for lanes in [8, 12] {
+            let mut out = Out::default();
+            assert_eq!(block_sizes(&mut out, &block(8, lanes), &avx2), 8);
+            assert!(out.text.contains("let nr = param(\"nr\", [4, "), "{}", out.text);
+        }
+        // 7 rows of 2 vectors still do not fit (14 + 2 + 1 > 16): one vector a row.
+        assert_eq!(first_mr(7, 8, &avx2), 7);
+        // 4 rows of 2 vectors fit (8 + 2 + 1): the width stays.
+        let mut out = Out::default();
+        assert_eq!(block_sizes(&mut out, &block(4, 8), &avx2), 4);
+        assert!(out.text.contains("let nr = param(\"nr\", [8, "), "{}", out.text);
     }
 
     #[test]
