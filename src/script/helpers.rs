@@ -56,12 +56,9 @@ fn generated(
     let nest = nest_of(l, helper)?;
     let state = sh.state.borrow().clone();
     let name = Name::from("l");
-    let space = schedule::generate(
-        &state,
-        &[(name, nest.clone())],
-        &schedule::Machine::this().map_err(|e| format!("{helper}: {e}"))?,
-    )
-    .map_err(|e| format!("{helper}: {e}"))?;
+    let space = schedule::Machine::this()
+        .and_then(|m| schedule::generate(&state, &[(name, nest.clone())], &m))
+        .map_err(|e| format!("{helper}: {e}"))?;
     let src = format!("{}\np", space.body);
     let run = |values: Option<&std::collections::BTreeMap<String, String>>| -> Result<Dynamic, String> {
         let mut scope = rhai::Scope::new();

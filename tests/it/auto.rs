@@ -25,15 +25,22 @@ pub const MACHINE: &str =
     "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB";
 
 fn teml(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(args)
+    teml_with(dir, args, &[])
+}
+
+/// `teml args` in `dir` planning for [`MACHINE`], with the variables `env` set after.
+fn teml_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_teml"));
+    c.args(args)
         .current_dir(dir)
         .env("TEML_MACHINE", MACHINE)
         .env_remove("TEML_VECTOR_BITS")
         .env("TEML_CACHE_DIR", crate::common::kernel_cache())
-        .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"))
-        .output()
-        .unwrap()
+        .env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
 }
 
 fn text(o: &Output) -> String {
@@ -80,13 +87,18 @@ fn auto_c(dir: &Path, defines: &[&str]) -> String {
 /// `teml auto` on the shipped example `rel` (under examples/) with `-D` settings `defines`: it
 /// succeeds and verifies; the path's text.
 fn auto_example(dir: &Path, rel: &str, defines: &[&str]) -> String {
+    auto_example_with(dir, rel, defines, &[])
+}
+
+/// [`auto_example`] with the variables `env` set.
+fn auto_example_with(dir: &Path, rel: &str, defines: &[&str], env: &[(&str, &str)]) -> String {
     let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(rel);
     let mut args = vec!["auto", program.to_str().unwrap()];
     for d in defines {
         args.extend(["-D", d]);
     }
     args.extend(["--out", "a", "--no-db"]);
-    let o = teml(dir, &args);
+    let o = teml_with(dir, &args, env);
     let out = text(&o);
     assert!(o.status.success() && out.contains(": verified"), "{out}");
     std::fs::read_to_string(dir.join("a/auto.teml")).unwrap()
@@ -1005,24 +1017,12 @@ fn teml_machine_pins_the_machine_planned_for_and_a_malformed_one_is_refused() {
     let f = write(d.path(), "conv.teml", CONV);
     // The plan for an AVX2 machine of 16 registers, on any host: its 4-lane rows of x.
     let avx2 = "256-bit vectors, 16 vector registers, 2 cores, L1 32 KiB, L2 512 KiB, L3 8192 KiB";
-    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(["auto", &f, "--out", "a", "--no-db"])
-        .current_dir(d.path())
-        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
-        .env("TEML_MACHINE", avx2)
-        .env_remove("TEML_VECTOR_BITS")
-        .output()
-        .unwrap();
+    let o = teml_with(d.path(), &["auto", &f, "--out", "a", "--no-db"], &[("TEML_MACHINE", avx2)]);
     assert!(o.status.success() && text(&o).contains(": verified"), "{}", text(&o));
     let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
     assert!(path.contains(avx2) && path.contains("of up to 4 lanes"), "{path}");
     for bad in ["384-bit vectors", "2 cores, L1 32 KB"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-            .args(["run", &f, "-q"])
-            .current_dir(d.path())
-            .env("TEML_MACHINE", bad)
-            .output()
-            .unwrap();
+        let o = teml_with(d.path(), &["run", &f, "-q"], &[("TEML_MACHINE", bad)]);
         let e = text(&o);
         assert!(!o.status.success() && e.contains("TEML_MACHINE: expected ") && e.contains("found `"), "{e}");
     }
@@ -1039,21 +1039,12 @@ fn with_sixteen_registers_a_block_takes_fewer_vectors_a_row_so_that_all_its_rows
     let avx2 = "256-bit vectors, 16 vector registers, 2 cores, L1 32 KiB, L2 512 KiB, L3 8192 KiB";
     let avx512 = "512-bit vectors, 32 vector registers, 2 cores, L1 32 KiB, L2 1024 KiB, L3 32768 KiB";
     let plan = |machine: &str, bits: &str| {
-        let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gconv.teml");
-        let mut args = vec!["auto", program.to_str().unwrap(), "--out", "a", "--no-db"];
-        for s in &shape {
-            args.extend(["-D", s]);
-        }
-        let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-            .args(&args)
-            .current_dir(d.path())
-            .env("TEML_CACHE_DIR", crate::common::kernel_cache())
-            .env("TEML_MACHINE", machine)
-            .env("TEML_VECTOR_BITS", bits)
-            .output()
-            .unwrap();
-        assert!(o.status.success() && text(&o).contains(": verified"), "{}", text(&o));
-        std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap()
+        auto_example_with(
+            d.path(),
+            "gconv.teml",
+            &shape,
+            &[("TEML_MACHINE", machine), ("TEML_VECTOR_BITS", bits)],
+        )
     };
     let p = plan(avx2, "512");
     assert!(p.contains("#   sketch = gathered_block") && p.contains("o (16) in lanes"), "{p}");

@@ -24,9 +24,7 @@ impl Machine {
     /// This machine, with the fields `TEML_MACHINE` sets (an error where it is malformed).
     pub fn this() -> Result<Machine, String> {
         let mut m = Machine::host();
-        if let Ok(text) = std::env::var(MACHINE_VAR) {
-            pin(&mut m, &text)?;
-        }
+        pinned()?.into_iter().for_each(|f| f.set(&mut m));
         Ok(m)
     }
 
@@ -107,58 +105,77 @@ impl Machine {
 /// The variable that pins the machine the rules plan for.
 pub const MACHINE_VAR: &str = "TEML_MACHINE";
 
+/// A field of `TEML_MACHINE`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Field {
+    Bits(u32),
+    Registers(usize),
+    Cores(usize),
+    /// Level - 1 and bytes.
+    Cache(usize, u64),
+}
+
+impl Field {
+    fn set(self, m: &mut Machine) {
+        match self {
+            Field::Bits(b) => m.vector_bits = b,
+            Field::Registers(n) => m.registers = n,
+            Field::Cores(n) => m.cores = n,
+            Field::Cache(k, bytes) => m.caches[k] = bytes,
+        }
+    }
+}
+
+/// The fields `TEML_MACHINE` sets (none where it is unset; an error naming the field that is
+/// malformed).
+fn pinned() -> Result<Vec<Field>, String> {
+    std::env::var(MACHINE_VAR).map_or(Ok(Vec::new()), |text| fields(&text))
+}
+
 /// The vector width `TEML_MACHINE` pins, if it is set and names one (the C's vectors follow it,
 /// as they follow `TEML_VECTOR_BITS`).
 pub fn pinned_vector_bits() -> Option<u32> {
-    let text = std::env::var(MACHINE_VAR).ok()?;
-    let mut m = Machine { vector_bits: u32::MAX, registers: 0, cores: 0, caches: [0; 3] };
-    pin(&mut m, &text).ok()?;
-    (m.vector_bits != u32::MAX).then_some(m.vector_bits)
+    pinned().ok()?.into_iter().rev().find_map(|f| match f {
+        Field::Bits(b) => Some(b),
+        _ => None,
+    })
 }
 
 /// Checks `TEML_MACHINE` where it is set: an error naming the field that is malformed.
 pub fn check_pinned() -> Result<(), String> {
-    Machine::this().map(|_| ())
+    pinned().map(|_| ())
 }
 
-/// Sets the fields `text` names (comma-separated, in any order, as [`Machine::describe`] writes
-/// them) on `m`.
-fn pin(m: &mut Machine, text: &str) -> Result<(), String> {
+/// The fields `text` names (comma-separated, in any order, as [`Machine::describe`] writes them).
+fn fields(text: &str) -> Result<Vec<Field>, String> {
     let bad = |field: &str, want: &str| {
         format!(
             "{MACHINE_VAR}: expected {want}, found `{field}` (the form: `512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB`, any of its fields)"
         )
     };
+    let mut out = Vec::new();
     for field in text.split(',').map(str::trim).filter(|f| !f.is_empty()) {
         let words: Vec<&str> = field.split_whitespace().collect();
-        let number = |w: &str, want: &str| w.parse::<u64>().map_err(|_| bad(field, want));
-        match words.as_slice() {
+        // A number of `w`, at least `least`.
+        let number = |w: &str, least: u64, want: &str| {
+            w.parse::<u64>().ok().filter(|&n| n >= least).ok_or_else(|| bad(field, want))
+        };
+        out.push(match words.as_slice() {
             [w, "vectors"] if w.ends_with("-bit") => {
-                let bits = number(&w[..w.len() - 4], "a vector width of 0, 128, 256 or 512 bits")?;
+                let want = "a vector width of 0, 128, 256 or 512 bits";
+                let bits = number(&w[..w.len() - 4], 0, want)?;
                 if ![0, 128, 256, 512].contains(&bits) {
-                    return Err(bad(field, "a vector width of 0, 128, 256 or 512 bits"));
+                    return Err(bad(field, want));
                 }
-                m.vector_bits = bits as u32;
+                Field::Bits(bits as u32)
             }
             [n, "vector", "registers"] | [n, "registers"] => {
-                let n = number(n, "a count of vector registers from 1")?;
-                if n == 0 {
-                    return Err(bad(field, "a count of vector registers from 1"));
-                }
-                m.registers = n as usize;
+                Field::Registers(number(n, 1, "a count of vector registers from 1")? as usize)
             }
-            [n, "cores"] | [n, "core"] => {
-                let n = number(n, "a count of cores from 1")?;
-                if n == 0 {
-                    return Err(bad(field, "a count of cores from 1"));
-                }
-                m.cores = n as usize;
-            }
+            [n, "cores"] | [n, "core"] => Field::Cores(number(n, 1, "a count of cores from 1")? as usize),
             [level @ ("L1" | "L2" | "L3"), n, unit @ ("KiB" | "MiB")] => {
-                let n = number(n, "a cache size in KiB or MiB")?;
-                let shift = if *unit == "KiB" { 10 } else { 20 };
-                let k = (level.as_bytes()[1] - b'1') as usize;
-                m.caches[k] = n << shift;
+                let n = number(n, 0, "a cache size in KiB or MiB")?;
+                Field::Cache((level.as_bytes()[1] - b'1') as usize, n << if *unit == "KiB" { 10 } else { 20 })
             }
             _ => {
                 return Err(bad(
@@ -166,9 +183,9 @@ fn pin(m: &mut Machine, text: &str) -> Result<(), String> {
                     "`N-bit vectors`, `N vector registers`, `N cores` or `L1|L2|L3 N KiB|MiB`",
                 ));
             }
-        }
+        });
     }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -185,6 +202,12 @@ mod tests {
         let avx2 = Machine { vector_bits: 256, ..m };
         assert_eq!(avx2.pieces(7, DType::Double), 3);
         assert_eq!(avx2.pieces(8, DType::Double), 2);
+    }
+
+    /// `m` with the fields of `text` set, as `Machine::this` sets them.
+    fn pin(m: &mut Machine, text: &str) -> Result<(), String> {
+        fields(text)?.into_iter().for_each(|f| f.set(m));
+        Ok(())
     }
 
     #[test]

@@ -1281,15 +1281,12 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     let l2 = m.caches[1].max(256 << 10);
     // Never more blocks than the columns fill (a 48-wide tile is 3 blocks of 16, not 4).
     let blocks = ((t.j_extent + 2 * lanes as i64 - 1) / (2 * lanes as i64)).max(1);
+    // (Fewer columns than four blocks, 24 of them in 16-lane blocks: every column block.)
     let mut ncs: Vec<i64> = Vec::new();
-    for nc in [4, 8, 15, 30] {
-        if nc * 2 * lanes as i64 <= t.j_extent.max(2 * lanes as i64) * 2 && !ncs.contains(&nc.min(blocks)) {
-            ncs.push(nc.min(blocks));
+    for nc in [4, 8, 15, 30].map(|nc| nc.min(blocks)) {
+        if !ncs.contains(&nc) {
+            ncs.push(nc);
         }
-    }
-    if ncs.is_empty() {
-        // Fewer columns than four blocks (24 of them in 16-lane blocks): every column block.
-        ncs.push(blocks);
     }
     let nc_reason = |nc: i64| {
         let bytes = nc as u64 * 2 * lanes as u64 * elem * fit as u64;
@@ -1730,13 +1727,13 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
     // against 7 x 2 vectors 22-30 ms and 6 + 1 rows x 2 vectors 36 ms; Zen 3, AVX2). With 32
     // registers all the rows' accumulators win even where they take every register (below).
     let fits = |v: usize| max_rows * v + v < regs;
-    let mut narrowed = None;
-    if regs < 32 && max_rows <= 8 && !fits(m.pieces(nr0, b.dtype).max(1)) {
-        let wider = m.pieces(nr0, b.dtype).max(1);
-        if let Some(v) = (1..wider).rev().find(|&v| fits(v) && e.is_multiple_of(v * lanes)) {
-            narrowed = Some(max_rows);
-            nr0 = v * lanes;
-        }
+    let wider = m.pieces(nr0, b.dtype).max(1);
+    let narrower = (regs < 32 && max_rows <= 8 && !fits(wider))
+        .then(|| (1..wider).rev().find(|&v| fits(v) && e.is_multiple_of(v * lanes)))
+        .flatten();
+    let narrowed = narrower.is_some();
+    if let Some(v) = narrower {
+        nr0 = v * lanes;
     }
     let mut nrs: Vec<Choice> = Vec::new();
     let whole = choice(
@@ -1760,21 +1757,19 @@ fn block_sizes(out: &mut Out, b: &Block, m: &Machine) -> usize {
                 format!("{} and a last one of {} without registers", plural(e / n, "block"), e % n)
             };
             let v = n / lanes;
-            let fit = match narrowed {
-                Some(rows) if n == nr0 => format!(
-                    "; {rows} rows of {v} accumulator{} each, the operand's {} and a broadcast fit {regs} registers",
-                    if v == 1 { "" } else { "s" },
+            let fit = if narrowed && n == nr0 {
+                format!(
+                    "; {max_rows} rows of {} each, the operand's {} and a broadcast fit {regs} registers",
+                    plural(v, "accumulator"),
                     plural(v, "vector")
-                ),
-                _ => String::new(),
+                )
+            } else {
+                String::new()
             };
-            nrs.push(choice(
-                n,
-                format!("{n} lanes ({v} vector{}) a row: {tail}{fit}", if v == 1 { "" } else { "s" }),
-            ));
+            nrs.push(choice(n, format!("{n} lanes ({}) a row: {tail}{fit}", plural(v, "vector"))));
         }
     }
-    if narrowed.is_some() && e <= 4 * lanes {
+    if narrowed && e <= 4 * lanes {
         // The width first_nr chose, second.
         nrs.insert(1, whole);
     }
