@@ -180,10 +180,33 @@ impl NestPrinter<'_> {
                     );
                 }
                 self.line(depth, &format!("/* {i} in {}: lanes {} */", l.range(), widths.join(" + ")));
-                for (off, w) in blocks {
-                    let lane =
-                        Lane { iter: l.iter.clone(), base: l.lb.add_int(*off), width: *w, dtype: *dtype };
-                    self.lanes_body(body, &lane, depth)?;
+                let lanes: Vec<Lane> = blocks
+                    .iter()
+                    .map(|(off, w)| Lane {
+                        iter: l.iter.clone(),
+                        base: l.lb.add_int(*off),
+                        width: *w,
+                        dtype: *dtype,
+                    })
+                    .collect();
+                // The order that keeps fewer values live, since the compiler keeps the order it
+                // is given: each statement for every block at once where there are as many
+                // statements as blocks (a register tile's rows: each row's broadcast is used by
+                // its blocks at once, and only the blocks' vectors of the shared operand stay
+                // live: 6 rows x 2 vectors take 12 + 2 + 1 registers, where block by block the 6
+                // broadcasts stay live across the blocks and gcc spills accumulators of a 16-register
+                // machine), block by block otherwise. Legal either way: a vectorized loop carries no
+                // dependence, so its iterations run in any order.
+                if body.len() >= lanes.len() {
+                    for g in body {
+                        for lane in &lanes {
+                            self.lanes_body(std::slice::from_ref(g), lane, depth)?;
+                        }
+                    }
+                } else {
+                    for lane in &lanes {
+                        self.lanes_body(body, lane, depth)?;
+                    }
                 }
             }
             Lanes::Strided { dtype, width } => {

@@ -26,32 +26,32 @@ void teml_l10(double (*restrict A)[N], double (*restrict B)[N], double (*restric
         C[4*i1o+3][i2] = 0.0;
       if (0 <= (N-1)) { /* C in registers across `k1` */
         teml_d8 teml_C0 = *(teml_d8 *)&C[4*i1o][16*i2o];
-        teml_d8 teml_C1 = *(teml_d8 *)&C[4*i1o+1][16*i2o];
-        teml_d8 teml_C2 = *(teml_d8 *)&C[4*i1o+2][16*i2o];
-        teml_d8 teml_C3 = *(teml_d8 *)&C[4*i1o+3][16*i2o];
-        teml_d8 teml_C4 = *(teml_d8 *)&C[4*i1o][16*i2o+8];
-        teml_d8 teml_C5 = *(teml_d8 *)&C[4*i1o+1][16*i2o+8];
-        teml_d8 teml_C6 = *(teml_d8 *)&C[4*i1o+2][16*i2o+8];
+        teml_d8 teml_C1 = *(teml_d8 *)&C[4*i1o][16*i2o+8];
+        teml_d8 teml_C2 = *(teml_d8 *)&C[4*i1o+1][16*i2o];
+        teml_d8 teml_C3 = *(teml_d8 *)&C[4*i1o+1][16*i2o+8];
+        teml_d8 teml_C4 = *(teml_d8 *)&C[4*i1o+2][16*i2o];
+        teml_d8 teml_C5 = *(teml_d8 *)&C[4*i1o+2][16*i2o+8];
+        teml_d8 teml_C6 = *(teml_d8 *)&C[4*i1o+3][16*i2o];
         teml_d8 teml_C7 = *(teml_d8 *)&C[4*i1o+3][16*i2o+8];
         for (int k1 = 0; k1 <= (N-1); k1++)
         {
           /* i2 in [16*i2o, 16*i2o+15]: lanes 8 + 8 */
           teml_C0 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o];
-          teml_C1 += A[4*i1o+1][k1] * *(teml_d8 *)&B[k1][16*i2o];
-          teml_C2 += A[4*i1o+2][k1] * *(teml_d8 *)&B[k1][16*i2o];
-          teml_C3 += A[4*i1o+3][k1] * *(teml_d8 *)&B[k1][16*i2o];
-          teml_C4 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
-          teml_C5 += A[4*i1o+1][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
-          teml_C6 += A[4*i1o+2][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
+          teml_C1 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
+          teml_C2 += A[4*i1o+1][k1] * *(teml_d8 *)&B[k1][16*i2o];
+          teml_C3 += A[4*i1o+1][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
+          teml_C4 += A[4*i1o+2][k1] * *(teml_d8 *)&B[k1][16*i2o];
+          teml_C5 += A[4*i1o+2][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
+          teml_C6 += A[4*i1o+3][k1] * *(teml_d8 *)&B[k1][16*i2o];
           teml_C7 += A[4*i1o+3][k1] * *(teml_d8 *)&B[k1][16*i2o+8];
         }
         *(teml_d8 *)&C[4*i1o][16*i2o] = teml_C0;
-        *(teml_d8 *)&C[4*i1o+1][16*i2o] = teml_C1;
-        *(teml_d8 *)&C[4*i1o+2][16*i2o] = teml_C2;
-        *(teml_d8 *)&C[4*i1o+3][16*i2o] = teml_C3;
-        *(teml_d8 *)&C[4*i1o][16*i2o+8] = teml_C4;
-        *(teml_d8 *)&C[4*i1o+1][16*i2o+8] = teml_C5;
-        *(teml_d8 *)&C[4*i1o+2][16*i2o+8] = teml_C6;
+        *(teml_d8 *)&C[4*i1o][16*i2o+8] = teml_C1;
+        *(teml_d8 *)&C[4*i1o+1][16*i2o] = teml_C2;
+        *(teml_d8 *)&C[4*i1o+1][16*i2o+8] = teml_C3;
+        *(teml_d8 *)&C[4*i1o+2][16*i2o] = teml_C4;
+        *(teml_d8 *)&C[4*i1o+2][16*i2o+8] = teml_C5;
+        *(teml_d8 *)&C[4*i1o+3][16*i2o] = teml_C6;
         *(teml_d8 *)&C[4*i1o+3][16*i2o+8] = teml_C7;
       }
     }

@@ -136,7 +136,7 @@ fn a_transposed_or_padded_panel_verifies_in_both_front_ends() {
         "/* `A` packed for loop `i2o`: the 4 x 12 block from A[4*i1o][12*k1o], laid out [2, 1] */",
         "double (*restrict teml_A_pack)[4] = malloc(sizeof(double[12][4]));",
         "teml_A_pack[teml_p0][teml_p1] = A[(4*i1o) + teml_p1][(12*k1o) + teml_p0];",
-        "teml_C3 += teml_A_pack[k1-12*k1o][3] * *(teml_d8 *)&teml_B_pack[k1-12*k1o][16*i2o-32*i2oo];",
+        "teml_C6 += teml_A_pack[k1-12*k1o][3] * *(teml_d8 *)&teml_B_pack[k1-12*k1o][16*i2o-32*i2oo];",
     ] {
         assert!(c.contains(want), "{want}: {c}");
     }
