@@ -32,7 +32,14 @@ fn a_register_tile_verifies_at_every_vector_width() {
     // eight 8-lane accumulators, loaded before k, stored after; no C access inside the k loop
     assert!(out.contains("{ /* C in registers across `k1` */"), "{out}");
     assert!(out.contains("teml_d8 teml_C7 = *(teml_d8 *)&C[4*i1o+3][16*i2o+8];"), "{out}");
-    assert!(out.contains("teml_C0 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o];"), "{out}");
+    // each row's two blocks together (row 0's broadcast used at once, not kept live across the
+    // other rows: with 16 registers, a 6 x 2 tile block by block spilled accumulators)
+    assert!(
+        out.contains(
+            "teml_C0 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o];\n          teml_C1 += A[4*i1o][k1] * *(teml_d8 *)&B[k1][16*i2o+8];"
+        ),
+        "{out}"
+    );
     assert!(out.contains("*(teml_d8 *)&C[4*i1o+3][16*i2o+8] = teml_C7;"), "{out}");
     let k_loop = &out[out.find("for (int k1").unwrap()..];
     let k_loop = &k_loop[..k_loop.find("*(teml_d8 *)&C[").unwrap()];
