@@ -18,6 +18,9 @@
 
 use crate::ir::{DType, Expr, LNode, Loop, Name, TNode, lower};
 
+/// The named constants' values, by name.
+pub type Constants<'a> = &'a dyn Fn(&str) -> Option<i64>;
+
 /// Largest buffer a packing may allocate, in elements (512 MiB of doubles).
 pub const MAX_ELEMENTS: i64 = 1 << 26;
 
@@ -38,12 +41,14 @@ pub fn footprint(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, S
     let cannot = |why: String| format!("cannot pack `{tensor}` for loop `{}`: {why}", l.iter);
     let header = Loop { body: Vec::new(), ..l.clone() };
     let what = "the loop's body does not read";
-    block(outer, vec![header], &l.body, tensor, false, what).map_err(cannot)
+    block(outer, vec![header], &l.body, tensor, false, what, None).map_err(cannot)
 }
 
 /// The box of elements of `tensor` that `body` accesses (reads only, unless `writes`; a write
 /// is refused otherwise), its loops and the `band` around it running over their ranges, in the
 /// iterators `outer` outside the band; `absent` says why where `body` does not access it.
+/// With `constants` (the named constants' values), ranges apart by an amount in named
+/// constants are compared at those sizes; without, they must be a constant apart.
 pub fn block(
     outer: &[Name],
     band: Vec<Loop>,
@@ -51,6 +56,7 @@ pub fn block(
     tensor: &Name,
     writes: bool,
     absent: &str,
+    constants: Option<Constants<'_>>,
 ) -> Result<Footprint, String> {
     let mut accesses: Vec<(TNode, Vec<Loop>)> = Vec::new();
     collect(body, &mut band.clone(), tensor, writes, &mut accesses)?;
@@ -65,32 +71,39 @@ pub fn block(
     let mut lo: Vec<Expr> = Vec::new();
     let mut extent: Vec<Expr> = Vec::new();
     for d in 0..rank {
-        // The first access's range, then how far each other one reaches past it.
-        let mut first: Option<(Expr, Expr)> = None;
-        let (mut min_off, mut max_off) = (0i64, 0i64);
+        // The smallest first element and the largest last over the accesses: ranges a constant
+        // apart, or (a buffer per iteration) apart by an amount in named constants, compared
+        // at the program's sizes (`p[i][0]` and `p[i][j]` for `j` up to `N-2`).
+        let mut bounds: Option<(Expr, Expr)> = None;
         for (leaf, loops) in &accesses {
             let e = &leaf.index_list().unwrap_or(&[])[d];
             let (a, b) = range(e, loops).ok_or_else(|| {
                 format!("the range of index {e} of {} over the loops is not an affine box", leaf.access())
             })?;
-            let (a0, b0) = first.get_or_insert_with(|| (a.clone(), b.clone())).clone();
-            let (Some(oa), Some(ob)) = (a.sub(&a0).as_const(), b.sub(&b0).as_const()) else {
+            let Some((a0, b0)) = bounds.take() else {
+                bounds = Some((a, b));
+                continue;
+            };
+            let apart = |x: &Expr, y: &Expr| {
+                let gap = x.sub(y);
+                gap.as_const().or_else(|| constants.and_then(|size| gap.eval(size).ok()))
+            };
+            let (Some(oa), Some(ob)) = (apart(&a, &a0), apart(&b, &b0)) else {
                 return Err(format!(
                     "the accesses to `{tensor}` reach ranges that are no constant apart ({a0} to {b0}, and {a} to {b})"
                 ));
             };
-            min_off = min_off.min(oa);
-            max_off = max_off.max(ob);
+            bounds = Some((if oa < 0 { a } else { a0 }, if ob > 0 { b } else { b0 }));
         }
-        let (a0, b0) = first.unwrap_or_default();
-        let size = b0.sub(&a0).add_int(max_off - min_off + 1);
+        let (first, last) = bounds.unwrap_or_default();
+        let size = last.sub(&first).add_int(1);
         if let Some(v) = outer.iter().find(|v| size.mentions(v)) {
             return Err(format!(
                 "the block's extent {size} in dimension {} moves with loop `{v}`: expected a fixed shape",
                 d + 1
             ));
         }
-        lo.push(a0.add_int(min_off));
+        lo.push(first);
         extent.push(size);
     }
     let elements =

@@ -6,13 +6,17 @@
 //! literature, array contraction after fusion.
 //!
 //! That is the same computation exactly when (docs/semantics.md, "Storage contraction"):
-//! - every statement of the nest that accesses `T` is inside the loop, and no other nest of the
-//!   kernel accesses `T` (checked here and by `codegen`);
-//! - every read of an element of `T` is preceded, in the same iteration of the loop (and of
-//!   the loops around it), by a write of that element, so that the value read was computed in
-//!   that iteration; and the updates of one element of an accumulation all run in one
-//!   iteration (decided exactly by isl, [`super::legality`], after this and every later
+//! - no other nest of the kernel accesses `T` (checked by `codegen`);
+//! - every read of an element of `T` in the loop is preceded, in the same iteration of the
+//!   loop (and of the loops around it), by a write of that element, so that the value read was
+//!   computed in that iteration; and the updates of one element of an accumulation all run in
+//!   one iteration (decided exactly by isl, [`super::legality`], after this and every later
 //!   transformation);
+//! - a statement of the nest outside the loop accesses `T` as declared; each of its reads is
+//!   preceded by a write of the element in the same iteration of the outermost loop around
+//!   it that is not around the marked loop (isl again), so it never reads what a buffer held
+//!   and no buffer needs what it wrote: adi's column and row sweeps, sibling loops over blocks
+//!   of rows, each computing its own `p` before reading it, store `p` per block in both;
 //! - `T` is not a result: some statement of the nest reads it. Its values are dropped after
 //!   the kernel (they are not compared by verification, and `-o` cannot save them).
 //!
@@ -28,11 +32,25 @@ use crate::ir::{LNode, Loop, Name, Nest, State, lower};
 /// iteration (1 MiB, well inside the 8 MiB a thread has by default).
 pub const MAX_BYTES: i64 = 1 << 20;
 
-/// The block of `tensor` one iteration of loop `l` (inside loops over `outer`) accesses.
-pub fn block(outer: &[Name], l: &Loop, tensor: &Name) -> Result<Footprint, String> {
+/// The block of `tensor` one iteration of loop `l` (inside loops over `outer`) accesses, its
+/// ranges compared at the sizes `constants` gives.
+pub fn block(
+    outer: &[Name],
+    l: &Loop,
+    tensor: &Name,
+    constants: &dyn Fn(&str) -> Option<i64>,
+) -> Result<Footprint, String> {
     let mut around: Vec<Name> = outer.to_vec();
     around.push(l.iter.clone());
-    packing::block(&around, Vec::new(), &l.body, tensor, true, "the loop's body does not access")
+    packing::block(
+        &around,
+        Vec::new(),
+        &l.body,
+        tensor,
+        true,
+        "the loop's body does not access",
+        Some(constants),
+    )
 }
 
 /// The conditions of storing `tensor` per iteration of loop `l` of `nest` (inside the loops
@@ -56,20 +74,9 @@ pub fn per_iteration_block(
                 .into(),
         ));
     }
+    // Accesses outside the loop keep the tensor as declared; isl decides that none of them
+    // reads what an iteration's buffer held (`legality::stays_local`).
     let inside = l.body.iter().flat_map(|x| x.stmts()).collect::<Vec<_>>();
-    let accesses = |s: &crate::ir::TExpr| {
-        let mut hit = false;
-        s.visit(&mut |n| hit |= n.id() == Some(tensor));
-        hit
-    };
-    if let Some(s) =
-        nest.stmts().iter().find(|s| accesses(s) && !inside.iter().any(|x| std::sync::Arc::ptr_eq(x, s)))
-    {
-        return Err(cannot(format!(
-            "`{s}` accesses it outside the loop; expected every access to `{tensor}` inside it (fuse \
-             the loops that write and read it first)"
-        )));
-    }
     if !inside.iter().any(|s| lower(s).is_some_and(|lw| lw.target.id() == Some(tensor))) {
         return Err(cannot(format!("no statement in the loop writes `{tensor}`")));
     }
@@ -86,8 +93,8 @@ pub fn per_iteration_block(
         )));
     }
     let iters: Vec<Name> = outer.iter().map(|o| o.iter.clone()).collect();
-    let fp = block(&iters, l, tensor).map_err(cannot)?;
     let size = |v: &str| state.constant(v);
+    let fp = block(&iters, l, tensor, &size).map_err(cannot)?;
     let mut elements: i64 = 1;
     for e in &fp.extent {
         let n =
@@ -126,6 +133,20 @@ pub fn marked(items: &[LNode]) -> Vec<(Vec<&Loop>, &Loop)> {
     out
 }
 
+/// Whether every statement of `items` that accesses `tensor` is inside a loop that stores it
+/// per iteration: then the kernel holds no whole `tensor` (no parameter, no buffer); else the
+/// statements outside those loops access it as declared.
+pub fn held_in_loops(items: &[LNode], tensor: &Name) -> bool {
+    items.iter().all(|x| match x {
+        LNode::Loop(l) => l.annot.store_at.contains(tensor) || held_in_loops(&l.body, tensor),
+        LNode::Stmt(s) => {
+            let mut hit = false;
+            s.visit(&mut |n| hit |= n.id() == Some(tensor));
+            !hit
+        }
+    })
+}
+
 /// A temporary code generation stores per iteration: (the nest's position, the tensor, the
 /// loop's iterator).
 pub type Contracted = (usize, Name, Name);
@@ -135,8 +156,8 @@ pub type Contracted = (usize, Name, Name);
 /// nest accesses, that is not in `keep` (`-o` saves it) and not already marked, the innermost
 /// loop around all its accesses (or, failing the conditions there, the next one out) where
 /// [`per_iteration_block`] and isl ([`super::legality::stays_local`]) allow it and the block is smaller than
-/// the tensor. Returns the nests with those marks added, and what was marked: (nest, tensor,
-/// loop iterator).
+/// the tensor, and where every value written is read (else it holds a result). Returns the
+/// nests with those marks added, and what was marked: (nest, tensor, loop iterator).
 pub fn contract(
     state: &State,
     nests: &[(Name, Nest)],
@@ -255,6 +276,11 @@ fn place(state: &State, nest: &Nest, tensor: &Name) -> Option<(Nest, Name)> {
     });
     // A value from before the kernel rules out every loop: asked once, of the simple program.
     if !matches!(super::legality::written_before_read(state, nest, tensor), Ok(Ok(()))) {
+        return None;
+    }
+    // So does a value written and never read: the tensor holds a result (a recurrence's last
+    // column), even though the nest reads it too.
+    if !matches!(super::legality::leaves_values_unread(state, nest, tensor), Ok(false)) {
         return None;
     }
     for d in (0..common.len()).rev() {

@@ -234,7 +234,7 @@ impl NestPrinter<'_> {
         let (leaf, width, dtype) = match lane {
             Some(ln) if leaf.index_list().is_some_and(|xs| xs.iter().any(|x| x.mentions(&ln.iter))) => {
                 // Lanes that are not adjacent (a band keeps them): each lane's element.
-                if ln.width > 1 && vector::lane_access(leaf, &ln.iter, write, self.buffers).is_err() {
+                if ln.width > 1 && vector::lane_access(leaf, &ln.iter, write, &self.lane_layouts()).is_err() {
                     gather = (0..ln.width as i64)
                         .map(|k| self.c_leaf(&at(leaf, &ln.iter, &ln.base.add_int(k))))
                         .collect();

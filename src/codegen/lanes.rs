@@ -83,17 +83,6 @@ impl NestPrinter<'_> {
         if let Some(g) = conds.iter().find(|g| g.mentions(&l.iter) && !self.split.known.contains(g)) {
             return Err(format!("a statement runs only where {g} >= 0, which depends on `{}`", l.iter));
         }
-        // A packed buffer whose rows are not the tensor's: its lanes are not adjacent there.
-        for p in self.packed.iter().filter(|p| p.order.last().is_some_and(|d| *d + 1 != p.rank)) {
-            let mut acc = Vec::new();
-            body.iter().for_each(|g| g.accesses(&p.tensor, &mut acc));
-            if let Some((text, _)) = acc.iter().find(|(_, index)| index.iter().any(|x| x.mentions(&l.iter))) {
-                return Err(format!(
-                    "`{}` is packed with its dimensions reordered: the lanes of {text} are not adjacent in the buffer",
-                    p.tensor
-                ));
-            }
-        }
         // A regrouped tensor: its lanes are adjacent only where its rows stay rows (a tensor
         // whose dimensions are only reordered is asked where its buffer is contiguous:
         // `vector::lane_access`).
@@ -155,7 +144,26 @@ impl NestPrinter<'_> {
             0 => self.target,
             bits => Target { vector_bits: bits.min(self.target.vector_bits) },
         };
-        vector::lanes(l, &target, !self.bands.is_empty(), &sums, self.buffers)
+        vector::lanes(l, &target, !self.bands.is_empty(), &sums, &self.lane_layouts())
+    }
+
+    /// The layouts lanes are asked of: the kernel's, and the buffers of the loops around whose
+    /// dimensions are reordered (`pack` or `store_at` with an order: `Q[i][k]` in a buffer
+    /// laid out `[k][i]` is a lane access of `i`). A dimension left out of a buffer per
+    /// iteration is fixed there: it goes first.
+    pub(super) fn lane_layouts(&self) -> std::borrow::Cow<'_, vector::Layouts> {
+        let reordered: Vec<&Packed> =
+            self.packed.iter().filter(|p| !p.order.iter().enumerate().all(|(k, d)| k == *d)).collect();
+        if reordered.is_empty() {
+            return std::borrow::Cow::Borrowed(self.buffers);
+        }
+        let mut all = self.buffers.clone();
+        for p in reordered {
+            let mut order: Vec<usize> = (0..p.rank).filter(|d| !p.order.contains(d)).collect();
+            order.extend(&p.order);
+            all.insert(p.tensor.clone(), crate::ir::Layout { order, ..Default::default() });
+        }
+        std::borrow::Cow::Owned(all)
     }
 
     /// A vectorized loop with explicit vectors: blocks of lanes, or a loop of whole vectors

@@ -136,7 +136,7 @@ impl NestPrinter<'_> {
     fn plan_band(&self, l: &Arc<Loop>, body: &[PlacedNode]) -> std::result::Result<BandPlan, String> {
         let outer: Vec<&Loop> = self.outer.iter().collect();
         for t in &l.annot.registers {
-            crate::analysis::registers::units(&outer, l, t, self.buffers)?;
+            crate::analysis::registers::units(&outer, l, t, &self.lane_layouts())?;
         }
         // Copies of a partial block's end, tested at each statement: their elements may not
         // exist, so none is loaded before the loop.
@@ -231,7 +231,8 @@ impl NestPrinter<'_> {
         if outer.last() == Some(&l.iter) {
             outer.pop();
         }
-        l.annot.store_at.iter().map(|t| Ok((t.clone(), storage::block(&outer, l, t)?))).collect()
+        let constants = |v: &str| self.state.constant(v);
+        l.annot.store_at.iter().map(|t| Ok((t.clone(), storage::block(&outer, l, t, &constants)?))).collect()
     }
 }
 

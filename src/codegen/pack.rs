@@ -180,9 +180,12 @@ impl NestPrinter<'_> {
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
             let from: String =
                 fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
-            // A dimension the iteration fixes (extent 1) is left out of the buffer.
+            // The block's dimensions in the order `store_at` asked for; one the iteration fixes
+            // (extent 1) is left out of the buffer.
+            let layout: Vec<usize> =
+                l.annot.store_layout.get(t).cloned().unwrap_or_else(|| (0..fp.extent.len()).collect());
             let order: Vec<usize> =
-                (0..fp.extent.len()).filter(|d| fp.extent[*d].as_const() != Some(1)).collect();
+                layout.into_iter().filter(|d| fp.extent[*d].as_const() != Some(1)).collect();
             let dims: String = order.iter().map(|d| format!("[{}]", ext[*d])).collect();
             let who = if self.auto.contains(t) {
                 " (by code generation: no iteration reads what another wrote)"

@@ -105,8 +105,11 @@ pub(super) fn plan_kernel(
             }
         }
     }
-    // A tensor stored per iteration is no parameter: the kernel holds it.
-    params.retain(|p| !local.contains(&p.name));
+    // A tensor stored per iteration is no parameter where every access is in such a loop: the
+    // kernel holds it (accessed outside them too, it stays one; its values are not compared).
+    params.retain(|p| {
+        !(local.contains(&p.name) && nests.iter().all(|(_, n)| storage::held_in_loops(n.items(), &p.name)))
+    });
     for p in params.iter_mut() {
         p.fresh = p.written
             && p.holds.is_none()

@@ -349,6 +349,11 @@ pub struct Annotations {
     /// tensor (`analysis::storage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub store_at: Vec<Name>,
+    /// The order of a stored tensor's buffer where it is not the block's own (0-based: buffer
+    /// dimension `d` is dimension `order[d]` of the block; `[1, 0]`: transposed, so that lanes
+    /// along the block's first dimension are adjacent); absent: the block's order.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub store_layout: BTreeMap<Name, Vec<usize>>,
     /// `stream`: the tensor whose whole vectors of lanes this vectorized loop stores with
     /// non-temporal (streaming) stores, its rows peeled to the vector's alignment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -431,7 +436,18 @@ impl Annotations {
             w.push((Mark::Pack, format!("pack({})", ts.join(", "))));
         }
         if !self.store_at.is_empty() {
-            w.push((Mark::StoreAt, format!("store_at({})", list(&self.store_at))));
+            let ts: Vec<String> = self
+                .store_at
+                .iter()
+                .map(|t| match self.store_layout.get(t) {
+                    Some(order) => {
+                        let ds: Vec<String> = order.iter().map(|d| (d + 1).to_string()).collect();
+                        format!("{t} [{}]", ds.join(", "))
+                    }
+                    None => t.to_string(),
+                })
+                .collect();
+            w.push((Mark::StoreAt, format!("store_at({})", ts.join(", "))));
         }
         if !self.stream.is_empty() {
             w.push((Mark::Stream, format!("stream({})", list(&self.stream))));
@@ -481,6 +497,11 @@ impl Annotations {
             store_at: {
                 let mut r = self.store_at.clone();
                 r.extend(other.store_at.iter().filter(|t| !self.store_at.contains(t)).cloned());
+                r
+            },
+            store_layout: {
+                let mut r = other.store_layout.clone();
+                r.extend(self.store_layout.iter().map(|(k, v)| (k.clone(), v.clone())));
                 r
             },
             stream: {

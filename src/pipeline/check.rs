@@ -177,8 +177,15 @@ fn prepare(
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();
     let mut store = initial_store_cropped(state, &all, opts, matches!(check, Check::Reduced { .. }))?;
     // The temporaries the kernel holds itself (`lift`, `privatize`) need no data here.
-    let temps = temporaries(req);
+    let mut temps = temporaries(req);
     store.retain(|t, _| !temps.contains(t) || kernel.params.iter().any(|p| &p.name == t));
+    // A tensor stored per iteration of a loop and accessed outside it too stays a parameter,
+    // but what it holds after the kernel is not its value: not compared either.
+    for n in &req.nests {
+        for (_, l) in crate::analysis::storage::marked(n.items()) {
+            temps.extend(l.annot.store_at.iter().filter(|t| !temps.contains(t)).cloned().collect::<Vec<_>>());
+        }
+    }
     let mag = magnitude(&store);
     // A lifted expression as written can cost orders of magnitude more than its sequence
     // (helm as one product: 4e13 flops): past UNTIMED_FLOPS it is verified, never timed.

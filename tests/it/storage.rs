@@ -151,3 +151,98 @@ fn a_read_of_another_iteration_is_refused_with_a_witness() {
     };
     assert!(teml::analysis::legality::stays_local(&s, &n, &e, &"t".into()).unwrap().is_ok());
 }
+
+/// Two sweeps over the rows `i` inside a loop `s` (adi's shape, smaller): each row's forward
+/// recurrence writes `T` before anything reads it, in both sweeps; `Y` and `X` are results.
+const SWEEPS: &str = "N = 40\nM = 24\nS = 3\nX = tensor([N, M])\nT = tensor([N, M])\nY = tensor([N, M])\n\
+a0 = @T: eq(X, [i, 0] -> [i, 0])\nm1 = vmul(0.5, T, [, [i, j-1]])\na1 = @T: add(m1, X, [, [i, j]] -> [i, j])\n\
+a2 = @Y: mul(T, 2.0, [[i, j], ] -> [i, j])\nb0 = @T: eq(Y, [i, 0] -> [i, 0])\n\
+m2 = vmul(0.25, T, [, [i, j-1]])\nb1 = @T: add(m2, Y, [, [i, j]] -> [i, j])\n\
+b2 = @X: add(T, Y, [[i, j], [i, j]] -> [i, j])\nla0 = build(a0, [[i]])\nla1 = build(a1, [[i], [j, 1, M-1]])\n\
+la2 = build(a2, [[i], [j, 0, M-1]])\nr1 = around(i, [0, N-1], la0, la1, la2)\nlb0 = build(b0, [[i]])\n\
+lb1 = build(b1, [[i], [j, 1, M-1]])\nlb2 = build(b2, [[i], [j, 0, M-1]])\nr2 = around(i, [0, N-1], lb0, lb1, lb2)\n\
+l = around(s, [1, S], r1, r2)\n";
+
+#[test]
+fn a_tensor_stored_per_iteration_of_one_loop_stays_whole_outside_it() {
+    // Only the first sweep's rows store `T` per row; the second sweep writes and reads the
+    // whole `T`, reading only what its own row wrote (isl), so neither sees the other's values.
+    let d = tempfile::tempdir().unwrap();
+    let src = format!("{SWEEPS}f = focus(l, \"i#1\")\ng = store_at(f, 1, T)\nh = focus(g)\ncodegen(h)\n");
+    let f = program(d.path(), "one.teml", &src);
+    let (ok, out) = teml(d.path(), &["run", &f, "--threads", "2"]);
+    assert!(ok && out.contains("verified") && out.contains("compared X, Y within"), "{out}");
+    let (ok, c) = teml(d.path(), &["run", &f, "--no-run", "-q"]);
+    assert!(ok, "{c}");
+    // The row's buffer (its one row left out), and `T` still a parameter for the second sweep.
+    assert!(c.contains("double teml_T_local[M] __attribute__((aligned(64)));"), "{c}");
+    assert!(
+        c.contains("double (*restrict T)[M]") && c.contains("T[i][j] = 0.25 * T[i][j-1] + Y[i][j];"),
+        "{c}"
+    );
+    // Both sweeps, each with a buffer: `T` is no parameter.
+    let src = format!(
+        "{SWEEPS}f = focus(l, \"i#2\")\ng = store_at(f, 1, T)\nh = focus(g)\nk = focus(h, \"i#1\")\nm = store_at(k, 1, T)\nn = focus(m)\ncodegen(n)\n"
+    );
+    let f = program(d.path(), "both.teml", &src);
+    let (ok, out) = teml(d.path(), &["run", &f, "--threads", "2"]);
+    assert!(ok && out.contains("verified") && out.contains("compared X, Y within"), "{out}");
+    let (ok, c) = teml(d.path(), &["run", &f, "--no-run", "-q"]);
+    assert!(ok && c.matches("double teml_T_local[M]").count() == 2 && !c.contains("(*restrict T)"), "{c}");
+}
+
+#[test]
+fn a_read_outside_the_loop_of_a_value_written_inside_is_refused() {
+    // The second sweep first reads the last value the first sweep's row left in `T`: a buffer
+    // per row of the first sweep would not keep it.
+    let d = tempfile::tempdir().unwrap();
+    let src = SWEEPS
+        .replace("lb0 = build(b0, [[i]])\n", "c0 = @Y: add(Y, T, [[i, 0], [i, M-1]] -> [i, 0])\nlc0 = build(c0, [[i]])\nlb0 = build(b0, [[i]])\n")
+        .replace("around(i, [0, N-1], lb0,", "around(i, [0, N-1], lc0, lb0,");
+    refused(
+        d.path(),
+        None,
+        "escape.teml",
+        &format!("{src}f = focus(l, \"i#1\")\ng = store_at(f, 1, T)\n"),
+        &[
+            "T[0][23] is read by statement",
+            "(outside it: of the outermost loop around the read that is not around `i`) that does not write it first",
+        ],
+    );
+    // Stored in both, the second sweep's buffer would not hold it either.
+    refused(
+        d.path(),
+        None,
+        "escape2.teml",
+        &format!("{src}f = focus(l, \"i#2\")\ng = store_at(f, 1, T)\n"),
+        &["is read by statement", "that does not write it first"],
+    );
+    // The order: a permutation of the block's dimensions.
+    refused(
+        d.path(),
+        None,
+        "order.teml",
+        &format!("{SWEEPS}f = focus(l, \"i#1\")\ng = store_at(f, 1, T, [1, 1])\n"),
+        &["argument 4 (order): expected a permutation of 1..2", "found [1, 1]"],
+    );
+}
+
+#[test]
+fn a_block_of_rows_stores_its_rows_transposed_for_the_lanes() {
+    // `teml auto` on the two sweeps: blocks of rows in lanes, `T` stored per block in both
+    // sweeps, transposed (`store_at(.., [2, 1])`), so that the block's rows are adjacent: the
+    // lanes read and write the buffer as explicit vectors. `X` and `Y` compared, `T` not.
+    let d = tempfile::tempdir().unwrap();
+    let f = program(d.path(), "sweeps.teml", &format!("{SWEEPS}codegen(l)\n"));
+    let a = d.path().join("a");
+    let (ok, out) = teml(d.path(), &["auto", &f, "--out", a.to_str().unwrap(), "--no-db"]);
+    assert!(ok && out.contains(": verified") && out.contains("compared X, Y within"), "{out}");
+    let auto = a.join("auto.teml");
+    let path = std::fs::read_to_string(&auto).unwrap();
+    assert!(path.contains("#   transpose = block: T stored per block of rows, transposed"), "{path}");
+    assert_eq!(path.matches(", \"T\", [2, 1])").count(), 2, "{path}");
+    let (ok, c) = teml(d.path(), &["run", auto.to_str().unwrap(), "--no-run", "-q"]);
+    assert!(ok && c.matches("double teml_T_local[M][").count() == 2, "{c}");
+    assert!(c.contains("*)&teml_T_local[j][i-") && c.contains("*)&teml_T_local[j-1][i-"), "{c}");
+    assert!(!c.contains("compiler-vectorized: T"), "{c}");
+}

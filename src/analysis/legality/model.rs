@@ -578,6 +578,11 @@ impl Model<'_> {
     /// element in different iterations. `None` where there is none.
     /// With `at = None`, the whole kernel is the one iteration: a read of a value from before
     /// the kernel escapes.
+    /// An access outside the loop keeps the tensor as declared; it must not see what the
+    /// loop's buffers held: each read there must be written first in the same iteration of
+    /// the outermost loop around it that is not around `l` (adi's column sweep and row sweep,
+    /// sibling loops over blocks of rows, each writing `p` before reading it). Then the
+    /// value it reads was written in that iteration, which holds no instance of `l`.
     pub(super) fn escapes(
         &self,
         ctx: &Ctx,
@@ -586,24 +591,47 @@ impl Model<'_> {
         params: &str,
     ) -> Result<Option<String>, String> {
         let (o, n, w) = (&self.origins, &self.names, self.width);
-        // Only the statements under the loop that access the tensor: every relation below is
-        // composed with the tensor's accesses, and the lexicographic order of the others' times
-        // is most of isl's work (a recursive filter's many statements, one temporary each).
-        let under = |p: &Placed<'_>| {
-            at.is_none_or(|(d, l)| p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)))
-                && o.get(p.inst.origin).is_some_and(|org| org.accesses.iter().any(|a| a.tensor == *tensor))
+        // Only the statements that access the tensor: every relation below is composed with
+        // the tensor's accesses, and the lexicographic order of the others' times is most of
+        // isl's work (a recursive filter's many statements, one temporary each).
+        let accessing = |p: &Placed<'_>| {
+            o.get(p.inst.origin).is_some_and(|org| org.accesses.iter().any(|a| a.tensor == *tensor))
         };
-        let theta = ctx.map(&new_schedule(&self.places, o, n, w, &|p| under(p).then_some(w)))?.coalesce()?;
+        // The loops around `l`, and `l`.
+        let chain: Vec<&Loop> = at
+            .and_then(|(d, l)| {
+                self.places.iter().find_map(|p| {
+                    p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)).then(|| p.loops[..=d].to_vec())
+                })
+            })
+            .unwrap_or_default();
+        // How much of a statement's time names its iteration: `l`'s for a statement under it;
+        // outside it, the outermost loop around the statement that is not around `l` (none:
+        // the statement is not in any such iteration, and its reads escape).
+        let depth = |p: &Placed<'_>| -> Option<usize> {
+            let Some((d, _)) = at else { return Some(0) };
+            let c = p.loops.iter().zip(&chain).take_while(|(a, b)| std::ptr::eq(**a, **b)).count();
+            (c > d || c < p.loops.len()).then_some(2 * c.min(d) + 2)
+        };
+        let outside = at.is_some_and(|(d, l)| {
+            self.places.iter().any(|p| accessing(p) && !p.loops.get(d).is_some_and(|x| std::ptr::eq(*x, l)))
+        });
+        let theta =
+            ctx.map(&new_schedule(&self.places, o, n, w, &|p| accessing(p).then_some(w)))?.coalesce()?;
         let prefix = ctx
-            .map(&new_schedule(&self.places, o, n, w, &|p| {
-                under(p).then_some(at.map_or(0, |(d, _)| 2 * d + 2))
-            }))?
+            .map(&new_schedule(&self.places, o, n, w, &|p| if accessing(p) { depth(p) } else { None }))?
             .coalesce()?;
         // b -> a: a runs before b, in the same iteration.
         let same = prefix.clone().then(prefix.reverse()?)?;
         let earlier_here = theta.clone().lex_lt(theta)?.reverse()?.and(same.clone())?;
-        let iteration = at
-            .map_or_else(|| "the kernel".to_string(), |(_, l)| format!("an iteration of loop `{}`", l.iter));
+        let iteration = match at {
+            None => "the kernel".to_string(),
+            Some((_, l)) if outside => format!(
+                "an iteration of loop `{}` (outside it: of the outermost loop around the read that is not around `{}`)",
+                l.iter, l.iter
+            ),
+            Some((_, l)) => format!("an iteration of loop `{}`", l.iter),
+        };
         let access_map = |pick: &dyn Fn(&Access) -> bool| self.accesses(ctx, tensor, pick, params);
         let writes = access_map(&|x| x.write)?;
         let instances = ctx.map(&domain_map(o, n))?;

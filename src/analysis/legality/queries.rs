@@ -36,6 +36,41 @@ pub fn written_before_read(state: &State, nest: &Nest, tensor: &Name) -> Result<
     })
 }
 
+/// Whether some value `nest` writes into `tensor` is never read afterwards in the program's
+/// order (decided on the untransformed program, at its sizes): then the tensor holds a result
+/// (a recurrence's `Y[i][M-1]`, adi's `u` after the last step), which storing it per iteration
+/// would drop, even though the nest reads it too. `Ok(false)`: every value written is read
+/// later (adi's `p` and `q`, interp's `t`), a temporary.
+pub fn leaves_values_unread(state: &State, nest: &Nest, tensor: &Name) -> Result<bool, String> {
+    let program = Nest::new(nest.program.clone(), nest.origin.clone());
+    let unread = remembered_as("unread", state, &program, None, tensor, || {
+        let m = Model::new(state, &program)?;
+        let rank = m
+            .origins
+            .iter()
+            .flat_map(|o| o.accesses.iter())
+            .find(|a| a.tensor == *tensor)
+            .map_or(0, |a| a.index.len());
+        with_ctx(|ctx| {
+            let orig = ctx.map(&m.original)?.with_params(&m.these)?;
+            // w -> r: r runs after w.
+            let after = orig.clone().lex_lt(orig)?;
+            let writes = m.accesses(ctx, tensor, &|a| a.write, &m.these)?;
+            let reads = m.accesses(ctx, tensor, &|a| !a.write, &m.these)?;
+            let unit = ctx.map(&format!(
+                "{} -> {{ M[{}] -> [] }}",
+                m.names.param_list(),
+                (0..rank).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
+            ))?;
+            let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
+            let read_later = writes.clone().then(reads.reverse()?)?.and(after)?;
+            let unread = writes.then(unit)?.minus(read_later.then(instances)?)?;
+            Ok((!unread.coalesce()?.is_empty()?).then(|| "a value written is never read".to_string()))
+        })
+    })?;
+    Ok(unread.is_err())
+}
+
 /// [`Model::escapes`] of `tensor` in `nest` at the loop `at` (the first statement under it, the
 /// loop's depth; `None`: the whole kernel), remembered like verdicts: code generation asks for
 /// every temporary of every nest it generates, at full size and at the check's size, and a
@@ -47,10 +82,22 @@ fn escapes_remembered(
     tensor: &Name,
     ask: impl FnOnce() -> Result<Option<String>, String>,
 ) -> Result<Result<(), Illegal>, String> {
+    remembered_as("escapes", state, nest, at, tensor, ask)
+}
+
+/// [`escapes_remembered`] under the question `tag`.
+fn remembered_as(
+    tag: &str,
+    state: &State,
+    nest: &Nest,
+    at: Option<(usize, usize)>,
+    tensor: &Name,
+    ask: impl FnOnce() -> Result<Option<String>, String>,
+) -> Result<Result<(), Illegal>, String> {
     let key = memo_key(state, nest, false).map(|k| {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (k, "escapes", at, tensor).hash(&mut h);
+        (k, tag, at, tensor).hash(&mut h);
         h.finish()
     });
     Ok(match remembered(escape_memo(), key, ask)? {

@@ -468,8 +468,22 @@ pub(super) fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 pub(super) fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a = Args::new("store_at", s, a, 3, 3, "store_at(l, r, T)")?;
-    Ok(nest_value(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+    let a = Args::new("store_at", s, a, 3, 4, "store_at(l, r, T) or store_at(l, r, T, order)")?;
+    let order = match a.get(4) {
+        ArgVal::Omitted => Vec::new(),
+        _ => a
+            .ints(4, "order")?
+            .into_iter()
+            .map(|d| usize::try_from(d - 1).map_err(|_| a.wrong(4, "order", "dimensions numbered from 1")))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    Ok(nest_value(transform::store_at(
+        s,
+        &a.nest(1, "nest")?,
+        a.int(2, "level")?,
+        &a.real_tensor_name(3)?,
+        &order,
+    )?))
 }
 
 pub(super) fn b_privatize(s: &State, a: &[ArgVal]) -> Result<Value> {

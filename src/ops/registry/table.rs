@@ -648,9 +648,9 @@ pub(super) static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "store_at",
-        signature: "store_at(l, r, T)",
+        signature: "store_at(l, r, T [, order])",
         equation: "storage contraction",
-        summary: "stores tensor T per iteration of the loop at level r: each iteration gets its own buffer of the block of T it accesses (private to its thread, in cache) instead of the whole tensor; every access to T must be inside the loop and read only what the same iteration wrote (after fusion, a temporary), and T must not be a result",
+        summary: "stores tensor T per iteration of the loop at level r: each iteration gets its own buffer of the block of T it accesses (private to its thread, in cache) instead of the whole tensor; the loop must read only what the same iteration wrote (after fusion, a temporary), and T must not be a result; an access outside the loop keeps T as declared and must read only what its own iteration of the outermost loop around it but not around this one wrote (adi's sweeps: one buffer per block in each); order lays the block's dimensions out in another order ([2, 1]: transposed, lanes along the first dimension adjacent)",
         example: "l2 = store_at(l1, 1, t)",
         returns: Returns::Nest,
         checked: true,

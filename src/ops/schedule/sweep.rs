@@ -8,7 +8,9 @@
 //! row's chain (Halide's vectorized pure dimension of a scan). The block keeps each row's sweeps
 //! together, in cache, as the program wrote them. A 2-D tensor that only these loops touch, with
 //! the row in its first index only (adi's `p`, `q`), is stored transposed (`permute_layout`):
-//! the lanes read and write it contiguously.
+//! the lanes read and write it contiguously; where each row writes its values before it reads
+//! them (adi's `p`, `q`), it is stored per block of rows instead (`store_at`, transposed): a
+//! buffer per block, in cache, written back nowhere.
 
 use super::walk::{extent, loops_in_order};
 use super::workload::Workload;
@@ -32,6 +34,10 @@ pub(super) struct Sweeps {
     pub rows: Vec<Rows>,
     /// 2-D tensors only the rows loops touch, the row in the first index only: transposed.
     pub transpose: Vec<Name>,
+    /// Those of them that each rows loop touching them writes before it reads, row by row (isl):
+    /// stored per block of rows instead (`store_at`, transposed), with the rows loops (indices
+    /// into `rows`) that touch each.
+    pub per_block: Vec<(Name, Vec<usize>)>,
     /// Whether a loop runs around the rows loops (adi's time steps): the kernel converts a
     /// transposed tensor once, at entry and exit, for every sweep of every step; with no
     /// loop around, a conversion costs about what the sweep does.
@@ -49,6 +55,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
     }
     let mut rows: Vec<Rows> = Vec::new();
     let mut chosen: Vec<Vec<usize>> = Vec::new();
+    let mut located: Vec<(std::sync::Arc<Loop>, Vec<std::sync::Arc<Loop>>)> = Vec::new();
     let mut repeated = true;
     for p in loops_in_order(&nest.items) {
         if chosen.iter().any(|c| p.at.starts_with(c)) {
@@ -87,6 +94,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
             continue;
         }
         chosen.push(p.at.clone());
+        located.push((p.l.clone(), p.around.clone()));
         repeated &= !p.around.is_empty();
         rows.push(Rows { address: p.address.clone(), iter: l.iter.clone(), recurrences });
     }
@@ -104,7 +112,7 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
         }
     }
     walk(&nest.items, &chosen, &mut Vec::new(), None, false, &mut refused, &mut wanted);
-    let transpose = wanted
+    let transpose: Vec<Name> = wanted
         .into_iter()
         .filter(|t| !refused.contains(t))
         .filter(|t| {
@@ -113,7 +121,31 @@ pub(super) fn sweeps(state: &State, nest: &Nest, others: &[&Nest], lanes: usize)
                 .is_some_and(|x| x.extents_at(&|v| state.constant(v)).is_ok_and(|e| e.len() == 2))
         })
         .collect();
-    Some(Sweeps { rows, transpose, repeated, lanes })
+    // A row's values of such a tensor, written before they are read in the row's own sweep,
+    // need no whole tensor: a buffer per block of rows holds them, in cache (asked of each row,
+    // which a block of rows keeps).
+    let per_block = transpose
+        .iter()
+        .filter_map(|t| {
+            // A tensor with values written and never read holds a result: kept whole.
+            if !matches!(crate::analysis::legality::leaves_values_unread(state, nest, t), Ok(false)) {
+                return None;
+            }
+            let mut touching = Vec::new();
+            for (k, (l, around)) in located.iter().enumerate() {
+                let outer: Vec<&Loop> = around.iter().map(|x| &**x).collect();
+                if crate::analysis::storage::per_iteration_block(state, nest, &outer, l, t).is_err() {
+                    continue;
+                }
+                if !matches!(crate::analysis::legality::stays_local(state, nest, l, t), Ok(Ok(()))) {
+                    return None;
+                }
+                touching.push(k);
+            }
+            (!touching.is_empty()).then(|| (t.clone(), touching))
+        })
+        .collect();
+    Some(Sweeps { rows, transpose, per_block, repeated, lanes })
 }
 
 /// Sorts the tensors each statement touches: into `refused` where an access does not suit

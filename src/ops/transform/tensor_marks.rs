@@ -286,13 +286,16 @@ pub fn stream(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
     })
 }
 
-/// `store_at(l, r, T)` (storage contraction): tensor `T` is stored per iteration of the loop at
-/// level `r`: each iteration has its own buffer of the block of `T` its body accesses (a local
-/// array, private to the thread that runs it), instead of the whole tensor
-/// (`analysis::storage`; Halide's `store_at`). Refused where a statement outside the loop
-/// accesses `T`, where nothing reads `T` (a result), where the block has no fixed shape or
-/// exceeds a thread's stack, and, with a witness (isl, after this and every later
-/// transformation), where an iteration reads an element of `T` it did not write first.
+/// `store_at(l, r, T [, order])` (storage contraction): tensor `T` is stored per iteration of
+/// the loop at level `r`: each iteration has its own buffer of the block of `T` its body
+/// accesses (a local array, private to the thread that runs it), instead of the whole tensor
+/// (`analysis::storage`; Halide's `store_at`). `order` lays the block's dimensions out in
+/// another order (`[2, 1]`: transposed, as `pack`'s), so that lanes along its first dimension
+/// are adjacent. Refused where nothing reads `T` (a result), where the block has no fixed
+/// shape or exceeds a thread's stack, and, with a witness (isl, after this and every later
+/// transformation), where an iteration reads an element of `T` it did not write first, or a
+/// statement outside the loop reads one that no write in its own iteration of the outermost
+/// loop around it but not around `l` wrote first (there, `T` stays as declared).
 /// `store_at(l, 1, t)` after fusing the element loops of interp:
 ///
 /// ```text
@@ -300,13 +303,39 @@ pub fn stream(nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
 ///   t[e][a][b][c] += A[a][d]*u[e][d][b][c]   →  t'[a][b][c] += A[a][d]*u[e][d][b][c]
 ///   w[e][a][b][c] += A[b][d]*t[e][a][d][c]      w[e][a][b][c] += A[b][d]*t'[a][d][c]
 /// ```
-pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name) -> Result<Nest> {
-    mark_tensor(
+pub fn store_at(state: &State, nest: &Nest, level: i64, tensor: &Name, order: &[usize]) -> Result<Nest> {
+    let b = "store_at";
+    let rank = std::cell::Cell::new(0);
+    let marked = mark_tensor(
         nest,
         level,
-        "store_at",
+        b,
         tensor,
         TensorMark { get: |a| &a.store_at, get_mut: |a| &mut a.store_at, what: "stored per iteration of" },
-        &|outer, l| crate::analysis::storage::per_iteration_block(state, nest, outer, l, tensor).map(|_| ()),
-    )
+        &|outer, l| {
+            let fp = crate::analysis::storage::per_iteration_block(state, nest, outer, l, tensor)?;
+            rank.set(fp.extent.len());
+            Ok(())
+        },
+    )?;
+    let rank = rank.get();
+    let mut sorted = order.to_vec();
+    sorted.sort_unstable();
+    if !order.is_empty() && sorted != (0..rank).collect::<Vec<_>>() {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(4, "order"),
+            format!("a permutation of 1..{rank}: the {rank} dimensions of `{tensor}`'s block"),
+            format!("[{}]", order.iter().map(|d| (d + 1).to_string()).collect::<Vec<_>>().join(", ")),
+        ));
+    }
+    rewrite_loop(&marked, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        if order.iter().enumerate().all(|(k, d)| k == *d) {
+            l2.annot.store_layout.remove(tensor);
+        } else {
+            l2.annot.store_layout.insert(tensor.clone(), order.to_vec());
+        }
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
 }
