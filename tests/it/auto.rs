@@ -636,6 +636,49 @@ fn recurrences_over_independent_rows_run_a_block_of_rows_in_lanes() {
     assert!(o.status.success() && text(&o).contains("compared Y"), "{}", text(&o));
 }
 
+/// Projections of each column out of every later one (no script here covers it; gramschmidt's
+/// shape without the normalization): a loop over columns `k`, each finishing its column and
+/// then updating every column `j > k`.
+const PROJECT: &str = "M = 48\nN = 40\nA = tensor([M, N])\nR = tensor([N, N])\ns = tensor([N])\n\
+s0 = @s: add(0.0, 0.0, [, ] -> [k])\naa = vmul(A, A, [[i, k], [i, k]])\ns1 = @s: add(s, aa, [[k], ] -> [k])\n\
+r1 = @R: add(0.0, 0.0, [, ] -> [k, j])\nqa = vmul(A, A, [[i, k], [i, j]])\nr2 = @R: add(R, qa, [[k, j], ] -> [k, j])\n\
+qr = vmul(A, R, [[i, k], [k, j]])\nqd = vdiv(qr, s, [, [k]])\na0 = @A: sub(A, qd, [[i, j], ] -> [i, j])\n\
+ls0 = build(s0, [[k]])\nls1 = build(s1, [[k]])\nlr1 = build(r1, [[k], [j]])\nlr2 = build(r2, [[k], [j]])\n\
+la0 = build(a0, [[k], [j]])\nlj = around(j, [k+1, N-1], lr1, lr2, la0)\nl = around(k, [0, N-1], ls0, ls1, lj)\ncodegen(l)\n";
+
+#[test]
+fn column_steps_over_every_later_column_run_left_looking_in_blocks() {
+    // The column's own statements sunk into the first later column, the later columns in
+    // aligned blocks outside `k` (each block takes every earlier column's update while in
+    // cache), `A` stored by columns, a block's columns after its first on threads.
+    let d = tempfile::tempdir().unwrap();
+    let path = auto_verified(d.path(), "project.teml", PROJECT);
+    assert!(path.contains("#   left = 64: blocks of 64 columns outside k#1"), "{path}");
+    assert!(path.contains("A stored by columns"), "{path}");
+    for step in [
+        "= split(",
+        "= sink(",
+        ", 1, \"first\", \"j\")",
+        ", 2, 64, \"aligned\")",
+        "= interchange(",
+        "= permute_layout(",
+        "= parallelize(",
+        "= vectorize(",
+    ] {
+        assert!(path.contains(step), "{step}: {path}");
+    }
+    // The path replays, verified, at shapes whose blocks do not divide the columns.
+    for (m, n) in [("M=48", "N=40"), ("M=17", "N=70"), ("M=5", "N=130")] {
+        let o = teml(d.path(), &["run", "a/auto.teml", "-D", m, "-D", n, "--threads", "2"]);
+        assert!(o.status.success() && text(&o).contains("verified"), "{m} {n}: {}", text(&o));
+    }
+    // The blocks outermost, `k` inside them, `A` by columns in the C.
+    let c = text(&teml(d.path(), &["run", "a/auto.teml", "--no-run"]));
+    let jo = c.find("for (int jo = 0;").expect(&c);
+    assert!(c[jo..].find("for (int k = 0;").is_some(), "{c}");
+    assert!(c.contains("teml_A_layout[k][i]"), "{c}");
+}
+
 /// A min-plus dynamic program (no script here covers it): D[i][j] = min(D[i][j], D[i][j-1]),
 /// then min over the splits k of D[i][k] + D[k][j], which reads down column j.
 const MIN_PLUS: &str = "N = 40\nD = tensor([N, N])\n\

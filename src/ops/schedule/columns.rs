@@ -85,7 +85,7 @@ pub(super) fn sunk(state: &State, nest: &Nest) -> Option<Sunk> {
 
 /// An affine expression as Rhai writes it over the program's iterators and constants:
 /// `iter("k") + 2`.
-fn rhai(e: &Expr) -> Option<String> {
+pub(super) fn rhai(e: &Expr) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
     for (v, c) in e.affine_terms()? {
         parts.push(if c == 1 { format!("iter(\"{v}\")") } else { format!("{c} * iter(\"{v}\")") });

@@ -5,6 +5,7 @@
 
 mod chain;
 mod columns;
+mod left;
 pub mod machine;
 mod pivots;
 mod scalars;

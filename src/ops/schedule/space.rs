@@ -2356,6 +2356,18 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             super::sweep::sweeps(state, n, &others, lanes_of(state, n, m))
         })
         .collect();
+    // A loop over columns each updating every later column (gramschmidt): left-looking, in
+    // blocks of columns (left.rs).
+    let lefts: Vec<Option<super::left::Left>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            if own[j].is_some() || sunk[j].is_some() || sweeps[j].is_some() {
+                return None;
+            }
+            super::left::left(state, n, super::left::BLOCK)
+        })
+        .collect();
     let products = own
         .iter()
         .flatten()
@@ -2464,6 +2476,10 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                     let Some(sw) = sw else { continue };
                     sweep_rules(out, sw, &vars[j], j, alone);
                 }
+                for (j, lf) in lefts.iter().enumerate() {
+                    let Some(lf) = lf else { continue };
+                    left_rules(out, lf, &vars[j], j, alone);
+                }
                 for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
                     if inner.is_empty() && threads.is_empty() {
                         continue;
@@ -2519,7 +2535,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                         );
                     }
                     out.prefix.clear();
-                    if sweeps[j].is_some() {
+                    if sweeps[j].is_some() || lefts[j].is_some() {
                         out.line(&format!("if lanes && !ruled[{j}] {{"));
                     } else {
                         out.line("if lanes {");
@@ -2550,7 +2566,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
                 }
                 for (j, plan) in plans.iter().enumerate() {
                     let Some(plan) = plan else { continue };
-                    let guarded = sweeps[j].is_some();
+                    let guarded = sweeps[j].is_some() || lefts[j].is_some();
                     if guarded {
                         out.line(&format!("if !ruled[{j}] {{"));
                         out.indent += 1;
@@ -2769,6 +2785,66 @@ fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, al
 }
 
 /// Nest `j`'s sum down a column turned into row updates in lanes (columns.rs).
+/// Nest `j`'s column steps left-looking, in blocks of columns (left.rs); the nest's other
+/// rules where `left` is 0.
+fn left_rules(out: &mut Out, lf: &super::left::Left, var: &str, j: usize, alone: bool) {
+    let into = &lf.into;
+    out.line(&format!(
+        "// nest {}: {} over columns, each updating every later column {into} (right-looking)",
+        j + 1,
+        lf.address
+    ));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    let stored = if lf.layouts.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} stored by columns (permute_layout): the loops down a column read them contiguously",
+            lf.layouts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let b = super::left::BLOCK;
+    out.param(
+        "left",
+        "left",
+        "the column steps left-looking: blocks of later columns outside the loop over columns",
+        vec![
+            choice(
+                b,
+                format!(
+                    "blocks of {b} columns outside {}: each block takes every earlier column's update in turn while it is in cache, instead of one pass over all later columns per column (the column's own statements sunk into {into}'s first iteration){stored}; a block's columns after its first on threads, each column's loops in lanes",
+                    lf.address
+                ),
+            ),
+            choice(b / 2, format!("blocks of {} columns", b / 2)),
+            choice(b * 2, format!("blocks of {} columns", b * 2)),
+            choice(0, "right-looking, as written (the nest's other rules)"),
+        ],
+    );
+    out.prefix.clear();
+    out.line("if left > 0 {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 1, {}); p = focus(p);", lf.address, lf.split_k));
+    out.line(&format!(
+        "p = focus(p, \"{}\"); p = sink(p, 1, \"first\", \"{into}\"); p = stripmine(p, 2, left, \"aligned\"); p = interchange(p, 1, 2); p = focus(p);",
+        lf.address
+    ));
+    for t in &lf.layouts {
+        out.line(&format!("p = permute_layout(p, \"{t}\", [2, 1]);"));
+    }
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 3, {}); p = focus(p);", lf.blocks, lf.split_j));
+    for a in &lf.lanes {
+        out.line(&format!("p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+    }
+    out.line(&format!("p = focus(p, \"{}\"); p = parallelize(p, 1); p = focus(p);", lf.rest));
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("ruled[{j}] = true;"));
+    out.line(&format!("laned[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
+}
+
 fn sink_rules(out: &mut Out, sk: &super::columns::Sunk, var: &str, j: usize, alone: bool) {
     out.line(&format!("// nest {}: a sum down a column ({}) inside {}", j + 1, sk.column, sk.address));
     out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };

@@ -1,0 +1,185 @@
+//! Right-looking column steps turned left-looking, in blocks of columns: a loop `k` over
+//! columns whose body finishes column `k` (statements, loops down it) and then updates every
+//! later column `j` in `[k+1, ub]` (gramschmidt's norm, `Q[.][k]`, then `R[k][j]` and `A[.][j]`
+//! for every `j > k`), where that update writes what a column's own steps read (a
+//! factorization: each column waits on the updates of every earlier one). As written, each `k` sweeps the whole trailing matrix: as many passes over
+//! it as there are columns. Here `k` is split where `j`'s range is empty (its last columns), the
+//! column's own statements sink into `j` at its first iteration (`sink(.., "first", "j")`), `j`
+//! is strip-mined into aligned blocks and the blocks go outside `k`: each block of columns
+//! takes, in turn, the update of every earlier column, while it is in cache (the left-looking
+//! order of a blocked factorization). The 2-D tensors the innermost loops walk down a column
+//! (`A[i][j]`, `Q[i][k]`) are stored by columns (`permute_layout(.., [2, 1])`); the block's
+//! first column (the one that ran the sunk statements) is split off, and the rest of the block's
+//! columns run on threads, each column's loops in lanes. Every step is checked by isl here,
+//! and again when the script runs.
+
+use super::walk::loops_in_order;
+use crate::ir::{Expr, LNode, Name, Nest, State};
+use crate::ops::transform::{
+    SinkAt, interchange, parallelize, permute_layout, sink, split, stripmine_aligned, vectorize,
+};
+
+/// One such loop, as the script's steps address it.
+pub(super) struct Left {
+    /// The address `focus` takes for the loop over columns `k` (`k#1`).
+    pub address: String,
+    /// Where `k` is split (Rhai): `j`'s upper bound, past which `j` runs nothing.
+    pub split_k: String,
+    /// The iterator of the loop over later columns (`j`).
+    pub into: Name,
+    /// The tensors stored by columns.
+    pub layouts: Vec<Name>,
+    /// The address of the loop of blocks, outermost after the interchange (`jo#1`).
+    pub blocks: String,
+    /// Where a block's `j` is split (Rhai: `iter("k") + 2`).
+    pub split_j: String,
+    /// The addresses of the rest of a block's columns (on threads) and of its innermost loops
+    /// (in lanes), once split.
+    pub rest: String,
+    pub lanes: Vec<String>,
+}
+
+/// Columns per block the rule tries first.
+pub(super) const BLOCK: i64 = 64;
+
+/// The first top-level loop of `nest` this rule turns left-looking, where every step is legal
+/// (isl) with blocks of `block` columns.
+pub(super) fn left(state: &State, nest: &Nest, block: i64) -> Option<Left> {
+    if !nest.focus.is_empty() {
+        return None;
+    }
+    for p in loops_in_order(&nest.items) {
+        if p.at.len() != 1 {
+            continue;
+        }
+        let k = &p.l;
+        let Some((LNode::Loop(j), before)) = k.body.split_last() else { continue };
+        // `j` from `k + 1`, to a bound that does not move with `k`; the column's own work
+        // before it; nothing but statements and loops over other iterators below `j`.
+        if before.is_empty()
+            || j.lb.sub(&Expr::var_name(&k.iter)).as_const() != Some(1)
+            || j.ub.mentions(&k.iter)
+            || !j.body.iter().any(|x| x.as_loop().is_some())
+        {
+            continue;
+        }
+        // A factorization: the later columns' update writes what a column's own steps read
+        // (gramschmidt's `A`), so each column waits on every earlier one's update. (Where it
+        // does not, as correlation's products, the columns are independent: other rules.)
+        let written: Vec<Name> = j
+            .body
+            .iter()
+            .flat_map(|x| x.stmts())
+            .filter_map(|s| crate::ir::lower(&s).and_then(|lw| lw.target.id().cloned()))
+            .collect();
+        let mut feeds = false;
+        for s in before.iter().flat_map(|x| x.stmts()) {
+            if let Some(lw) = crate::ir::lower(&s) {
+                lw.rhs.visit(&mut |n| feeds |= n.id().is_some_and(|t| written.contains(t)));
+            }
+        }
+        if !feeds {
+            continue;
+        }
+        let at = |n: &Nest, at: &[usize]| Nest { focus: at.to_vec(), ..n.clone() };
+        let step = |n: &Nest, f: &dyn Fn(&Nest) -> crate::error::Result<Nest>| {
+            f(&n.view()).ok().map(|x| n.splice(x))
+        };
+        let s1 = step(&at(nest, &p.at), &|v| split(v, 1, &j.ub))?;
+        let s2 = step(&at(&s1, &p.at), &|v| sink(v, 1, SinkAt::First, Some(&*j.iter)))?;
+        let s3 = step(&s2, &|v| stripmine_aligned(state, v, 2, block, true))?;
+        let s4 = step(&s3, &|v| interchange(v, 1, 2))?;
+        let mut whole = Nest { focus: Vec::new(), ..s4 };
+        let blocks = loops_in_order(&whole.items).into_iter().find(|l| l.at == p.at)?;
+        // The tensors every innermost loop walks down a column: stored by columns.
+        let layouts = columns(state, &whole);
+        for t in &layouts {
+            whole = permute_layout(&whole, t, &[2, 1]).ok()?;
+        }
+        let split_j = j.lb.add_int(1);
+        let s5 = step(&at(&whole, &blocks.at), &|v| split(v, 3, &split_j))?;
+        let mut whole = Nest { focus: Vec::new(), ..s5 };
+        // The rest of a block's columns: the second loop over `j` in the loop over `k`.
+        let locs = loops_in_order(&whole.items);
+        let rest = locs
+            .iter()
+            .filter(|l| l.l.iter == j.iter && l.at.starts_with(&p.at) && l.at.len() == p.at.len() + 2)
+            .nth(1)?;
+        let rest_at = rest.at.clone();
+        let rest_address = rest.address.clone();
+        let inner: Vec<(Vec<usize>, String)> = locs
+            .iter()
+            .filter(|l| l.at.starts_with(&rest_at) && l.at.len() > rest_at.len())
+            .filter(|l| l.l.body.iter().all(|x| x.as_loop().is_none()))
+            .map(|l| (l.at.clone(), l.address.clone()))
+            .collect();
+        let mut lanes = Vec::new();
+        for (a, address) in &inner {
+            if let Some(n) = step(&at(&whole, a), &|v| vectorize(v, 1, 0)) {
+                whole = Nest { focus: Vec::new(), ..n };
+                lanes.push(address.clone());
+            }
+        }
+        let whole = Nest { focus: Vec::new(), ..step(&at(&whole, &rest_at), &|v| parallelize(v, 1))? };
+        if !matches!(crate::analysis::legality::decide_at_sizes(state, &whole), Ok(Ok(_))) {
+            continue;
+        }
+        return Some(Left {
+            address: p.address.clone(),
+            split_k: super::columns::rhai(&j.ub)?,
+            into: j.iter.clone(),
+            layouts,
+            blocks: blocks.address.clone(),
+            split_j: super::columns::rhai(&split_j)?,
+            rest: rest_address,
+            lanes,
+        });
+    }
+    None
+}
+
+/// The 2-D tensors of `nest` every access to which, inside an innermost loop, has that loop's
+/// iterator in its first index and not its second (a column), and which some such access
+/// touches; an access outside every innermost loop with the row fixed counts as a column too.
+fn columns(state: &State, nest: &Nest) -> Vec<Name> {
+    let mut wanted: Vec<Name> = Vec::new();
+    let mut refused: Vec<Name> = Vec::new();
+    fn go(items: &[LNode], inner: Option<&Name>, wanted: &mut Vec<Name>, refused: &mut Vec<Name>) {
+        for x in items {
+            match x {
+                LNode::Loop(l) => {
+                    let innermost = l.body.iter().all(|b| b.as_loop().is_none());
+                    go(&l.body, if innermost { Some(&l.iter) } else { None }, wanted, refused);
+                }
+                LNode::Stmt(s) => {
+                    let Some(lw) = crate::ir::lower(s) else { continue };
+                    let mut leaves = vec![(*lw.target).clone()];
+                    leaves
+                        .extend(lw.rhs.indexed_leaves().into_iter().filter(|l| l.is_tensor_leaf()).cloned());
+                    for leaf in leaves {
+                        let Some(t) = leaf.id() else { continue };
+                        let index = leaf.index_list().unwrap_or(&[]);
+                        if index.len() != 2 {
+                            continue;
+                        }
+                        let down = inner.is_some_and(|i| index[0].mentions(i) && !index[1].mentions(i));
+                        if down {
+                            if !wanted.contains(t) {
+                                wanted.push(t.clone());
+                            }
+                        } else if index.iter().any(|e| inner.is_some_and(|i| e.mentions(i)))
+                            && !refused.contains(t)
+                        {
+                            refused.push(t.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    go(&nest.items, None, &mut wanted, &mut refused);
+    wanted
+        .into_iter()
+        .filter(|t| !refused.contains(t) && state.real_tensor(t).is_some() && !nest.layouts.contains_key(t))
+        .collect()
+}
