@@ -38,7 +38,7 @@ pub fn block(
     outer: &[Name],
     l: &Loop,
     tensor: &Name,
-    constants: &dyn Fn(&str) -> Option<i64>,
+    constants: packing::Constants<'_>,
 ) -> Result<Footprint, String> {
     let mut around: Vec<Name> = outer.to_vec();
     around.push(l.iter.clone());

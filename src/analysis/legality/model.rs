@@ -564,6 +564,16 @@ impl Model<'_> {
         ctx.map(&format!("{} -> {{ {} }}", n.param_list(), pieces.join("; ")))?.with_params(params)
     }
 
+    /// `M[m0, ..] -> []` over elements of `rank` dimensions: composed after an access map, the
+    /// statement instances that make the access (`S[..] -> []`), whatever element.
+    pub(super) fn elements_to_unit<'c>(&self, ctx: &'c Ctx, rank: usize) -> Result<UMap<'c>, String> {
+        ctx.map(&format!(
+            "{} -> {{ M[{}] -> [] }}",
+            self.names.param_list(),
+            (0..rank).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
+        ))
+    }
+
     /// Statement `k` at the point `vals` (with `params`), in words: "statement 2 (`..`) at (i=0, k=1)".
     pub(super) fn instance_words(&self, t: Option<&Tuple>) -> String {
         let Some((k, vals)) = t else { return "?".into() };
@@ -650,11 +660,7 @@ impl Model<'_> {
                 }
                 let read = access_map(&|y| std::ptr::eq(y, &org.accesses[ax]))?;
                 let covered = read.clone().then(writes.clone().reverse()?)?.and(earlier_here.clone())?;
-                let reads = read.then(ctx.map(&format!(
-                    "{} -> {{ M[{}] -> [] }}",
-                    n.param_list(),
-                    (0..x.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
-                ))?)?;
+                let reads = read.then(self.elements_to_unit(ctx, x.index.len())?)?;
                 let open = reads.minus(covered.then(instances.clone())?)?;
                 if let Some(sample) = open.coalesce()?.sample()? {
                     let (params, a, _) = point(&sample);

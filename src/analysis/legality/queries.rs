@@ -57,11 +57,7 @@ pub fn leaves_values_unread(state: &State, nest: &Nest, tensor: &Name) -> Result
             let after = orig.clone().lex_lt(orig)?;
             let writes = m.accesses(ctx, tensor, &|a| a.write, &m.these)?;
             let reads = m.accesses(ctx, tensor, &|a| !a.write, &m.these)?;
-            let unit = ctx.map(&format!(
-                "{} -> {{ M[{}] -> [] }}",
-                m.names.param_list(),
-                (0..rank).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
-            ))?;
+            let unit = m.elements_to_unit(ctx, rank)?;
             let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
             let read_later = writes.clone().then(reads.reverse()?)?.and(after)?;
             let unread = writes.then(unit)?.minus(read_later.then(instances)?)?;
@@ -173,11 +169,7 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
                     }
                 } else {
                     // A read of `y` with no write of its element before: over `x`, it would read `x`.
-                    let unit = ctx.map(&format!(
-                        "{} -> {{ M[{}] -> [] }}",
-                        m.names.param_list(),
-                        (0..a.index.len()).map(|j| format!("m{j}")).collect::<Vec<_>>().join(", ")
-                    ))?;
+                    let unit = m.elements_to_unit(ctx, a.index.len())?;
                     let reads = m.accesses(ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?.then(unit)?;
                     let open = reads.minus(earlier_writes.then(instances.clone())?)?;
                     if let Some(sample) = open.coalesce()?.sample()? {

@@ -469,14 +469,7 @@ pub(super) fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
 
 pub(super) fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("store_at", s, a, 3, 4, "store_at(l, r, T) or store_at(l, r, T, order)")?;
-    let order = match a.get(4) {
-        ArgVal::Omitted => Vec::new(),
-        _ => a
-            .ints(4, "order")?
-            .into_iter()
-            .map(|d| usize::try_from(d - 1).map_err(|_| a.wrong(4, "order", "dimensions numbered from 1")))
-            .collect::<Result<Vec<_>>>()?,
-    };
+    let order = a.order(4)?;
     Ok(nest_value(transform::store_at(
         s,
         &a.nest(1, "nest")?,
@@ -545,14 +538,7 @@ pub(super) fn b_pad(s: &State, a: &[ArgVal]) -> Result<Value> {
 pub(super) fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a =
         Args::new("pack", s, a, 3, 5, "pack(l, r, T), pack(l, r, T, order) or pack(l, r, T, order, pad)")?;
-    let order = match a.get(4) {
-        ArgVal::Omitted => Vec::new(),
-        _ => a
-            .ints(4, "order")?
-            .into_iter()
-            .map(|d| usize::try_from(d - 1).map_err(|_| a.wrong(4, "order", "dimensions numbered from 1")))
-            .collect::<Result<Vec<_>>>()?,
-    };
+    let order = a.order(4)?;
     let pad = match a.get(5) {
         ArgVal::Omitted => 1,
         _ => usize::try_from(a.int(5, "pad")?).unwrap_or(0),

@@ -163,6 +163,21 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional order of dimensions, numbered from 1 as written (`[2, 1]`), 0-based; empty
+    /// where the argument is omitted.
+    pub(super) fn order(&self, pos: usize) -> Result<Vec<usize>> {
+        match self.get(pos) {
+            ArgVal::Omitted => Ok(Vec::new()),
+            _ => self
+                .ints(pos, "order")?
+                .into_iter()
+                .map(|d| {
+                    usize::try_from(d - 1).map_err(|_| self.wrong(pos, "order", "dimensions numbered from 1"))
+                })
+                .collect(),
+        }
+    }
+
     pub(super) fn ints(&self, pos: usize, role: &str) -> Result<Vec<i64>> {
         match self.get(pos) {
             ArgVal::List(xs) => xs

@@ -2,8 +2,8 @@
 //! columns whose body finishes column `k` (statements, loops down it) and then updates every
 //! later column `j` in `[k+1, ub]` (gramschmidt's norm, `Q[.][k]`, then `R[k][j]` and `A[.][j]`
 //! for every `j > k`), where that update writes what a column's own steps read (a
-//! factorization: each column waits on the updates of every earlier one). As written, each `k` sweeps the whole trailing matrix: as many passes over
-//! it as there are columns. Here `k` is split where `j`'s range is empty (its last columns), the
+//! factorization: each column waits on the updates of every earlier one). As written, each `k`
+//! sweeps the whole trailing matrix: as many passes over it as there are columns. Here `k` is split where `j`'s range is empty (its last columns), the
 //! column's own statements sink into `j` at its first iteration (`sink(.., "first", "j")`), `j`
 //! is strip-mined into aligned blocks and the blocks go outside `k`: each block of columns
 //! takes, in turn, the update of every earlier column, while it is in cache (the left-looking
@@ -33,9 +33,9 @@ pub(super) struct Left {
     pub blocks: String,
     /// Where a block's `j` is split (Rhai: `iter("k") + 2`).
     pub split_j: String,
-    /// The addresses of the rest of a block's columns (on threads) and of its innermost loops
-    /// (in lanes), once split.
+    /// The address of the rest of a block's columns (on threads), once split.
     pub rest: String,
+    /// The addresses of the rest's innermost loops (in lanes).
     pub lanes: Vec<String>,
 }
 
