@@ -176,6 +176,22 @@ fn what_cannot_run_in_place_is_refused_with_the_reason() {
         ),
         &["`y` is stored over `x` (in_place)", "accesses `x`"],
     );
+    // a sum of one term into y, divided by x (the fuzzer's reproducer): the kernel zeroes the
+    // accumulator, stored over x, before the one update reads x (it printed `X9[0]: kernel inf`)
+    refused(
+        d.path(),
+        None,
+        "quotient.teml",
+        "A2 = tensor([1])\nA7 = tensor([3, 1])\nA10 = tensor([3])\nt8 = vcontract(A7, A2, [2, 1])\n\
+         X9 = div(t8, A10, [[i1], [i1]] -> [i1])\nl11 = build(X9)\nl25 = in_place(l11, X9, A10)\ncodegen(l25)\n",
+        &[
+            "quotient.teml:7:",
+            "in_place",
+            "A10[0] is read by statement 1",
+            "after the same update zeroed X9[0]",
+            "not a compatible statement, Ullrich 2018",
+        ],
+    );
     refused(
         d.path(),
         None,
@@ -208,6 +224,14 @@ fn a_statement_over_its_own_operand_runs_in_place_only_where_it_may() {
             "e.g. `x2 = ...`",
             "mv.teml:5:",
         ],
+    );
+    // a sum of one term over its own operand: zeroed before its one update reads it
+    refused(
+        d.path(),
+        None,
+        "one.teml",
+        "M = tensor([1, 1])\nx = tensor([1])\nx = einsum(\"ik,k->i\", [M, x])\nl = build(x)\n",
+        &["sums into `x` while reading it", "after the same update zeroed it", "one.teml:4:"],
     );
 }
 

@@ -129,9 +129,13 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
     let m = Model::new(state, nest)?;
     with_ctx(|ctx| {
         let orig = ctx.map(&m.original)?.with_params(&m.these)?;
-        // s -> t: t runs before s in the original order.
-        let before = orig.clone().lex_lt(orig)?.reverse()?;
+        // s -> t: t runs before s in the original order; at_or_before: t is s or runs before it.
+        let before = orig.clone().lex_lt(orig.clone())?.reverse()?;
+        let at_or_before = orig.clone().lex_ge(orig)?;
         let writes = m.accesses(ctx, y, &|a| a.write, &m.these)?;
+        // A zeroed accumulator's first update writes its element (the zeroing) before the
+        // instance reads anything: its reads of `x` come after that write.
+        let zeroings = m.accesses(ctx, y, &|a| a.write && a.accumulates && a.zeroed, &m.these)?;
         let instances = ctx.map(&domain_map(&m.origins, &m.names))?;
         let bound: Vec<(String, i64)> = state.consts.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         let element = |org: &Origin, a: &Access, vals: &[i64], params: &[(String, i64)]| -> String {
@@ -147,9 +151,13 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
                     continue;
                 }
                 let read = m.accesses(ctx, &a.tensor, &|b| std::ptr::eq(b, a), &m.these)?;
-                let earlier_writes = read.then(writes.clone().reverse()?)?.and(before.clone())?;
+                let earlier_writes = read.clone().then(writes.clone().reverse()?)?.and(before.clone())?;
                 if is(x) {
                     // A write of `y` over the element before this read of `x`.
+                    let zeroed_first = read
+                        .then(zeroings.clone().reverse()?)?
+                        .and(at_or_before.clone())?
+                        .minus(earlier_writes.clone())?;
                     if let Some(sample) = earlier_writes.coalesce()?.sample()? {
                         let (params, s, t) = point(&sample);
                         let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
@@ -163,6 +171,26 @@ pub fn stays_in_place(state: &State, nest: &Nest, y: &Name, x: &Name) -> Result<
                             format!(
                                 "{x}{el} is read by {read} after {wrote} wrote {y}{el}: stored over `{x}`, `{y}` \
                              would overwrite a value still to be read (not a compatible statement, Ullrich 2018)"
+                            )
+                        };
+                        return Ok(Err(Illegal { message }));
+                    }
+                    // The zeroing of `y`'s element by the same instance, before it reads `x`.
+                    if let Some(sample) = zeroed_first.coalesce()?.sample()? {
+                        let (params, s, _) = point(&sample);
+                        let el = s.as_ref().map_or("[?]".into(), |(_, v)| element(org, a, v, &params));
+                        let read = m.instance_words(s.as_ref());
+                        let message = if y == x {
+                            format!(
+                                "{x}{el} is read by {read} after the same update zeroed it (a sum starts from 0): \
+                             in place, 0 would be read where the old value is meant (not a compatible statement, \
+                             Ullrich 2018)"
+                            )
+                        } else {
+                            format!(
+                                "{x}{el} is read by {read} after the same update zeroed {y}{el} (a sum starts from 0): \
+                             stored over `{x}`, the zeroing would overwrite a value still to be read (not a \
+                             compatible statement, Ullrich 2018)"
                             )
                         };
                         return Ok(Err(Illegal { message }));
