@@ -37,6 +37,7 @@ mod run_kernels;
 mod runtime_cache;
 mod runtime_exec;
 mod runtime_npy;
+mod schedule_golden;
 mod script_frontend;
 mod sink;
 mod slurm;
