@@ -891,7 +891,7 @@ pub fn run(a: &RunArgs) -> i32 {
             "compiler": tools.as_ref().map(|t| t.0.clone()),
             "flags": tools.as_ref().map(|t| t.1.clone()),
             "threads": a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-            "machine": crate::runtime::host::Host::this().describe(),
+            "machine": crate::runtime::machine::Machine::host().host_line(),
             "kernels": reports,
         });
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());

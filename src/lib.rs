@@ -33,6 +33,7 @@ pub mod oracle;
 pub mod pipeline;
 pub mod repl;
 pub mod runtime;
+pub mod schedule;
 pub mod script;
 pub mod suite;
 pub mod tuner;

@@ -8,7 +8,7 @@ fn main() {
     }
     let cli = Cli::parse();
     // A malformed TEML_MACHINE would otherwise be ignored by every command that does not plan.
-    if let Err(e) = teml::ops::schedule::machine::check_pinned() {
+    if let Err(e) = teml::runtime::machine::check_pinned() {
         eprintln!("error: {e}");
         std::process::exit(2);
     }

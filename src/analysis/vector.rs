@@ -16,7 +16,8 @@
 //!   scalar remainder loop.
 //!
 //! Anything else keeps the pragma (the reason is printed beside it). The width comes from the
-//! [`Target`]: the host's widest vectors (AVX-512: 512 bits), or `TEML_VECTOR_BITS` (0: no
+//! [`Target`], made from the one machine description (`runtime::machine`): the host's widest
+//! vectors (AVX-512: 512 bits), or the width `TEML_MACHINE` or `TEML_VECTOR_BITS` sets (0: no
 //! explicit vectors, every vectorized loop keeps its pragma). Vector types of any width build on
 //! every GCC or Clang target (a 512-bit vector becomes two 256-bit ones without AVX-512), so the
 //! choice changes speed, never results; verification compares every kernel.
@@ -34,18 +35,15 @@ pub struct Target {
 }
 
 impl Target {
-    /// The host's target: the width `TEML_MACHINE` pins (the rules plan for the same), else
-    /// `TEML_VECTOR_BITS` if set (0, 128, 256 or 512), else the widest vectors the CPU has (AVX-512F: 512, AVX: 256, SSE2
-    /// or NEON: 128).
+    /// The vectors of `m` (`runtime::machine`: the host's widest, or the width `TEML_MACHINE` or
+    /// `TEML_VECTOR_BITS` sets).
+    pub fn of(m: &crate::runtime::machine::Machine) -> Target {
+        Target { vector_bits: m.vector_bits }
+    }
+
+    /// The vectors of this machine ([`crate::runtime::machine::Machine::current`]).
     pub fn native() -> Target {
-        if let Some(bits) = crate::ops::schedule::machine::pinned_vector_bits() {
-            return Target { vector_bits: bits };
-        }
-        if let Some(bits) = std::env::var("TEML_VECTOR_BITS").ok().and_then(|v| v.trim().parse::<u32>().ok())
-        {
-            return Target { vector_bits: bits };
-        }
-        Target { vector_bits: detect_bits() }
+        Target::of(&crate::runtime::machine::Machine::current())
     }
 
     /// Lanes of a full vector of `dtype` (1: no explicit vectors).
@@ -54,25 +52,6 @@ impl Target {
         let elem = dtype.size();
         (bytes / elem).max(1)
     }
-}
-
-#[allow(unreachable_code)]
-fn detect_bits() -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return 512;
-        }
-        if std::arch::is_x86_feature_detected!("avx") {
-            return 256;
-        }
-        return 128;
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        return 128;
-    }
-    0
 }
 
 /// How the lanes of a vectorized loop are printed.

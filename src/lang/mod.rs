@@ -34,7 +34,7 @@ pub use ast::{Arg, CallExpr, Ident, Program, Span, Stmt, StmtKind};
 pub use diag::Located;
 pub use eval::{Extensions, NoExtensions, close_names, eval_one, eval_program};
 pub use parse::MAX_DEPTH;
-pub use write::statements_for;
+pub use write::{rhai_ref, rhai_string, statements_for};
 
 use crate::ir::State;
 

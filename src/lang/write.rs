@@ -83,3 +83,58 @@ fn depth(h: &History) -> usize {
         1 + s.args.iter().map(|a| if let StepArg::Nest(x) = a { depth(x) } else { 0 }).max().unwrap_or(0)
     })
 }
+
+/// A program variable `name` as a Rhai script refers to it: the name itself where Rhai reads it
+/// as a variable, else `lookup("name")` (a tensor or nest named after a word Rhai reserves:
+/// `var`, `fn`, `in`, `match`, `let`, `this`, ...; the `.teml` front-end accepts them). Every
+/// script teml writes (generated spaces) names the program's values through this.
+pub fn rhai_ref(name: &str) -> String {
+    if rhai_variable(name) { name.to_string() } else { format!("lookup({})", rhai_string(name)) }
+}
+
+/// `text` as a Rhai string literal.
+pub fn rhai_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// True if Rhai reads `name` as a variable: a plain identifier that Rhai neither reserves nor
+/// gives a meaning of its own (asked of Rhai's own parser, so that its list of keywords is the
+/// one used).
+fn rhai_variable(name: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !plain {
+        return false;
+    }
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(&ok) = seen.lock().ok().and_then(|m| m.get(name).copied()).as_ref() {
+        return ok;
+    }
+    let engine = rhai::Engine::new_raw();
+    let ok = engine.compile(format!("let {name} = 0; {name}")).is_ok();
+    if let Ok(mut m) = seen.lock() {
+        m.insert(name.to_string(), ok);
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_rhai_reserves_are_looked_up() {
+        for ok in ["A", "l1", "p_2", "tmp", "x"] {
+            assert_eq!(rhai_ref(ok), ok);
+        }
+        for reserved in [
+            "var", "fn", "in", "match", "let", "do", "as", "new", "static", "shared", "case", "default",
+            "this",
+        ] {
+            assert_eq!(rhai_ref(reserved), format!("lookup(\"{reserved}\")"), "{reserved}");
+        }
+    }
+}

@@ -8,7 +8,6 @@ pub mod explore;
 pub mod fm;
 pub mod lift;
 pub mod registry;
-pub mod schedule;
 pub mod tensor;
 pub mod transform;
 

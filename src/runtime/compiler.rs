@@ -194,7 +194,7 @@ impl Compiler {
         field(b"teml-kernel-cache-v1");
         field(self.identity.as_bytes());
         if args.iter().any(|a| a.contains("native")) {
-            field(super::host::Host::this().cpu_key().as_bytes());
+            field(super::machine::Machine::host().cpu_key().as_bytes());
         }
         field(&(args.len() as u64).to_le_bytes());
         for arg in &args {

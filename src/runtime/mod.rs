@@ -41,6 +41,7 @@ mod error;
 pub mod exec;
 pub mod host;
 pub mod interrupt;
+pub mod machine;
 pub mod npy;
 mod worker;
 

@@ -52,7 +52,7 @@ fn generated(
     helper: &str,
     first: Option<()>,
 ) -> RhaiResult<Dynamic> {
-    use crate::ops::schedule;
+    use crate::schedule;
     let nest = nest_of(l, helper)?;
     let state = sh.state.borrow().clone();
     let name = Name::from("l");
@@ -467,6 +467,22 @@ fn register_iterators(engine: &mut Engine, shared: &Rc<Shared>) {
             sh.holes.set(true);
         }
         Ok(Dynamic::from(TensorVal(r)))
+    });
+    let sh = shared.clone();
+    // A program variable by name, for names Rhai reserves (`var`, `fn`, `in`, ...: the `.teml`
+    // front-end accepts them); generated spaces refer to such values this way (`lang::rhai_ref`).
+    engine.register_fn("lookup", move |name: ImmutableString| -> RhaiResult<Dynamic> {
+        let v = sh.state.borrow().get(name.as_str()).cloned();
+        match v {
+            Some(v) => {
+                sh.remember(&name, &v);
+                Ok(to_dynamic(v))
+            }
+            None => Err(format!(
+                "lookup: expected the name of a tensor or nest of the program, found `{name}`, which names none"
+            )
+            .into()),
+        }
     });
     let sh = shared.clone();
     engine.register_fn("constant", move |name: ImmutableString| -> Dynamic {

@@ -574,8 +574,11 @@ pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
         kernels.iter_mut().for_each(|k| apply_roofline(&m, k));
     }
     let cc = crate::runtime::Compiler::detect().map(|c| c.identity().to_string()).unwrap_or_default();
-    let host =
-        format!("{}; {cc}; {}", crate::runtime::host::Host::this().describe(), o.run.flags.opt.join(" "));
+    let host = format!(
+        "{}; {cc}; {}",
+        crate::runtime::machine::Machine::host().host_line(),
+        o.run.flags.opt.join(" ")
+    );
     Report { host, machine, kernels }
 }
 

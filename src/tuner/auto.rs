@@ -5,8 +5,8 @@
 
 use super::db::{self, Db};
 use crate::ir::{Name, Params, State};
-use crate::ops::schedule::{self, Machine, Space, Workload};
 use crate::pipeline::{self, Program};
+use crate::schedule::{self, Machine, Space, Workload};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -223,7 +223,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     }
     let path = o.out.join("auto.teml");
     let setting: Vec<String> = o.defines.iter().map(|(n, v)| format!(" -D {n}={v}")).collect();
-    let machine = crate::runtime::host::Host::this().describe();
+    let machine = crate::runtime::machine::Machine::host().host_line();
     let Some((state, source)) = chosen else {
         // No point of the space is legal here: the program as written, with the reason.
         let text = std::fs::read_to_string(&o.program)

@@ -67,10 +67,9 @@ pub fn default_path() -> PathBuf {
 /// the machine the rules planned for where `TEML_MACHINE` pins one (its generated spaces hold
 /// other choices than the host's).
 pub fn machine_key(threads: usize) -> String {
-    let host = crate::runtime::host::Host::this();
-    let mut cpu = host.cpu_key();
-    if std::env::var_os(crate::ops::schedule::machine::MACHINE_VAR).is_some()
-        && let Ok(m) = crate::ops::schedule::Machine::this()
+    let mut cpu = crate::runtime::machine::Machine::host().cpu_key();
+    if std::env::var_os(crate::runtime::machine::MACHINE_VAR).is_some()
+        && let Ok(m) = crate::runtime::machine::Machine::this()
     {
         cpu.push_str(&format!(" | planned for {}", m.describe()));
     }

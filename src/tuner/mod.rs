@@ -570,7 +570,7 @@ impl<'a> Tuning<'a> {
                 let (st, took, _) = evaluate(o, BTreeMap::from([(name.clone(), *i)]), None);
                 st.map(|s| (s, took)).map_err(|e| e.to_string())
             };
-            if let Ok(((s, took), _)) = crate::ops::schedule::first_accepted(points, what, &mut eval) {
+            if let Ok(((s, took), _)) = crate::schedule::first_accepted(points, what, &mut eval) {
                 first = Ok(s);
                 start = took.into_iter().map(|x| (x.name, x.value)).collect();
             }
@@ -694,7 +694,7 @@ impl<'a> Tuning<'a> {
             workload: key.clone(),
             statements: statements.clone(),
             machine: self.machine(),
-            host: crate::runtime::host::Host::this().describe(),
+            host: crate::runtime::machine::Machine::host().host_line(),
             space: self.space_label(),
             params,
             path,
@@ -1238,7 +1238,7 @@ fn write_best(
         o.run.threads.map_or("default".into(), |t| t.to_string()),
         setting,
         b.key,
-        crate::runtime::host::Host::this().describe(),
+        crate::runtime::machine::Machine::host().host_line(),
         b.median_s * 1e3,
         o.rounds.max(1),
         b.spread * 100.0,

@@ -6,6 +6,7 @@ mod common;
 
 mod affine_results;
 mod auto;
+mod auto_names;
 mod bench;
 mod cli;
 mod codegen_golden;

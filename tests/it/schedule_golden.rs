@@ -36,7 +36,7 @@ fn auto_files(rel: &str, sizes: &[(&str, i64)], machine: &str) -> (String, Strin
         .unwrap();
     let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "teml {}: {out}", args.join(" "));
-    let host = teml::runtime::host::Host::this().describe();
+    let host = teml::runtime::machine::Machine::host().host_line();
     let read =
         |f: &str| std::fs::read_to_string(d.path().join("out").join(f)).unwrap().replace(&host, "<host>");
     (read("auto.teml"), read("space.rhai"))

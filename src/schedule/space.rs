@@ -37,11 +37,12 @@
 //! Every point is a legal path by construction or refused by the legality check of the
 //! builtin that makes it, before anything is compiled.
 
-use super::machine::Machine;
 use super::walk::{Located, extent, loops_in_order};
 use super::workload::{Access, LoopInfo, Workload};
 use crate::ir::{Name, Nest, State};
+use crate::lang::rhai_ref;
 use crate::ops::explore::Parallelism;
+use crate::runtime::machine::Machine;
 use std::fmt::Write;
 
 /// One choice of a parameter and why the model ranks it where it is.
@@ -149,7 +150,7 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             let w = Workload::of(state, nest)?;
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
-                out.line(&format!("let p = {name};"));
+                out.line(&format!("let p = {};", rhai_ref(name)));
                 let pivots = super::pivots::pivots(state, nest, &w);
                 if let Some(pv) = &pivots {
                     out.param(
@@ -989,7 +990,7 @@ fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m: &Machine) 
             })
             .collect(),
     );
-    out.line(&format!("p = lift({}, contraction, \"summed_first\");", plan.tensor));
+    out.line(&format!("p = lift({}, contraction, \"summed_first\");", rhai_ref(&plan.tensor)));
     for (n, &k) in ranked.iter().enumerate() {
         let o = &plan.orders[k];
         out.line(&format!("{}if contraction == {} {{", if n == 0 { "" } else { "} else " }, show(&o.steps)));
@@ -1068,11 +1069,11 @@ fn fused_chain(out: &mut Out, o: &LiftOrder, ch: &super::chain::Chain, b: &Block
         if let Some(l) = perm(order) {
             out.line(&l);
         }
-        out.line(&format!("p = register_block(p, {t}, 1, {}, mr, nr);", ch.shared));
+        out.line(&format!("p = register_block(p, {}, 1, {}, mr, nr);", rhai_ref(t), ch.shared));
     }
     out.line("p = focus(p);");
     out.line(&format!("for r in 1..={} {{ p = fuse_inner(p, r); }}", ch.shared));
-    out.line(&format!("p = store_at(p, {}, {});", ch.shared, ch.temp));
+    out.line(&format!("p = store_at(p, {}, {});", ch.shared, rhai_ref(&ch.temp)));
     // The rows' blocks on threads, or collapsed with the next shared loop where it is
     // data-parallel and the blocks are few or uneven for the cores.
     let cores = m.cores.max(1) as i64;
@@ -1303,7 +1304,7 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         "column blocks per cache block of B",
         ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
     );
-    out.line(&format!("p = register_tile(p, {}, mr, nr, kc, nc);", t.target));
+    out.line(&format!("p = register_tile(p, {}, mr, nr, kc, nc);", rhai_ref(&t.target)));
     let o = t.outer;
     let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
     par.push(choice(o + 1, "the column cache blocks on threads"));
@@ -1344,12 +1345,17 @@ fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     }
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
     if let Some(b) = &t.b {
-        out.line(&format!("if pack == \"B\" || pack == \"both\" {{ p = pack(p, {}, {b}); }}", o + 3));
+        out.line(&format!(
+            "if pack == \"B\" || pack == \"both\" {{ p = pack(p, {}, {}); }}",
+            o + 3,
+            rhai_ref(b)
+        ));
     }
     if let Some((a, 2)) = &t.a {
         out.line(&format!(
-            "if pack == \"A^T\" || pack == \"both\" {{ p = pack(p, {}, {a}, [2, 1]); }}",
-            o + 4
+            "if pack == \"A^T\" || pack == \"both\" {{ p = pack(p, {}, {}, [2, 1]); }}",
+            o + 4,
+            rhai_ref(a)
         ));
     }
 }
@@ -1506,7 +1512,7 @@ fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine) {
         out.line(&format!("p = permute(p, [{}]);", order.join(", ")));
     }
     out.line(&format!("p = vectorize(p, {});", d + 1));
-    out.line(&format!("p = registers(p, {}, {});", l + 1, b.target));
+    out.line(&format!("p = registers(p, {}, {});", l + 1, rhai_ref(&b.target)));
     let first = &w.loops[0];
     if first.kind == Parallelism::Independent {
         let blocks = if l == 1 { format!("the blocks of {}", first.iter) } else { first.iter.to_string() };
@@ -1816,7 +1822,7 @@ fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine) {
         let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
         out.line(&format!("p = permute_layout(p, \"{tensor}\", [{}]);", order.join(", ")));
     }
-    out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", b.target, b.lane_level));
+    out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", rhai_ref(&b.target), b.lane_level));
     // Small windows right above the block: unrolled, innermost first.
     if !b.windows.is_empty() {
         let names: Vec<String> = b.windows.iter().map(|(n, e)| format!("{n} ({e})")).collect();
@@ -2102,7 +2108,7 @@ fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         out.param("stream", "stream", "non-temporal stores of the result", ss);
         out.line(&format!(
             "if stream && vectorize && data_parallel_levels(p).contains(depth(p)) {{ p = stream(p, depth(p), {}); }}",
-            t.tensor
+            rhai_ref(&t.tensor)
         ));
     }
 }
@@ -2147,7 +2153,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
     let mut owned: Vec<(Name, Nest)> = Vec::new();
     for (k, (name, nest)) in nests.iter().enumerate() {
         let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
-        out.line(&format!("let {v} = {name};"));
+        out.line(&format!("let {v} = {};", rhai_ref(name)));
         let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
         match if simple { None } else { super::scalars::privatized(state, nest) } {
             Some((n, lines)) => {
@@ -2216,7 +2222,7 @@ fn several(out: &mut Out, state: &State, nests: &[(Name, Nest)], m: &Machine) ->
             let contracted = !temps.is_empty();
             if contracted {
                 for t in &temps {
-                    lines.push(format!("if contract {{ f = store_at(f, {r}, {t}); }}"));
+                    lines.push(format!("if contract {{ f = store_at(f, {r}, {}); }}", rhai_ref(t)));
                 }
             }
             // The fused nest's innermost sums into one element (gesummv's two dot products
@@ -2904,8 +2910,13 @@ mod tests {
 
     #[test]
     fn a_block_takes_every_row_whose_accumulators_fit_the_registers() {
-        let zen4 =
-            Machine { vector_bits: 512, registers: 32, cores: 2, caches: [32 << 10, 1 << 20, 32 << 20] };
+        let zen4 = Machine {
+            vector_bits: 512,
+            registers: 32,
+            cores: 2,
+            caches: [32 << 10, 1 << 20, 32 << 20],
+            ..Machine::default()
+        };
         // 28 lanes are 4 vectors: 8 rows are 32 accumulators, every register; 6 + 2 would leave
         // a quarter of the rows without registers.
         assert_eq!(first_mr(8, 28, &zen4), 8);

@@ -1,12 +1,12 @@
 //! Automatic schedules: the rules that build a search space of paths from a nest itself
-//! ([`space`]), from what they read off it ([`workload`]) and the machine ([`machine`]).
+//! ([`space`]), from what they read off it ([`workload`]) and the machine (`runtime::machine`).
 //! `teml tune FILE` on a program without `param` calls searches the generated space, `teml auto`
 //! takes its first choices (the model's pick), `auto_space(l)` builds it inside a script.
 
 mod chain;
 mod columns;
 mod left;
-pub mod machine;
+
 mod pivots;
 mod scalars;
 pub mod space;
@@ -14,7 +14,7 @@ mod sweep;
 mod walk;
 pub mod workload;
 
-pub use machine::Machine;
+pub use crate::runtime::machine::Machine;
 pub use space::{Choice, Decision, Space, generate};
 pub use workload::Workload;
 
