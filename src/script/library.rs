@@ -143,6 +143,11 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     ),
     ("constant", "constant(\"N\")", "the value -D gave the named constant N, or ()"),
     (
+        "lookup",
+        "lookup(\"name\")",
+        "the program's tensor or nest `name`, for a name Rhai reserves (`var`, `fn`, `in`, ...; generated spaces use it)",
+    ),
+    (
         "constant_names",
         "constant_names(ts)",
         "the named constants of σ and of the shapes of the tensors ts (strings)",
