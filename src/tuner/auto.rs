@@ -175,7 +175,19 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     if let Some(path) = &o.db {
         let d = Db::open(path);
         notes.extend(d.notes.iter().cloned());
-        if let Some(best) = d.best(&g.key, &db::machine_key(o.threads), db::GENERATED) {
+        let space_text = std::fs::read_to_string(&g.path).unwrap_or_default();
+        let toolchain = pipeline::toolchain(&pipeline::RunOptions::default()).unwrap_or_default();
+        let now = db::fingerprint(&space_text, &toolchain);
+        let (best, stale) = d.best_current(&g.key, &db::machine_key(o.threads), db::GENERATED, &now);
+        if stale > 0 {
+            notes.push(format!(
+                "tuning database {}: {stale} record{} of this kernel on this machine made with other rules, \
+                 another space, compiler or flags: ignored (`teml tune` measures again)",
+                path.display(),
+                if stale == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(best) = best {
             tried += 1;
             if best.as_written {
                 as_written = Some(best.median_s);

@@ -50,6 +50,11 @@ pub struct Entry {
     /// spreads (no choices, no path): `teml auto` then hands back the program itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub as_written: bool,
+    /// What the time depends on beyond the workload and the machine ([`fingerprint`]): the
+    /// space (the rules' output, or a hand-written space), the C compiler and its flags. Empty
+    /// in records made before fingerprints: they match none.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 /// The database's default file: `$TEML_TUNING_DB`, else `teml/tuning.jsonl` in the user's cache
@@ -74,6 +79,22 @@ pub fn machine_key(threads: usize) -> String {
         cpu.push_str(&format!(" | planned for {}", m.describe()));
     }
     format!("{:016x}/{threads}t", crate::ir::params::hash(&cpu))
+}
+
+/// The fingerprint of a record: a hash of the space its choices are points of (its text, the
+/// `// program:` line left out: it depends only on where the space was written; a generated
+/// space's text is what the rules made of this workload on this machine), the C compiler (its
+/// path and version) and its arguments. `teml auto` replays only a record whose fingerprint is
+/// this run's: after a change of the rules, the space, the compiler or the flags, a record is
+/// ignored with a note (`teml tune` measures it again).
+pub fn fingerprint(space: &str, toolchain: &(String, String)) -> String {
+    let space: String = space
+        .lines()
+        .filter(|l| !l.starts_with(crate::pipeline::PROGRAM_DIRECTIVE))
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    let text = format!("{space}\u{0}{}\u{0}{}", toolchain.0, toolchain.1);
+    format!("{:016x}", crate::ir::params::hash(&text))
 }
 
 /// The records of a file.
@@ -140,6 +161,27 @@ impl Db {
             .iter()
             .filter(|e| e.workload == workload && e.machine == machine && e.space == space)
             .min_by(|a, b| a.median_s.total_cmp(&b.median_s))
+    }
+
+    /// The fastest record of `workload` on `machine` from `space` made under `fingerprint`, and
+    /// how many records of them were made under another (stale: other rules, space, compiler
+    /// or flags).
+    pub fn best_current(
+        &self,
+        workload: &str,
+        machine: &str,
+        space: &str,
+        fingerprint: &str,
+    ) -> (Option<&Entry>, usize) {
+        let of = |e: &&Entry| e.workload == workload && e.machine == machine && e.space == space;
+        let stale = self.entries.iter().filter(of).filter(|e| e.fingerprint != fingerprint).count();
+        let best = self
+            .entries
+            .iter()
+            .filter(of)
+            .filter(|e| e.fingerprint == fingerprint)
+            .min_by(|a, b| a.median_s.total_cmp(&b.median_s));
+        (best, stale)
     }
 
     /// Seeds for a search of `workload`: the best record of each other size of the same
@@ -232,7 +274,33 @@ mod tests {
             when: 0,
             features: vec![],
             as_written: false,
+            fingerprint: "f1".into(),
         }
+    }
+
+    #[test]
+    fn a_record_made_under_another_fingerprint_is_never_the_current_best() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("db.jsonl");
+        append(&p, &Entry { fingerprint: "old".into(), ..entry("w1", 1.0) }).unwrap();
+        append(&p, &entry("w1", 2.0)).unwrap();
+        // a record written before fingerprints: none in its line
+        let mut line = serde_json::to_value(entry("w1", 0.5)).unwrap();
+        line.as_object_mut().unwrap().remove("fingerprint");
+        std::fs::write(&p, format!("{}{line}\n", std::fs::read_to_string(&p).unwrap())).unwrap();
+        let d = Db::open(&p);
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+        let (best, stale) = d.best_current("w1", "m/2t", GENERATED, "f1");
+        assert_eq!((best.map(|e| e.median_s), stale), (Some(2.0), 2));
+        let (best, stale) = d.best_current("w1", "m/2t", GENERATED, "new");
+        assert_eq!((best.map(|e| e.median_s), stale), (None, 3));
+        // the fingerprint follows the space's text (not its program line), the compiler, the flags
+        let cc = ("gcc 12".to_string(), "-O3 -march=native".to_string());
+        let f = fingerprint("// program: a/x.teml\nlet p = l;\n", &cc);
+        assert_eq!(f, fingerprint("// program: ../b/x.teml\nlet p = l;\n", &cc));
+        assert_ne!(f, fingerprint("// program: a/x.teml\nlet p = tile(l, 8);\n", &cc));
+        assert_ne!(f, fingerprint("// program: a/x.teml\nlet p = l;\n", &("clang 16".into(), cc.1.clone())));
+        assert_ne!(f, fingerprint("// program: a/x.teml\nlet p = l;\n", &(cc.0.clone(), "-O2".into())));
     }
 
     #[test]

@@ -197,6 +197,26 @@ fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_t
     // teml auto now replays the fastest record instead of asking the model.
     let o = teml(d.path(), &["auto", &f, "--no-run", "--out", "a"]);
     assert!(o.status.success() && text(&o).contains("teml auto: database"), "{}", text(&o));
+    // Records made with other rules, another space, compiler or flags (another fingerprint)
+    // are never replayed: the model's pick, with a note.
+    let stale: String = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r["fingerprint"].as_str().unwrap().len(), 16, "{r}");
+            let mut r = r.clone();
+            r["fingerprint"] = Value::from("0000000000000000");
+            format!("{r}\n")
+        })
+        .collect();
+    let stale_db = d.path().join("stale.jsonl");
+    std::fs::write(&stale_db, stale).unwrap();
+    let o = teml(d.path(), &["auto", &f, "--no-run", "--out", "a-stale", "--db", stale_db.to_str().unwrap()]);
+    assert!(o.status.success() && text(&o).contains("teml auto: model"), "{}", text(&o));
+    assert!(
+        text(&o).contains("made with other rules, another space, compiler or flags: ignored"),
+        "{}",
+        text(&o)
+    );
     // Where the fastest record is the program as written (a search whose every point it beat),
     // teml auto hands back the program itself, and it runs verified.
     let mut r = records.iter().find(|r| r["as_written"] != true).unwrap().clone();
