@@ -8,6 +8,7 @@
 
 use super::walk::loops_in_order;
 use super::workload::Workload;
+use super::writer::{Out, choice};
 use crate::ir::{Expr, LNode, Nest, State};
 use crate::ops::transform::{SinkAt, interchange, sink, split};
 
@@ -94,4 +95,38 @@ pub(super) fn rhai(e: &Expr) -> Option<String> {
         parts.push(e.constant().to_string());
     }
     Some(parts.join(" + "))
+}
+
+pub(super) fn sink_rules(out: &mut Out, sk: &super::columns::Sunk, var: &str, j: usize, alone: bool) {
+    out.line(&format!("// nest {}: a sum down a column ({}) inside {}", j + 1, sk.column, sk.address));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    out.param(
+        "sink",
+        "sink",
+        "the statements beside a sum down a column sunk into it, its loops interchanged, the rows in lanes",
+        vec![
+            choice(
+                "true",
+                format!(
+                    "{}'s statements sunk into the sum at its last iteration, then {} outside: {} is read along rows, the rest of the loop in lanes",
+                    sk.address, sk.outer, sk.column
+                ),
+            ),
+            choice("false", "as written (the sum walks a column)"),
+        ],
+    );
+    out.prefix.clear();
+    out.line("if sink {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    out.line(&format!(
+        "p = focus(p, \"{}\"); p = sink(p, 1, \"last\"); p = interchange(p, 1, 2); p = focus(p);",
+        sk.address
+    ));
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 2, {}); p = focus(p);", sk.outer, sk.split));
+    out.line(&format!("p = focus(p, \"{}\"); p = vectorize(p, 1); p = focus(p);", sk.lanes));
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("laned[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
 }

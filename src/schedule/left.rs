@@ -14,6 +14,7 @@
 //! and again when the script runs.
 
 use super::walk::loops_in_order;
+use super::writer::{Out, choice};
 use crate::ir::{Expr, LNode, Name, Nest, State};
 use crate::ops::transform::{
     SinkAt, interchange, parallelize, permute_layout, sink, split, stripmine_aligned, vectorize,
@@ -182,4 +183,65 @@ fn columns(state: &State, nest: &Nest) -> Vec<Name> {
         .into_iter()
         .filter(|t| !refused.contains(t) && state.real_tensor(t).is_some() && !nest.layouts.contains_key(t))
         .collect()
+}
+
+/// Nest `j`'s sum down a column turned into row updates in lanes (columns.rs).
+/// Nest `j`'s column steps left-looking, in blocks of columns (left.rs); the nest's other
+/// rules where `left` is 0.
+pub(super) fn left_rules(out: &mut Out, lf: &super::left::Left, var: &str, j: usize, alone: bool) {
+    let into = &lf.into;
+    out.line(&format!(
+        "// nest {}: {} over columns, each updating every later column {into} (right-looking)",
+        j + 1,
+        lf.address
+    ));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    let stored = if lf.layouts.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} stored by columns (permute_layout): the loops down a column read them contiguously",
+            lf.layouts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let b = super::left::BLOCK;
+    out.param(
+        "left",
+        "left",
+        "the column steps left-looking: blocks of later columns outside the loop over columns",
+        vec![
+            choice(
+                b,
+                format!(
+                    "blocks of {b} columns outside {}: each block takes every earlier column's update in turn while it is in cache, instead of one pass over all later columns per column (the column's own statements sunk into {into}'s first iteration){stored}; a block's columns after its first on threads, each column's loops in lanes",
+                    lf.address
+                ),
+            ),
+            choice(b / 2, format!("blocks of {} columns", b / 2)),
+            choice(b * 2, format!("blocks of {} columns", b * 2)),
+            choice(0, "right-looking, as written (the nest's other rules)"),
+        ],
+    );
+    out.prefix.clear();
+    out.line("if left > 0 {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 1, {}); p = focus(p);", lf.address, lf.split_k));
+    out.line(&format!(
+        "p = focus(p, \"{}\"); p = sink(p, 1, \"first\", \"{into}\"); p = stripmine(p, 2, left, \"aligned\"); p = interchange(p, 1, 2); p = focus(p);",
+        lf.address
+    ));
+    for t in &lf.layouts {
+        out.line(&format!("p = permute_layout(p, \"{t}\", [2, 1]);"));
+    }
+    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 3, {}); p = focus(p);", lf.blocks, lf.split_j));
+    for a in &lf.lanes {
+        out.line(&format!("p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+    }
+    out.line(&format!("p = focus(p, \"{}\"); p = parallelize(p, 1); p = focus(p);", lf.rest));
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("ruled[{j}] = true;"));
+    out.line(&format!("laned[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
 }

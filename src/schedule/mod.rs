@@ -13,6 +13,7 @@ pub mod space;
 mod sweep;
 mod walk;
 pub mod workload;
+mod writer;
 
 pub use crate::runtime::machine::Machine;
 pub use space::{Choice, Decision, Space, generate};

@@ -14,6 +14,7 @@
 
 use super::walk::{extent, loops_in_order};
 use super::workload::Workload;
+use super::writer::{Out, choice};
 use crate::ir::{LNode, Loop, Name, Nest, State, TExpr, TNode};
 use std::collections::BTreeSet;
 
@@ -197,4 +198,112 @@ fn leaves(s: &TExpr) -> Vec<TNode> {
     let mut out = vec![(*lw.target).clone()];
     out.extend(lw.rhs.indexed_leaves().into_iter().filter(|l| l.is_tensor_leaf()).cloned());
     out
+}
+
+/// The rows of line sweeps of nest `j` (variable `var`) in blocks, each recurrence with the
+/// block's rows in lanes (sweep.rs); the nest's other rules where `rows` is 0.
+pub(super) fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j: usize, alone: bool) {
+    let lanes = sw.lanes;
+    let recurrences: Vec<String> =
+        sw.rows.iter().flat_map(|r| r.recurrences.iter().map(|(_, it)| it.to_string())).collect();
+    let rows: Vec<String> = sw.rows.iter().map(|r| r.iter.to_string()).collect();
+    out.line(&format!(
+        "// nest {}: independent rows ({}) around recurrences ({})",
+        j + 1,
+        rows.join(", "),
+        recurrences.join(", ")
+    ));
+    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+    let block = |k: usize, why: &str| {
+        choice(k * lanes, format!("blocks of {} rows ({k} vectors) on threads{why}", k * lanes))
+    };
+    // Transposed, the lanes read and write contiguously: 4 vectors of rows; gathering from as
+    // many rows as lanes, 2 (each lane's row is a stream the prefetchers follow).
+    let contiguous = !sw.per_block.is_empty() || (sw.repeated && !sw.transpose.is_empty());
+    let first = if contiguous { 4 } else { 2 };
+    let why = format!(
+        ", each loop over {} that carries a dependence interchanged outside the block's rows, which run in lanes: every lane runs its own row's chain, and a block's sweeps stay in cache together{}",
+        recurrences.join(", "),
+        if contiguous { "" } else { " (2 vectors: each lane's row is a stream for the prefetchers)" }
+    );
+    let mut choices = vec![block(first, &why)];
+    choices.extend([2, 4, 8].into_iter().filter(|&k| k != first).map(|k| block(k, "")));
+    choices.push(choice(0, "row by row (the nest's other rules)"));
+    out.param(
+        "rows",
+        "rows",
+        "blocks of rows on threads, each recurrence with the block's rows innermost, in vector lanes",
+        choices,
+    );
+    out.line("if rows > 0 {");
+    out.indent += 1;
+    out.line(&format!("let p = {var};"));
+    // Tensors stored per block of rows: asked here, applied in each block loop below.
+    let blocked: Vec<&Name> = sw.per_block.iter().map(|(t, _)| t).collect();
+    let whole: Vec<String> =
+        sw.transpose.iter().filter(|t| !blocked.contains(t)).map(|t| t.to_string()).collect();
+    if !sw.transpose.is_empty() {
+        let names: Vec<String> = sw.transpose.iter().map(|t| t.to_string()).collect();
+        let mut choices = Vec::new();
+        if !blocked.is_empty() {
+            let b: Vec<String> = blocked.iter().map(|t| t.to_string()).collect();
+            choices.push(choice(
+                "\"block\"",
+                format!(
+                    "{} stored per block of rows, transposed (store_at with [2, 1]): every row writes its values before it reads them (isl), so a block's buffer, in cache and contiguous in the lanes, holds them; the whole tensor is never written{}",
+                    b.join(", "),
+                    if whole.is_empty() { String::new() } else { format!("; {} stored transposed", whole.join(", ")) }
+                ),
+            ));
+        }
+        let mut rest = vec![
+            choice(
+                "\"whole\"",
+                format!(
+                    "{} stored transposed (permute_layout): the rows in lanes read and write them contiguously, converted once at entry and exit for every sweep around",
+                    names.join(", ")
+                ),
+            ),
+            choice("\"none\"", "as declared (the lanes gather and scatter)"),
+        ];
+        if !sw.repeated {
+            rest.swap(0, 1);
+            rest[0].reason =
+                "as declared: no loop runs around the sweeps, a conversion would cost about what a sweep does".into();
+        }
+        choices.extend(rest);
+        out.param(
+            "transpose",
+            "transpose",
+            "tensors only the rows loops touch, the row in their first index: stored per block of rows or transposed",
+            choices,
+        );
+    }
+    // The last rows loop first: transforming it leaves the earlier ones' addresses.
+    for (k, r) in sw.rows.iter().enumerate().rev() {
+        out.line(&format!(
+            "p = focus(p, \"{}\"); p = stripmine(p, 1, rows); p = distribute(p, 2); p = parallelize(p, 1);",
+            r.address
+        ));
+        for (t, touching) in &sw.per_block {
+            if touching.contains(&k) {
+                out.line(&format!("if transpose == \"block\" {{ p = store_at(p, 1, \"{t}\", [2, 1]); }}"));
+            }
+        }
+        out.line("p = focus(p);");
+        for (a, _) in r.recurrences.iter().rev() {
+            out.line(&format!(
+                "p = focus(p, \"{a}\"); p = interchange(p, 1, 2); p = vectorize(p, 2); p = focus(p);"
+            ));
+        }
+    }
+    for t in &sw.transpose {
+        let how = if blocked.contains(&t) { "transpose == \"whole\"" } else { "transpose != \"none\"" };
+        out.line(&format!("if {how} {{ p = permute_layout(p, \"{t}\", [2, 1]); }}"));
+    }
+    out.prefix.clear();
+    out.line(&format!("parts[{j}] = p;"));
+    out.line(&format!("ruled[{j}] = true;"));
+    out.indent -= 1;
+    out.line("}");
 }

@@ -1,0 +1,583 @@
+//! Kernels of several nests (or nests with several statements at a level): fusion and storage
+//! contraction, then the multi-nest rules (sweeps, left-looking, sink), then each part's
+//! parallel and lane loops.
+
+use super::*;
+use crate::schedule::{columns::sink_rules, left::left_rules, sweep::sweep_rules};
+
+/// The temporaries of `temps` that `store_at` at level `r` takes, in order, on the nests fused
+/// at `r`: each applied after the ones before it and checked for legality as the builtin is
+/// (isl, with a witness), so that the space never offers a contraction its script refuses.
+pub(super) fn contractible(state: &State, nests: &[(Name, Nest)], r: usize, temps: Vec<Name>) -> Vec<Name> {
+    use crate::ops::transform::{fuse_outer, store_at};
+    let level = r as i64;
+    let Some(mut f) =
+        nests.iter().skip(1).try_fold(nests[0].1.clone(), |acc, (_, n)| fuse_outer(&acc, n, level).ok())
+    else {
+        return Vec::new();
+    };
+    temps
+        .into_iter()
+        .filter(|t| match store_at(state, &f, level, t, &[]) {
+            Ok(g) if crate::ops::registry::legality_gate(state, "store_at", &g).is_ok() => {
+                f = g;
+                true
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// One value of `several`'s `fuse` parameter: its tag, its lines, whether they ask whether to
+/// contract the temporaries, and the fused nest's innermost sums that may go in lanes
+/// (address, reason).
+pub(super) struct Arm {
+    pub(super) tag: String,
+    pub(super) lines: Vec<String>,
+    pub(super) contract: bool,
+    pub(super) sums: Vec<(String, String)>,
+}
+
+/// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
+/// lanes per nest. Returns the output variables.
+pub(super) fn several(
+    out: &mut Out,
+    state: &State,
+    nests: &[(Name, Nest)],
+    m: &Machine,
+) -> Result<Vec<String>, String> {
+    let mut vars = Vec::new();
+    let alone = nests.len() == 1;
+    // Scalars that pin a loop privatized first (scalars.rs): the rules below read the nests
+    // as the privatized ones.
+    let mut owned: Vec<(Name, Nest)> = Vec::new();
+    for (k, (name, nest)) in nests.iter().enumerate() {
+        let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
+        out.line(&format!("let {v} = {};", rhai_ref(name)));
+        let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
+        match if simple { None } else { crate::schedule::scalars::privatized(state, nest) } {
+            Some((n, lines)) => {
+                out.line(
+                    "// a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
+                );
+                out.line(&format!("let p = {v};"));
+                for l in lines {
+                    out.line(&l);
+                }
+                out.line(&format!("{v} = p;"));
+                owned.push((name.clone(), n));
+            }
+            None => owned.push((name.clone(), nest.clone())),
+        }
+        vars.push(v);
+    }
+    let nests = owned.as_slice();
+    // Each nest's workload, read once (isl's verdicts included): what it writes and reads for
+    // storage contraction, and the single-nest rules for `each`.
+    let works: Vec<Option<Workload>> =
+        if alone { vec![None] } else { nests.iter().map(|(_, n)| Workload::of(state, n).ok()).collect() };
+    // Fusion: every nest at the deepest level legal for each consecutive pair (then the
+    // temporaries one nest writes and a later one reads stored per iteration of that loop:
+    // storage contraction), or the first fusable pair at its deepest level, or none.
+    let mut choices = Vec::new();
+    let mut arms: Vec<Arm> = Vec::new();
+    // The level of the model's first fusion choice.
+    let mut fused_at: Option<usize> = None;
+    if nests.len() > 1 {
+        let mut levels = Vec::new();
+        for k in 0..nests.len() - 1 {
+            levels.push(crate::ops::explore::fusion_levels(state, &nests[k].1, &nests[k + 1].1)?);
+        }
+        let common = levels[0].iter().copied().filter(|r| levels.iter().all(|l| l.contains(r))).max();
+        // Without a level common to every pair, the longest run of three or more consecutive
+        // nests that share one (helm's seven element loops at `e`, after `L`, which has none).
+        let run = if common.is_some() { None } else { longest_run(&levels) };
+        fused_at =
+            common.or(run.map(|(_, _, r)| r)).or_else(|| levels.iter().find_map(|l| l.last().copied()));
+        if let Some((s, t, r)) = common.map(|r| (0, nests.len() - 1, r)).or(run) {
+            // Tensors written by one nest of the run and read by a later one of it, and by no
+            // nest after it: candidates for store_at.
+            let names = |w: &Option<Workload>, write: bool| -> Vec<Name> {
+                w.iter()
+                    .flat_map(|w| w.accesses.iter())
+                    .filter(|a| a.write == write)
+                    .map(|a| a.tensor.clone())
+                    .collect()
+            };
+            let after: Vec<Name> = works[t + 1..].iter().flat_map(|w| names(w, false)).collect();
+            let temps: Vec<Name> = (s..=t)
+                .flat_map(|k| {
+                    let later: Vec<Name> = works[k + 1..=t].iter().flat_map(|w| names(w, false)).collect();
+                    names(&works[k], true).into_iter().filter(move |t| later.contains(t))
+                })
+                .filter(|x| !after.contains(x))
+                .collect();
+            // Only the temporaries the script's `store_at` accepts: each on the fused nest with
+            // the ones before it, checked as the builtin checks it (a temporary read before the
+            // kernel writes it, a row sum accumulated from zero set outside, keeps its tensor).
+            let temps = contractible(state, &nests[s..=t], r, temps);
+            let chain =
+                vars[s + 1..=t].iter().fold(vars[s].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
+            let mut lines = vec![format!("let f = {chain};")];
+            let contracted = !temps.is_empty();
+            if contracted {
+                for t in &temps {
+                    lines.push(format!("if contract {{ f = store_at(f, {r}, {}); }}", rhai_ref(t)));
+                }
+            }
+            // The fused nest's innermost sums into one element (gesummv's two dot products
+            // per row, fused at `i`): scalar unless marked (gcc may not reorder a
+            // floating-point sum), in lanes where each sums two vectors' terms or more, as the
+            // rules of a single nest put them.
+            let sums = fused_sums(state, &nests[s..=t], r, lanes_of(state, &nests[s].1, m));
+            if !sums.is_empty() {
+                lines.push("if sums {".into());
+                for (a, _) in &sums {
+                    lines.push(format!("    f = focus(f, \"{a}\"); f = vectorize(f, 1); f = focus(f);"));
+                }
+                lines.push("}".into());
+            }
+            let whole = s == 0 && t == nests.len() - 1;
+            let kept: Vec<String> =
+                (0..nests.len()).filter(|&k| k < s || k > t).map(|k| vars[k].clone()).collect();
+            let mut parts: Vec<String> = kept[..s].to_vec();
+            parts.push("f".into());
+            parts.extend(kept[s..].iter().cloned());
+            let flags: Vec<&str> = (0..parts.len()).map(|k| if k == s { "true" } else { "false" }).collect();
+            lines.push(format!("parts = [{}];", parts.join(", ")));
+            lines.push(format!("fused = [{}];", flags.join(", ")));
+            let stored = if contracted {
+                format!(
+                    "; {} stored per iteration (storage contraction)",
+                    temps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+                )
+            } else {
+                String::new()
+            };
+            let (tag, why) = if whole {
+                (
+                    format!("\"all@{r}\""),
+                    format!(
+                        "every nest fused at level {r} (the deepest legal for each pair): each element used while in cache{stored}"
+                    ),
+                )
+            } else {
+                (
+                    format!("\"{}-{}@{r}\"", s + 1, t + 1),
+                    format!(
+                        "{} to {} fused at level {r} (the deepest legal for each pair), the others apart: each element used while in cache{stored}",
+                        nests[s].0, nests[t].0
+                    ),
+                )
+            };
+            choices.push(choice(&tag, why));
+            arms.push(Arm { tag, lines, contract: contracted, sums });
+        }
+        if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
+            && (nests.len() > 2 || common != Some(r))
+        {
+            let (a, b) = (&vars[k], &vars[k + 1]);
+            let rest: Vec<String> = vars
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i == k { format!("fuse_outer({a}, {b}, {r})") } else { v.clone() })
+                .enumerate()
+                .filter(|(i, _)| *i != k + 1)
+                .map(|(_, v)| v)
+                .collect();
+            let tag = format!("\"{}+{}@{r}\"", k + 1, k + 2);
+            choices.push(choice(
+                &tag,
+                format!(
+                    "{} and {} fused at level {r} (their deepest legal), the others apart",
+                    nests[k].0,
+                    nests[k + 1].0
+                ),
+            ));
+            let flags: Vec<&str> = (0..rest.len()).map(|i| if i == k { "true" } else { "false" }).collect();
+            arms.push(Arm {
+                tag,
+                lines: vec![
+                    format!("parts = [{}];", rest.join(", ")),
+                    format!("fused = [{}];", flags.join(", ")),
+                ],
+                contract: false,
+                sums: Vec::new(),
+            });
+        }
+        if !choices.is_empty() {
+            choices.push(choice("\"none\"", "not fused"));
+        }
+    }
+    // Unfused, each perfect nest of one statement by the rules of a single nest (a matrix
+    // product's register tile, a register block, an order): first where one of them is a
+    // matrix product with a long reduction (gemm's, 2mm's), whose register tile fusion would
+    // forbid.
+    let own: Vec<Option<&Workload>> = works
+        .iter()
+        .map(|w| w.as_ref().filter(|w| w.perfect && w.n_stmts == 1 && !w.loops.is_empty()))
+        .collect();
+    // A nest with a sequence inside, distributed into perfect nests where that is legal, each
+    // then by the rules of a single nest (what Polly and Pluto do with a fused kernel).
+    let plans: Vec<Option<Distribution>> = nests
+        .iter()
+        .zip(&own)
+        .map(|((_, n), w)| if w.is_some() { None } else { distribution(state, n) })
+        .collect();
+    // A nest with sequences that stays whole: its innermost loops in lanes where they can be.
+    let lanes: Vec<Lanes> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            let whole =
+                own[j].is_none() && plans[j].is_none() && works[j].as_ref().is_none_or(|w| !w.perfect);
+            if whole {
+                inner_lanes(state, n)
+            } else {
+                Lanes { inner: Vec::new(), unroll: Vec::new(), threads: Vec::new() }
+            }
+        })
+        .collect();
+    // A whole nest whose sum reads down a column (nussinov's split over `k`): its statements
+    // sunk into the sum, the loops interchanged, the rest of `j` in lanes (columns.rs).
+    let sunk: Vec<Option<crate::schedule::columns::Sunk>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            let whole = own[j].is_none() && plans[j].is_none() && lanes[j].inner.is_empty();
+            if whole { crate::schedule::columns::sunk(state, n) } else { None }
+        })
+        .collect();
+    // A nest of independent rows around recurrences (adi's sweeps): blocks of rows, each
+    // recurrence with the block's rows in vector lanes (sweep.rs).
+    let sweeps: Vec<Option<crate::schedule::sweep::Sweeps>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            if own[j].is_some() {
+                return None;
+            }
+            let others: Vec<&Nest> =
+                nests.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| &x.1).collect();
+            crate::schedule::sweep::sweeps(state, n, &others, lanes_of(state, n, m))
+        })
+        .collect();
+    // A loop over columns each updating every later column (gramschmidt): left-looking, in
+    // blocks of columns (left.rs).
+    let lefts: Vec<Option<crate::schedule::left::Left>> = nests
+        .iter()
+        .enumerate()
+        .map(|(j, (_, n))| {
+            if own[j].is_some() || sunk[j].is_some() || sweeps[j].is_some() {
+                return None;
+            }
+            crate::schedule::left::left(state, n, crate::schedule::left::BLOCK)
+        })
+        .collect();
+    let products = own
+        .iter()
+        .flatten()
+        .filter(|w| w.writes().next().and_then(|t| matmul_like(w, t)).is_some_and(|t| t.k_extent >= 64))
+        .count();
+    // A nest with most of the kernel's work whose loops want another order (covariance's sum
+    // over the samples, innermost as written, walks a column): fusion keeps the order it was
+    // written in, its own rules do not.
+    // Each perfect piece of work (a nest, or a part of a distributed one): its name, its
+    // statement instances, the loop a better legal order puts innermost where fusion as the
+    // model's first choice (or as written, for the parts) would keep the written order.
+    let pieces: Vec<(String, f64, Option<Name>)> = (0..nests.len())
+        .flat_map(|j| {
+            let name = nests[j].0.to_string();
+            let mut v = Vec::new();
+            if let Some(plan) = &plans[j] {
+                v.extend(plan.parts.iter().map(|p| {
+                    let inner = p.reorder.as_ref().map(|r| r.inner.clone());
+                    (format!("{name} ({})", p.address), p.work.mean_instances(), inner)
+                }));
+            } else if let Some(w) = &works[j] {
+                let better = own[j]
+                    .and_then(|w| wants_reorder(state, &nests[j].1, w))
+                    .filter(|r| fused_at.is_some_and(|at| r.crosses(at)));
+                v.push((name, w.mean_instances(), better.map(|r| r.inner)));
+            }
+            v
+        })
+        .collect();
+    let total: f64 = pieces.iter().map(|p| p.1).sum();
+    let reordered: Vec<String> = pieces
+        .iter()
+        .filter(|p| p.1 >= 0.25 * total)
+        .filter_map(|(name, _, inner)| {
+            Some(format!("{name}'s loops reordered, {} innermost", inner.as_ref()?))
+        })
+        .collect();
+    let split: Vec<String> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| {
+            p.as_ref().map(|p| format!("{} distributed into {} nests", nests[j].0, p.parts.len()))
+        })
+        .collect();
+    let swept = sweeps.iter().filter(|s| s.is_some()).count();
+    if own.iter().any(Option::is_some)
+        || !split.is_empty()
+        || lanes.iter().any(|l| !l.inner.is_empty() || !l.threads.is_empty())
+        || sweeps.iter().any(Option::is_some)
+        || sunk.iter().any(Option::is_some)
+    {
+        let each = choice(
+            "\"each\"",
+            format!(
+                "not fused: each nest by its own rules{}{}",
+                split.iter().map(|s| format!("; {s}")).collect::<String>(),
+                if products > 0 {
+                    format!(
+                        " ({products} matrix product{} with a register tile)",
+                        if products == 1 { "" } else { "s" }
+                    )
+                } else if !reordered.is_empty() {
+                    format!(" ({}: fusion would keep the written order)", reordered.join("; "))
+                } else if swept > 0 {
+                    format!(
+                        " ({swept} nest{} of recurrences over independent rows, a block of rows in lanes: fused, each core would wait on one row's chain at a time)",
+                        if swept == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        // Recurrences are bound by their chains' latency, not by the memory fusion saves
+        // (deriche at 4096 x 2160: 77 ms fused, 23-28 ms with its passes' rows in lanes; Zen 5).
+        let at = if products > 0 || !reordered.is_empty() || swept > 0 {
+            0
+        } else {
+            choices.len().saturating_sub(1).min(choices.len())
+        };
+        if choices.is_empty() {
+            choices.push(choice("\"none\"", "not fused"));
+        }
+        choices.insert(at, each);
+        arms.insert(at, Arm { tag: "\"each\"".into(), lines: Vec::new(), contract: false, sums: Vec::new() });
+    }
+    out.line(&format!("let parts = [{}];", vars.join(", ")));
+    // A fused part's depth is its shared loops': its inner loops are left to the compiler (but
+    // for the sums above, where `sums` marks them); a nest scheduled by its own rules is left
+    // as they made it.
+    out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
+    out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
+    // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
+    out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
+    if !choices.is_empty() {
+        out.param("fuse", "fuse", "which nests are fused, at which level", choices);
+        for (k, Arm { tag, lines, contract, sums }) in arms.iter().enumerate() {
+            out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
+            out.indent += 1;
+            if tag == "\"each\"" {
+                for (j, sk) in sunk.iter().enumerate() {
+                    let Some(sk) = sk else { continue };
+                    sink_rules(out, sk, &vars[j], j, alone);
+                }
+                for (j, sw) in sweeps.iter().enumerate() {
+                    let Some(sw) = sw else { continue };
+                    sweep_rules(out, sw, &vars[j], j, alone);
+                }
+                for (j, lf) in lefts.iter().enumerate() {
+                    let Some(lf) = lf else { continue };
+                    left_rules(out, lf, &vars[j], j, alone);
+                }
+                for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
+                    if inner.is_empty() && threads.is_empty() {
+                        continue;
+                    }
+                    out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
+                    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+                    let names: Vec<String> = inner.iter().map(|(a, why, _)| format!("{a} ({why})")).collect();
+                    if inner.is_empty() {
+                        out.line("let lanes = true;");
+                    } else {
+                        out.param(
+                            "lanes",
+                            "lanes",
+                            "the innermost loops in vector lanes",
+                            vec![
+                                choice("true", format!("in lanes: {}", names.join(", "))),
+                                choice("false", "no vectors"),
+                            ],
+                        );
+                    }
+                    if !threads.is_empty() {
+                        out.param(
+                            "threads",
+                            "threads",
+                            "the outermost data-parallel loops of a nest with sequences, on threads",
+                            vec![
+                                choice(
+                                    "true",
+                                    format!(
+                                        "{} on threads: the outermost data-parallel loops (isl) of the nest's sequences (at the top, or inside loops that carry dependences)",
+                                        threads.join(", ")
+                                    ),
+                                ),
+                                choice("false", "one thread"),
+                            ],
+                        );
+                    }
+                    if !unroll.is_empty() {
+                        out.param(
+                            "unroll",
+                            "unroll",
+                            "the loops around a laned loop and a statement beside it that carry a dependence, unrolled",
+                            vec![
+                                choice(
+                                    2,
+                                    format!(
+                                        "{} by 2: its iterations run in order, two at a time the compiler overlaps their independent work",
+                                        unroll.join(", ")
+                                    ),
+                                ),
+                                choice(0, "not unrolled"),
+                            ],
+                        );
+                    }
+                    out.prefix.clear();
+                    if sweeps[j].is_some() || lefts[j].is_some() {
+                        out.line(&format!("if lanes && !ruled[{j}] {{"));
+                    } else {
+                        out.line("if lanes {");
+                    }
+                    out.line(&format!("    let p = {};", vars[j]));
+                    for (a, _, _) in inner {
+                        out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+                    }
+                    if !threads.is_empty() {
+                        out.line("    if threads {");
+                        for a in threads {
+                            out.line(&format!(
+                                "        p = focus(p, \"{a}\"); p = parallelize(p, 1); p = focus(p);"
+                            ));
+                        }
+                        out.line(&format!("        ruled[{j}] = true;"));
+                        out.line("    }");
+                    }
+                    // The last loop first: unrolling it leaves the earlier ones' addresses.
+                    for a in unroll.iter().rev() {
+                        out.line(&format!(
+                            "    if unroll > 0 {{ p = focus(p, \"{a}\"); p = stripmine(p, 1, unroll); p = unroll(p, 2); p = focus(p); }}"
+                        ));
+                    }
+                    out.line(&format!("    parts[{j}] = p;"));
+                    out.line(&format!("    laned[{j}] = true;"));
+                    out.line("}");
+                }
+                for (j, plan) in plans.iter().enumerate() {
+                    let Some(plan) = plan else { continue };
+                    let guarded = sweeps[j].is_some() || lefts[j].is_some();
+                    if guarded {
+                        out.line(&format!("if !ruled[{j}] {{"));
+                        out.indent += 1;
+                    }
+                    out.line(&format!(
+                        "// nest {}: distributed into {} perfect nests, each by its own rules",
+                        j + 1,
+                        plan.parts.len()
+                    ));
+                    out.line(&format!("let p = {};", vars[j]));
+                    for a in &plan.addresses {
+                        out.line(&format!("p = focus(p, \"{a}\"); p = distribute(p, 1); p = focus(p);"));
+                    }
+                    // The last part first: transforming it leaves the earlier ones' addresses.
+                    for (i, Part { address, work: w, .. }) in plan.parts.iter().enumerate().rev() {
+                        out.line(&format!("// part {}: {}", i + 1, w.statements.join("; ")));
+                        out.line(&format!("p = focus(p, \"{address}\");"));
+                        out.prefix =
+                            if alone { format!("d{}_", i + 1) } else { format!("n{}d{}_", j + 1, i + 1) };
+                        single(out, w, m);
+                        out.prefix.clear();
+                    }
+                    out.line("p = focus(p);");
+                    out.line(&format!("parts[{j}] = p;"));
+                    out.line(&format!("ruled[{j}] = true;"));
+                    if guarded {
+                        out.indent -= 1;
+                        out.line("}");
+                    }
+                }
+                for (j, w) in own.iter().enumerate() {
+                    let Some(w) = w else { continue };
+                    out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));
+                    out.line(&format!("let p = {};", vars[j]));
+                    out.prefix = format!("n{}_", j + 1);
+                    single(out, w, m);
+                    out.prefix.clear();
+                    out.line(&format!("parts[{j}] = p;"));
+                    out.line(&format!("ruled[{j}] = true;"));
+                }
+            }
+            if *contract {
+                out.param(
+                    "contract",
+                    "contract",
+                    "the temporaries of the fused nests stored per iteration of the fused loop",
+                    vec![
+                        choice("true", "a block per iteration, in cache, instead of the whole tensor"),
+                        choice("false", "the whole tensors"),
+                    ],
+                );
+            }
+            if !sums.is_empty() {
+                let names: Vec<String> = sums.iter().map(|(a, why)| format!("{a} ({why})")).collect();
+                out.param(
+                    "sums",
+                    "sums",
+                    "the fused nest's innermost sums into one element in vector lanes",
+                    vec![
+                        choice("true", format!("in lanes (vectors of partial sums): {}", names.join(", "))),
+                        choice("false", "left to the compiler (scalar)"),
+                    ],
+                );
+            }
+            for l in lines {
+                out.line(l);
+            }
+            out.indent -= 1;
+        }
+        out.line("}");
+    }
+    out.param(
+        "parallel",
+        "parallel",
+        "each nest's outermost parallel loop on threads",
+        vec![
+            choice("true", "each nest's outermost parallel loop (isl) on threads"),
+            choice("false", "one thread"),
+        ],
+    );
+    out.param(
+        "vectorize",
+        "vectorize",
+        "each nest's innermost loop in lanes",
+        vec![
+            choice("true", "the innermost loop in lanes where it is data-parallel"),
+            choice("false", "no vectors"),
+        ],
+    );
+    out.line("for k in 0..parts.len() {");
+    out.line("    let q = parts[k];");
+    out.line("    let par = parallel_levels(q);");
+    out.line("    if parallel && !ruled[k] && par.len() > 0 { q = parallelize(q, par[0]); }");
+    out.line("    if vectorize && !fused[k] && !ruled[k] && !laned[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
+    out.line("    parts[k] = q;");
+    out.line("}");
+    if alone {
+        out.line("p = parts[0];");
+        Ok(vec!["p".to_string()])
+    } else {
+        Ok(vec!["parts".to_string()])
+    }
+}
+
+/// Doubles (or floats) in one of the machine's vectors, for `nest`'s arithmetic.
+pub(super) fn lanes_of(state: &State, nest: &Nest, m: &Machine) -> usize {
+    m.lanes(Workload::shape(state, nest).map(|w| w.dtype()).unwrap_or(crate::ir::DType::Double))
+}

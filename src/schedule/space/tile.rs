@@ -1,0 +1,258 @@
+//! The register_tile sketch (BLIS) of a matrix product, and of a product over a triangle
+//! (`triangle`: square tiles, those off the diagonal given the register tile).
+
+use super::*;
+
+/// A matrix product's inner three loops: rows i, columns j (contiguous in the result), a
+/// reduction k.
+pub(super) struct Tile {
+    pub(super) target: Name,
+    /// Loops outside the three.
+    pub(super) outer: usize,
+    pub(super) i: Name,
+    pub(super) j: Name,
+    pub(super) k: Name,
+    pub(super) k_extent: i64,
+    pub(super) j_extent: i64,
+    pub(super) i_extent: i64,
+    /// The operand contiguous in j (packed as panels), and the one indexed by i and k.
+    pub(super) b: Option<Name>,
+    pub(super) a: Option<(Name, usize)>,
+    pub(super) dtype: crate::ir::DType,
+    /// A triangle's tiles off the diagonal ([`triangle_like`]): its row tiles on threads.
+    pub(super) triangle: bool,
+}
+
+/// The tile's side where a product over a triangle (`j` from `i`) is cut into square tiles:
+/// three vectors of 16 lanes, or two of 24, or eight rows of 6.
+pub(super) const TRIANGLE_TILE: i64 = 48;
+
+/// A product over a triangle, `C[i][j] += A[k][i] B[k][j]` for `j` from `i` (or `i + 1`),
+/// covariance's: square tiles of [`TRIANGLE_TILE`], those off the diagonal (`jo > io`)
+/// rectangular, each a matrix product for the register tile (the tiles inside the focused
+/// part, loops `io, jo` around it); the diagonal's tiles stay as written. Returns the tile and
+/// the triangle's offset (0 or 1).
+pub(super) fn triangle_like(w: &Workload, t: &Access) -> Option<(Tile, i64)> {
+    let [li, lj, lk] = w.loops.as_slice() else { return None };
+    let (u, c) = lj.after.as_ref()?;
+    if *u != li.iter || !(0..=1).contains(c) || li.extent.is_none_or(|e| e < 4 * TRIANGLE_TILE) {
+        return None;
+    }
+    // As the square around the triangle: a matrix product?
+    let mut square = w.clone();
+    square.loops[1].extent = li.extent;
+    // A sum into the target over k, which a part of a distributed nest may read as carried
+    // (covariance's `cov` is written again, in place, by the parts after it): the rewrite is
+    // checked for legality like every step (isl), refused where it is not one.
+    if lk.kind == Parallelism::Carried
+        && w.updated.contains(&t.tensor)
+        && !t.index.iter().any(|x| x.mentions(&lk.iter))
+    {
+        square.loops[2].kind = Parallelism::Reduction;
+    }
+    let mut tile = matmul_like(&square, t)?;
+    tile.i_extent = TRIANGLE_TILE;
+    tile.j_extent = TRIANGLE_TILE;
+    tile.outer = 2;
+    // `pack` copies the whole tensor's block at a level; inside a part of a distributed nest
+    // the operands are read where they are.
+    tile.a = None;
+    tile.b = None;
+    tile.triangle = true;
+    Some((tile, *c))
+}
+
+pub(super) fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
+    let d = w.loops.len();
+    if d < 3 {
+        return None;
+    }
+    let (li, lj, lk) = (&w.loops[d - 3], &w.loops[d - 2], &w.loops[d - 1]);
+    let ok = li.kind == Parallelism::Independent
+        && lj.kind == Parallelism::Independent
+        && lk.kind == Parallelism::Reduction
+        && t.contiguous_in(&lj.iter)
+        // Every operand that varies along the columns is loaded as vectors along them
+        // (`registers` refuses a strided one: attention's `Q K^T` reads K[b][h][j][d]).
+        && w.reads_in_lanes(&lj.iter)
+        && t.index.iter().any(|x| x.mentions(&li.iter))
+        && !t.index.iter().any(|x| x.mentions(&lk.iter))
+        && lk.extent.is_some_and(|e| e >= 64)
+        && lj.extent.is_some_and(|e| e >= 16)
+        && li.extent.is_some_and(|e| e >= 8);
+    if !ok {
+        return None;
+    }
+    let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != t.tensor).collect();
+    let mentions = |a: &Access, l: &LoopInfo| a.index.iter().any(|x| x.mentions(&l.iter));
+    // The rows must be rows of an operand (one read along them and the reduction, not the
+    // columns): otherwise every row of the tile broadcasts the same element, and the product
+    // is over other loops (`C[a][b][c][d] = sum_k A[a][b][k] B[k][c][d]` has rows a and b,
+    // not c: a tile over c, d, k read all of B per row of A, 2.8x slower than as written).
+    if !reads.iter().any(|a| mentions(a, li) && mentions(a, lk) && !mentions(a, lj)) {
+        return None;
+    }
+    // An operand packed must be read once (pack rewrites every access of the tensor: the
+    // Gram matrix `X^T X` reads X as both operands).
+    let once = |a: &&&Access| w.reads().filter(|b| b.tensor == a.tensor).count() == 1;
+    let b = reads
+        .iter()
+        .filter(once)
+        .find(|a| a.contiguous_in(&lj.iter) && a.index.iter().any(|x| x.mentions(&lk.iter)));
+    let a = reads.iter().filter(once).find(|a| {
+        !a.index.iter().any(|x| x.mentions(&lj.iter))
+            && a.index.iter().any(|x| x.mentions(&li.iter))
+            && a.contiguous_in(&lk.iter)
+    });
+    Some(Tile {
+        target: t.tensor.clone(),
+        outer: d - 3,
+        i: li.iter.clone(),
+        j: lj.iter.clone(),
+        k: lk.iter.clone(),
+        k_extent: lk.extent.unwrap_or(0),
+        j_extent: lj.extent.unwrap_or(0),
+        i_extent: li.extent.unwrap_or(0),
+        b: b.map(|a| a.tensor.clone()),
+        a: a.map(|a| (a.tensor.clone(), a.index.len())),
+        dtype: t.dtype,
+        triangle: false,
+    })
+}
+
+pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
+    let lanes = m.lanes(t.dtype).max(1);
+    let regs = m.registers.max(8);
+    // nr: two or three vectors (or one); mr: the rows that fill the registers with the block.
+    let mut nrs = vec![2 * lanes, 3 * lanes, lanes, 4 * lanes];
+    nrs.retain(|&n| n as i64 <= t.j_extent.max(lanes as i64));
+    let nr_reason = |n: usize| {
+        let v = n.div_ceil(lanes);
+        format!("{n} columns: {v} vector{} of {lanes} lanes a row", if v == 1 { "" } else { "s" })
+    };
+    out.param(
+        "nr",
+        "nr",
+        &format!("columns ({}) of the register tile, in vector lanes", t.j),
+        nrs.iter().map(|&n| choice(n, nr_reason(n))).collect(),
+    );
+    let v = (2 * lanes).div_ceil(lanes);
+    let best_mr = ((regs - v - 1) / v).clamp(2, 8);
+    let mrs = [best_mr, 4, 6, 8].into_iter().filter(|&r| r as i64 <= t.i_extent).collect::<Vec<_>>();
+    out.param(
+        "mr",
+        "mr",
+        &format!("rows ({}) of the register tile, unrolled and jammed", t.i),
+        mrs.iter()
+            .map(|&r| {
+                choice(r, format!("{r} rows x {v} vectors = {} accumulators of {regs} registers", r * v))
+            })
+            .collect(),
+    );
+    // kc: the panel of B (kc x nr) stays in L1, A's mr x kc in L1 too.
+    let elem = t.dtype.size() as u64;
+    let l1 = m.caches[0].max(16 << 10);
+    let fit = (l1 / 2 / (elem * (2 * lanes as u64 + 8))).max(16) as i64;
+    let mut kcs: Vec<i64> = vec![fit.min(t.k_extent), 128, 256, t.k_extent];
+    kcs.retain(|&k| k <= t.k_extent && k > 0);
+    out.param(
+        "kc",
+        "kc",
+        &format!("iterations of the reduction {} per cache block", t.k),
+        kcs.iter()
+            .map(|&k| {
+                choice(
+                    k,
+                    if k == t.k_extent {
+                        format!("the whole reduction ({k}): no cache block")
+                    } else {
+                        format!(
+                            "{k}: an nr-column panel of {} across {k} iterations ({} KiB) keeps half the L1",
+                            t.b.as_deref().unwrap_or("the operand"),
+                            (k as u64 * elem * 2 * lanes as u64) >> 10
+                        )
+                    },
+                )
+            })
+            .collect(),
+    );
+    let l2 = m.caches[1].max(256 << 10);
+    // Never more blocks than the columns fill (a 48-wide tile is 3 blocks of 16, not 4).
+    let blocks = ((t.j_extent + 2 * lanes as i64 - 1) / (2 * lanes as i64)).max(1);
+    // (Fewer columns than four blocks, 24 of them in 16-lane blocks: every column block.)
+    let mut ncs: Vec<i64> = Vec::new();
+    for nc in [4, 8, 15, 30].map(|nc| nc.min(blocks)) {
+        if !ncs.contains(&nc) {
+            ncs.push(nc);
+        }
+    }
+    let nc_reason = |nc: i64| {
+        let bytes = nc as u64 * 2 * lanes as u64 * elem * fit as u64;
+        format!(
+            "{nc} column blocks: B's block of kc x {} is {} KiB ({} the L2)",
+            nc * 2 * lanes as i64,
+            bytes >> 10,
+            if bytes <= l2 / 2 { "within half" } else { "beyond half" }
+        )
+    };
+    out.param(
+        "nc",
+        "nc",
+        "column blocks per cache block of B",
+        ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
+    );
+    out.line(&format!("p = register_tile(p, {}, mr, nr, kc, nc);", rhai_ref(&t.target)));
+    let o = t.outer;
+    let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
+    par.push(choice(o + 1, "the column cache blocks on threads"));
+    if t.triangle {
+        // Row io of the triangle has one tile fewer than row io - 1: its rows on threads leave
+        // one thread most of the work (covariance: 28.8-31.6 ms against 23.1-27.8 ms with the
+        // tiles of each row on threads; Zen 5, 2 threads).
+        par.insert(0, choice(1, format!("the triangle's rows of tiles ({}) on threads", t.i)));
+        par.insert(
+            0,
+            choice(2, format!("each row's tiles ({}) on threads: the rows have one tile fewer each", t.j)),
+        );
+    } else if o > 0 {
+        par.insert(0, choice(1, "the outermost (batch) loop on threads"));
+    }
+    out.param("parallel", "parallel", "the loop on threads", par);
+    out.line("p = parallelize(p, parallel);");
+    let mut packs = vec![choice("\"none\"", "operands read where they are")];
+    if let Some(b) = &t.b {
+        packs.insert(
+            0,
+            choice(
+                "\"B\"",
+                format!(
+                    "{b}'s kc x nc block copied into contiguous panels (read with the row stride otherwise)"
+                ),
+            ),
+        );
+    }
+    if let Some((a, 2)) = &t.a {
+        packs.push(choice(
+            "\"A^T\"",
+            format!("{a}'s mr x kc block transposed: the rows' broadcasts contiguous"),
+        ));
+        if t.b.is_some() {
+            packs.push(choice("\"both\"", "both operands packed"));
+        }
+    }
+    out.param("pack", "pack", "operands copied into contiguous blocks", packs);
+    if let Some(b) = &t.b {
+        out.line(&format!(
+            "if pack == \"B\" || pack == \"both\" {{ p = pack(p, {}, {}); }}",
+            o + 3,
+            rhai_ref(b)
+        ));
+    }
+    if let Some((a, 2)) = &t.a {
+        out.line(&format!(
+            "if pack == \"A^T\" || pack == \"both\" {{ p = pack(p, {}, {}, [2, 1]); }}",
+            o + 4,
+            rhai_ref(a)
+        ));
+    }
+}
