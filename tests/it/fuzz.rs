@@ -76,6 +76,9 @@ static FULL_BY_ORACLE: AtomicUsize = AtomicUsize::new(0);
 static FULL_BY_UNTRANSFORMED: AtomicUsize = AtomicUsize::new(0);
 static FULL_REFUSED_PATH: AtomicUsize = AtomicUsize::new(0);
 static FULL_REDUCED_MISMATCH: AtomicUsize = AtomicUsize::new(0);
+static AUTO: AtomicUsize = AtomicUsize::new(0);
+static AUTO_VERIFIED: AtomicUsize = AtomicUsize::new(0);
+static AUTO_SKIPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// True if kernel `k`, which did not verify, verifies when the same C is compiled without
 /// gcc's loop vectorizer (`-fno-tree-loop-vectorize`) or its SLP vectorizer (`-fno-tree-slp-vectorize`).
@@ -112,7 +115,7 @@ fn stats() -> String {
          {} fusions; {} kernels: {} compiled and run ({} verified, {} mismatches from illegal \
          reorderings, {} with a temporary stored per iteration, {} with a tensor in another layout, {} with a result stored over its operand, {} with streaming stores, {} calling math functions, {} writing affine result positions), {} refused; oracle: {} agreed, {} skipped (unsupported); legality: {} kernels \
          checked ({:.1} ms each), {} accepted, {} refused ({} of them computing the same values at \
-         this size); {} known bugs hit; {} kernels miscompiled by gcc's vectorizers (verified without the loop or the SLP vectorizer); full-size binaries of programs too large for the interpreter: {} checked by the oracle, {} by the untransformed program's own build ({} with a reduced size that builds another path), {} mismatching at the reduced size; {} failing cases (bugs, shrinking included)",
+         this size); {} known bugs hit; {} kernels miscompiled by gcc's vectorizers (verified without the loop or the SLP vectorizer); full-size binaries of programs too large for the interpreter: {} checked by the oracle, {} by the untransformed program's own build ({} with a reduced size that builds another path), {} mismatching at the reduced size; teml auto: {} programs scheduled ({} auto paths verified), {} skipped (a line refused by the legality checks); {} failing cases (bugs, shrinking included)",
         g(&PROGRAMS),
         g(&LINES),
         g(&DROPPED),
@@ -142,6 +145,9 @@ fn stats() -> String {
         g(&FULL_BY_UNTRANSFORMED),
         g(&FULL_REFUSED_PATH),
         g(&FULL_REDUCED_MISMATCH),
+        g(&AUTO),
+        g(&AUTO_VERIFIED),
+        g(&AUTO_SKIPPED),
         g(&BUGS),
     )
 }
@@ -1294,7 +1300,51 @@ fn check_choices(choices: &[u32]) -> Result<(), String> {
     if std::env::var_os("TEML_FUZZ_SHOW").is_some() {
         eprintln!("---- {} kernels\n{text}", state.kernels.len());
     }
-    check_kernels(&text, &state)
+    check_kernels(&text, &state)?;
+    // teml auto on the program (every program in a campaign, every fourth otherwise): its path
+    // must verify.
+    let campaign = std::env::var_os("TEML_FUZZ_SECONDS").is_some();
+    if campaign || PROGRAMS.load(Relaxed) % 4 == 1 { check_auto(&text) } else { Ok(()) }
+}
+
+/// `teml auto` on `text`, where every line passes the legality checks (the fuzzer's programs
+/// may hold illegal reorderings, which the checked front-end refuses): the path it writes is
+/// evaluated, and each of its kernels must verify.
+fn check_auto(text: &str) -> Result<(), String> {
+    if teml::lang::eval_with(text, FILE, &State::new(), &stdlib()).is_err() {
+        AUTO_SKIPPED.fetch_add(1, Relaxed);
+        return Ok(());
+    }
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let program = dir.path().join("p.teml");
+    std::fs::write(&program, text).map_err(|e| e.to_string())?;
+    let o = teml::tuner::auto::AutoOptions {
+        program,
+        defines: Default::default(),
+        unchecked: false,
+        out: dir.path().join("auto"),
+        db: None,
+        threads: 2,
+    };
+    let what = |msg: String| format!("teml auto: {msg}\nprogram:\n{text}");
+    let report = teml::tuner::auto::auto(&o).map_err(what)?;
+    AUTO.fetch_add(1, Relaxed);
+    let path = std::fs::read_to_string(&report.path).unwrap_or_default();
+    let state =
+        pipeline::eval_file(&report.path, &State::new()).map_err(|e| what(format!("{e}\npath:\n{path}")))?;
+    for (k, req) in state.kernels.iter().enumerate() {
+        match pipeline::run_request(&state, req, k, &options()) {
+            Ok(r) if r.verified => {}
+            Ok(r) => {
+                return Err(what(format!("the auto path does not verify: {}\npath:\n{path}", r.summary())));
+            }
+            // A kernel too large for the reference at this size is not the path's fault.
+            Err(RunError::Data(_)) => {}
+            Err(e) => return Err(what(format!("the auto path fails: {e}\npath:\n{path}"))),
+        }
+    }
+    AUTO_VERIFIED.fetch_add(1, Relaxed);
+    Ok(())
 }
 
 /// All checks on a program given as text (regressions).
