@@ -38,47 +38,21 @@ pub(super) struct Arm {
     pub(super) sums: Vec<(String, String)>,
 }
 
-/// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
-/// lanes per nest. Returns the output variables.
-pub(super) fn several(
-    out: &mut Out,
+/// The `fuse` parameter's choices, their arms, and the level of the model's first fusion.
+pub(super) type FusionArms = (Vec<Choice>, Vec<Arm>, Option<usize>);
+
+/// The `fuse` parameter's arms of the kernel's nests (variables `vars`, workloads `works`):
+/// Fusion: every nest at the deepest level legal for each consecutive pair (then the
+/// temporaries one nest writes and a later one reads stored per iteration of that loop:
+/// storage contraction), or the first fusable pair at its deepest level, or none.
+/// Its choices, its arms, and the level of the model's first fusion choice.
+pub(super) fn fusion_arms(
     state: &State,
     nests: &[(Name, Nest)],
+    works: &[Option<Workload>],
+    vars: &[String],
     m: &Machine,
-) -> Result<Vec<String>, String> {
-    let mut vars = Vec::new();
-    let alone = nests.len() == 1;
-    // Scalars that pin a loop privatized first (scalars.rs): the rules below read the nests
-    // as the privatized ones.
-    let mut owned: Vec<(Name, Nest)> = Vec::new();
-    for (k, (name, nest)) in nests.iter().enumerate() {
-        let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
-        out.line(&format!("let {v} = {};", rhai_ref(name)));
-        let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
-        match if simple { None } else { crate::schedule::scalars::privatized(state, nest) } {
-            Some((n, lines)) => {
-                out.line(
-                    "// a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
-                );
-                out.line(&format!("let p = {v};"));
-                for l in lines {
-                    out.line(&l);
-                }
-                out.line(&format!("{v} = p;"));
-                owned.push((name.clone(), n));
-            }
-            None => owned.push((name.clone(), nest.clone())),
-        }
-        vars.push(v);
-    }
-    let nests = owned.as_slice();
-    // Each nest's workload, read once (isl's verdicts included): what it writes and reads for
-    // storage contraction, and the single-nest rules for `each`.
-    let works: Vec<Option<Workload>> =
-        if alone { vec![None] } else { nests.iter().map(|(_, n)| Workload::of(state, n).ok()).collect() };
-    // Fusion: every nest at the deepest level legal for each consecutive pair (then the
-    // temporaries one nest writes and a later one reads stored per iteration of that loop:
-    // storage contraction), or the first fusable pair at its deepest level, or none.
+) -> Result<FusionArms, String> {
     let mut choices = Vec::new();
     let mut arms: Vec<Arm> = Vec::new();
     // The level of the model's first fusion choice.
@@ -209,6 +183,248 @@ pub(super) fn several(
             choices.push(choice("\"none\"", "not fused"));
         }
     }
+    Ok((choices, arms, fused_at))
+}
+
+/// The `fuse` parameter and each of its arms: the fused parts, or each nest by the rules of a
+/// single nest (its sketch, a distribution into perfect nests, sunk statements, sweeps,
+/// left-looking blocks, lanes for a nest with sequences inside).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn fusion_choices(
+    out: &mut Out,
+    vars: &[String],
+    m: &Machine,
+    alone: bool,
+    choices: Vec<Choice>,
+    arms: &[Arm],
+    own: &[Option<&Workload>],
+    plans: &[Option<Distribution>],
+    lanes: &[Lanes],
+    sunk: &[Option<crate::schedule::columns::Sunk>],
+    sweeps: &[Option<crate::schedule::sweep::Sweeps>],
+    lefts: &[Option<crate::schedule::left::Left>],
+) {
+    if choices.is_empty() {
+        return;
+    }
+    out.param("fuse", "fuse", "which nests are fused, at which level", choices);
+    for (k, Arm { tag, lines, contract, sums }) in arms.iter().enumerate() {
+        out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
+        out.indent += 1;
+        if tag == "\"each\"" {
+            for (j, sk) in sunk.iter().enumerate() {
+                let Some(sk) = sk else { continue };
+                sink_rules(out, sk, &vars[j], j, alone);
+            }
+            for (j, sw) in sweeps.iter().enumerate() {
+                let Some(sw) = sw else { continue };
+                sweep_rules(out, sw, &vars[j], j, alone);
+            }
+            for (j, lf) in lefts.iter().enumerate() {
+                let Some(lf) = lf else { continue };
+                left_rules(out, lf, &vars[j], j, alone);
+            }
+            for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
+                if inner.is_empty() && threads.is_empty() {
+                    continue;
+                }
+                out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
+                out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
+                let names: Vec<String> = inner.iter().map(|(a, why, _)| format!("{a} ({why})")).collect();
+                if inner.is_empty() {
+                    out.line("let lanes = true;");
+                } else {
+                    out.param(
+                        "lanes",
+                        "lanes",
+                        "the innermost loops in vector lanes",
+                        vec![
+                            choice("true", format!("in lanes: {}", names.join(", "))),
+                            choice("false", "no vectors"),
+                        ],
+                    );
+                }
+                if !threads.is_empty() {
+                    out.param(
+                        "threads",
+                        "threads",
+                        "the outermost data-parallel loops of a nest with sequences, on threads",
+                        vec![
+                            choice(
+                                "true",
+                                format!(
+                                    "{} on threads: the outermost data-parallel loops (isl) of the nest's sequences (at the top, or inside loops that carry dependences)",
+                                    threads.join(", ")
+                                ),
+                            ),
+                            choice("false", "one thread"),
+                        ],
+                    );
+                }
+                if !unroll.is_empty() {
+                    out.param(
+                        "unroll",
+                        "unroll",
+                        "the loops around a laned loop and a statement beside it that carry a dependence, unrolled",
+                        vec![
+                            choice(
+                                2,
+                                format!(
+                                    "{} by 2: its iterations run in order, two at a time the compiler overlaps their independent work",
+                                    unroll.join(", ")
+                                ),
+                            ),
+                            choice(0, "not unrolled"),
+                        ],
+                    );
+                }
+                out.prefix.clear();
+                if sweeps[j].is_some() || lefts[j].is_some() {
+                    out.line(&format!("if lanes && !ruled[{j}] {{"));
+                } else {
+                    out.line("if lanes {");
+                }
+                out.line(&format!("    let p = {};", vars[j]));
+                for (a, _, _) in inner {
+                    out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+                }
+                if !threads.is_empty() {
+                    out.line("    if threads {");
+                    for a in threads {
+                        out.line(&format!(
+                            "        p = focus(p, \"{a}\"); p = parallelize(p, 1); p = focus(p);"
+                        ));
+                    }
+                    out.line(&format!("        ruled[{j}] = true;"));
+                    out.line("    }");
+                }
+                // The last loop first: unrolling it leaves the earlier ones' addresses.
+                for a in unroll.iter().rev() {
+                    out.line(&format!(
+                        "    if unroll > 0 {{ p = focus(p, \"{a}\"); p = stripmine(p, 1, unroll); p = unroll(p, 2); p = focus(p); }}"
+                    ));
+                }
+                out.line(&format!("    parts[{j}] = p;"));
+                out.line(&format!("    laned[{j}] = true;"));
+                out.line("}");
+            }
+            for (j, plan) in plans.iter().enumerate() {
+                let Some(plan) = plan else { continue };
+                let guarded = sweeps[j].is_some() || lefts[j].is_some();
+                if guarded {
+                    out.line(&format!("if !ruled[{j}] {{"));
+                    out.indent += 1;
+                }
+                out.line(&format!(
+                    "// nest {}: distributed into {} perfect nests, each by its own rules",
+                    j + 1,
+                    plan.parts.len()
+                ));
+                out.line(&format!("let p = {};", vars[j]));
+                for a in &plan.addresses {
+                    out.line(&format!("p = focus(p, \"{a}\"); p = distribute(p, 1); p = focus(p);"));
+                }
+                // The last part first: transforming it leaves the earlier ones' addresses.
+                for (i, Part { address, work: w, .. }) in plan.parts.iter().enumerate().rev() {
+                    out.line(&format!("// part {}: {}", i + 1, w.statements.join("; ")));
+                    out.line(&format!("p = focus(p, \"{address}\");"));
+                    out.prefix =
+                        if alone { format!("d{}_", i + 1) } else { format!("n{}d{}_", j + 1, i + 1) };
+                    single(out, w, m);
+                    out.prefix.clear();
+                }
+                out.line("p = focus(p);");
+                out.line(&format!("parts[{j}] = p;"));
+                out.line(&format!("ruled[{j}] = true;"));
+                if guarded {
+                    out.indent -= 1;
+                    out.line("}");
+                }
+            }
+            for (j, w) in own.iter().enumerate() {
+                let Some(w) = w else { continue };
+                out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));
+                out.line(&format!("let p = {};", vars[j]));
+                out.prefix = format!("n{}_", j + 1);
+                single(out, w, m);
+                out.prefix.clear();
+                out.line(&format!("parts[{j}] = p;"));
+                out.line(&format!("ruled[{j}] = true;"));
+            }
+        }
+        if *contract {
+            out.param(
+                "contract",
+                "contract",
+                "the temporaries of the fused nests stored per iteration of the fused loop",
+                vec![
+                    choice("true", "a block per iteration, in cache, instead of the whole tensor"),
+                    choice("false", "the whole tensors"),
+                ],
+            );
+        }
+        if !sums.is_empty() {
+            let names: Vec<String> = sums.iter().map(|(a, why)| format!("{a} ({why})")).collect();
+            out.param(
+                "sums",
+                "sums",
+                "the fused nest's innermost sums into one element in vector lanes",
+                vec![
+                    choice("true", format!("in lanes (vectors of partial sums): {}", names.join(", "))),
+                    choice("false", "left to the compiler (scalar)"),
+                ],
+            );
+        }
+        for l in lines {
+            out.line(l);
+        }
+        out.indent -= 1;
+    }
+    out.line("}");
+}
+
+/// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
+/// lanes per nest. Returns the output variables.
+pub(super) fn several(
+    out: &mut Out,
+    state: &State,
+    nests: &[(Name, Nest)],
+    m: &Machine,
+) -> Result<Vec<String>, String> {
+    let mut vars = Vec::new();
+    let alone = nests.len() == 1;
+    // Scalars that pin a loop privatized first (scalars.rs): the rules below read the nests
+    // as the privatized ones.
+    let mut owned: Vec<(Name, Nest)> = Vec::new();
+    for (k, (name, nest)) in nests.iter().enumerate() {
+        let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
+        out.line(&format!("let {v} = {};", rhai_ref(name)));
+        let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
+        match if simple { None } else { crate::schedule::scalars::privatized(state, nest) } {
+            Some((n, lines)) => {
+                out.line(
+                    "// a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
+                );
+                out.line(&format!("let p = {v};"));
+                for l in lines {
+                    out.line(&l);
+                }
+                out.line(&format!("{v} = p;"));
+                owned.push((name.clone(), n));
+            }
+            None => owned.push((name.clone(), nest.clone())),
+        }
+        vars.push(v);
+    }
+    let nests = owned.as_slice();
+    // Each nest's workload, read once (isl's verdicts included): what it writes and reads for
+    // storage contraction, and the single-nest rules for `each`.
+    let works: Vec<Option<Workload>> =
+        if alone { vec![None] } else { nests.iter().map(|(_, n)| Workload::of(state, n).ok()).collect() };
+    // Fusion: every nest at the deepest level legal for each consecutive pair (then the
+    // temporaries one nest writes and a later one reads stored per iteration of that loop:
+    // storage contraction), or the first fusable pair at its deepest level, or none.
+    let (mut choices, mut arms, fused_at) = fusion_arms(state, nests, &works, &vars, m)?;
     // Unfused, each perfect nest of one statement by the rules of a single nest (a matrix
     // product's register tile, a register block, an order): first where one of them is a
     // matrix product with a long reduction (gemm's, 2mm's), whose register tile fusion would
@@ -368,182 +584,7 @@ pub(super) fn several(
     out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
     // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
     out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
-    if !choices.is_empty() {
-        out.param("fuse", "fuse", "which nests are fused, at which level", choices);
-        for (k, Arm { tag, lines, contract, sums }) in arms.iter().enumerate() {
-            out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
-            out.indent += 1;
-            if tag == "\"each\"" {
-                for (j, sk) in sunk.iter().enumerate() {
-                    let Some(sk) = sk else { continue };
-                    sink_rules(out, sk, &vars[j], j, alone);
-                }
-                for (j, sw) in sweeps.iter().enumerate() {
-                    let Some(sw) = sw else { continue };
-                    sweep_rules(out, sw, &vars[j], j, alone);
-                }
-                for (j, lf) in lefts.iter().enumerate() {
-                    let Some(lf) = lf else { continue };
-                    left_rules(out, lf, &vars[j], j, alone);
-                }
-                for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
-                    if inner.is_empty() && threads.is_empty() {
-                        continue;
-                    }
-                    out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
-                    out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
-                    let names: Vec<String> = inner.iter().map(|(a, why, _)| format!("{a} ({why})")).collect();
-                    if inner.is_empty() {
-                        out.line("let lanes = true;");
-                    } else {
-                        out.param(
-                            "lanes",
-                            "lanes",
-                            "the innermost loops in vector lanes",
-                            vec![
-                                choice("true", format!("in lanes: {}", names.join(", "))),
-                                choice("false", "no vectors"),
-                            ],
-                        );
-                    }
-                    if !threads.is_empty() {
-                        out.param(
-                            "threads",
-                            "threads",
-                            "the outermost data-parallel loops of a nest with sequences, on threads",
-                            vec![
-                                choice(
-                                    "true",
-                                    format!(
-                                        "{} on threads: the outermost data-parallel loops (isl) of the nest's sequences (at the top, or inside loops that carry dependences)",
-                                        threads.join(", ")
-                                    ),
-                                ),
-                                choice("false", "one thread"),
-                            ],
-                        );
-                    }
-                    if !unroll.is_empty() {
-                        out.param(
-                            "unroll",
-                            "unroll",
-                            "the loops around a laned loop and a statement beside it that carry a dependence, unrolled",
-                            vec![
-                                choice(
-                                    2,
-                                    format!(
-                                        "{} by 2: its iterations run in order, two at a time the compiler overlaps their independent work",
-                                        unroll.join(", ")
-                                    ),
-                                ),
-                                choice(0, "not unrolled"),
-                            ],
-                        );
-                    }
-                    out.prefix.clear();
-                    if sweeps[j].is_some() || lefts[j].is_some() {
-                        out.line(&format!("if lanes && !ruled[{j}] {{"));
-                    } else {
-                        out.line("if lanes {");
-                    }
-                    out.line(&format!("    let p = {};", vars[j]));
-                    for (a, _, _) in inner {
-                        out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
-                    }
-                    if !threads.is_empty() {
-                        out.line("    if threads {");
-                        for a in threads {
-                            out.line(&format!(
-                                "        p = focus(p, \"{a}\"); p = parallelize(p, 1); p = focus(p);"
-                            ));
-                        }
-                        out.line(&format!("        ruled[{j}] = true;"));
-                        out.line("    }");
-                    }
-                    // The last loop first: unrolling it leaves the earlier ones' addresses.
-                    for a in unroll.iter().rev() {
-                        out.line(&format!(
-                            "    if unroll > 0 {{ p = focus(p, \"{a}\"); p = stripmine(p, 1, unroll); p = unroll(p, 2); p = focus(p); }}"
-                        ));
-                    }
-                    out.line(&format!("    parts[{j}] = p;"));
-                    out.line(&format!("    laned[{j}] = true;"));
-                    out.line("}");
-                }
-                for (j, plan) in plans.iter().enumerate() {
-                    let Some(plan) = plan else { continue };
-                    let guarded = sweeps[j].is_some() || lefts[j].is_some();
-                    if guarded {
-                        out.line(&format!("if !ruled[{j}] {{"));
-                        out.indent += 1;
-                    }
-                    out.line(&format!(
-                        "// nest {}: distributed into {} perfect nests, each by its own rules",
-                        j + 1,
-                        plan.parts.len()
-                    ));
-                    out.line(&format!("let p = {};", vars[j]));
-                    for a in &plan.addresses {
-                        out.line(&format!("p = focus(p, \"{a}\"); p = distribute(p, 1); p = focus(p);"));
-                    }
-                    // The last part first: transforming it leaves the earlier ones' addresses.
-                    for (i, Part { address, work: w, .. }) in plan.parts.iter().enumerate().rev() {
-                        out.line(&format!("// part {}: {}", i + 1, w.statements.join("; ")));
-                        out.line(&format!("p = focus(p, \"{address}\");"));
-                        out.prefix =
-                            if alone { format!("d{}_", i + 1) } else { format!("n{}d{}_", j + 1, i + 1) };
-                        single(out, w, m);
-                        out.prefix.clear();
-                    }
-                    out.line("p = focus(p);");
-                    out.line(&format!("parts[{j}] = p;"));
-                    out.line(&format!("ruled[{j}] = true;"));
-                    if guarded {
-                        out.indent -= 1;
-                        out.line("}");
-                    }
-                }
-                for (j, w) in own.iter().enumerate() {
-                    let Some(w) = w else { continue };
-                    out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));
-                    out.line(&format!("let p = {};", vars[j]));
-                    out.prefix = format!("n{}_", j + 1);
-                    single(out, w, m);
-                    out.prefix.clear();
-                    out.line(&format!("parts[{j}] = p;"));
-                    out.line(&format!("ruled[{j}] = true;"));
-                }
-            }
-            if *contract {
-                out.param(
-                    "contract",
-                    "contract",
-                    "the temporaries of the fused nests stored per iteration of the fused loop",
-                    vec![
-                        choice("true", "a block per iteration, in cache, instead of the whole tensor"),
-                        choice("false", "the whole tensors"),
-                    ],
-                );
-            }
-            if !sums.is_empty() {
-                let names: Vec<String> = sums.iter().map(|(a, why)| format!("{a} ({why})")).collect();
-                out.param(
-                    "sums",
-                    "sums",
-                    "the fused nest's innermost sums into one element in vector lanes",
-                    vec![
-                        choice("true", format!("in lanes (vectors of partial sums): {}", names.join(", "))),
-                        choice("false", "left to the compiler (scalar)"),
-                    ],
-                );
-            }
-            for l in lines {
-                out.line(l);
-            }
-            out.indent -= 1;
-        }
-        out.line("}");
-    }
+    fusion_choices(out, &vars, m, alone, choices, &arms, &own, &plans, &lanes, &sunk, &sweeps, &lefts);
     out.param(
         "parallel",
         "parallel",
