@@ -1304,7 +1304,9 @@ fn check_choices(choices: &[u32]) -> Result<(), String> {
     // teml auto on the program (every program in a campaign, every fourth otherwise): its path
     // must verify.
     let campaign = std::env::var_os("TEML_FUZZ_SECONDS").is_some();
-    if campaign || PROGRAMS.load(Relaxed) % 4 == 1 { check_auto(&text) } else { Ok(()) }
+    // (A program whose every codegen line was dropped has no kernel to schedule.)
+    let pick = campaign || PROGRAMS.load(Relaxed) % 4 == 1;
+    if pick && !state.kernels.is_empty() { check_auto(&text) } else { Ok(()) }
 }
 
 /// `teml auto` on `text`, where every line passes the legality checks (the fuzzer's programs
