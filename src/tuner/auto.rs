@@ -213,11 +213,16 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
                     .difference(&schedule::written(&s.kernels[0].nests))
                     .map(|n| n.to_string())
                     .collect();
-                if missing.is_empty() {
-                    Ok(s)
-                } else {
-                    Err(format!("the path's kernel does not compute {}", missing.join(", ")))
+                if !missing.is_empty() {
+                    return Err(format!("the path's kernel does not compute {}", missing.join(", ")));
                 }
+                // A point code generation cannot realize (a rule that read a layout the path
+                // changed, e.g. lanes over a transposed pack) is refused here, never written.
+                let k = &s.kernels[0];
+                let named: Vec<_> = k.names.iter().cloned().zip(k.nests.iter().cloned()).collect();
+                crate::codegen::generate(&s, "teml_auto_probe", &named)
+                    .map_err(|e| format!("codegen: {e}"))?;
+                Ok(s)
             }
             Ok(_) => Err("no kernel".to_string()),
             Err(e) => Err(e),
