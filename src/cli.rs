@@ -263,7 +263,7 @@ pub fn check(a: &CheckArgs) -> i32 {
             );
             let mut unbound = std::collections::BTreeSet::new();
             for req in &s.kernels {
-                let named: Vec<_> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+                let named = req.named();
                 unbound.extend(crate::analysis::kernel::unbound_constants(&s, &named));
             }
             if !unbound.is_empty() {

@@ -217,9 +217,7 @@ fn public_name(state: &State, k: usize) -> String {
 /// The C of kernel `which` of `state`, its function named `inner`.
 fn generated(state: &State, which: &KernelRef, inner: &str) -> Result<CKernel, String> {
     let req = which.request(state).map_err(|e| e.to_string())?;
-    let named: Vec<(Name, crate::ir::Nest)> =
-        req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
-    crate::codegen::generate(state, inner, &named).map_err(|e| e.to_string())
+    crate::codegen::generate(state, inner, &req.named()).map_err(|e| e.to_string())
 }
 
 /// The kernel's C without the `#ifndef C / #define C v / #endif` blocks of its named constants.

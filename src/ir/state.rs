@@ -137,6 +137,11 @@ pub struct KernelRequest {
 }
 
 impl KernelRequest {
+    /// Its nests with their names, as code generation takes them.
+    pub fn named(&self) -> Vec<(Name, Nest)> {
+        self.names.iter().cloned().zip(self.nests.iter().cloned()).collect()
+    }
+
     /// The kernel's name before de-duplication: the program's, else its nests' joined by `_`.
     pub fn base_label(&self) -> String {
         self.label

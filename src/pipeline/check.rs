@@ -171,7 +171,7 @@ fn prepare(
     check: &Check,
 ) -> Result<Prepared, RunError> {
     let name = symbol(label);
-    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    let named = req.named();
     let kernel = codegen::generate_keeping(state, &name, &named, &opts.keep)?;
     let reference_nests = untransformed(state, req)?;
     let all: Vec<Nest> = req.nests.iter().chain(&reference_nests).cloned().collect();

@@ -202,7 +202,7 @@ impl Pipeline {
     /// The C source of one kernel, without compiling it.
     pub fn generate(&self, which: &KernelRef) -> Result<CKernel, RunError> {
         let req = which.request(&self.state)?;
-        let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+        let named = req.named();
         Ok(codegen::generate_keeping(
             &self.state,
             &symbol(&which.label(&self.state)),
@@ -694,7 +694,7 @@ mod tests {
     fn spot_check_compares_sampled_elements_with_the_oracle() {
         let s = mm(40);
         let req = &s.kernels[0];
-        let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+        let named = req.named();
         let kernel = codegen::generate(&s, "k", &named).unwrap();
         let opts = RunOptions::default();
         let initial = initial_store(&s, &req.nests, &opts).unwrap();

@@ -33,7 +33,7 @@ pub fn script(
     m: &Machine,
     program: &Path,
 ) -> Result<(String, Space), String> {
-    let nests: Vec<_> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    let nests = req.named();
     let space = generate(state, &nests, m)?;
     let mut text = format!("{DIRECTIVE} {}\n", program.display());
     text.push_str(&format!(

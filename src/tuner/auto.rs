@@ -17,6 +17,8 @@ use std::time::Instant;
 pub struct Generated {
     /// The script.
     pub path: PathBuf,
+    /// Its text, as written there.
+    pub text: String,
     /// What the rules decided and why.
     pub space: Space,
     /// The kernel's workload (its first nest) and the database's keys.
@@ -93,10 +95,10 @@ pub fn generate(
     let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let (text, space) = schedule::script(&state, req, &Machine::this()?, &relative(dir, program))?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    std::fs::write(to, text).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+    std::fs::write(to, &text).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     let (key, statements, workload) = keys(&state)?;
     let writes = schedule::written(&req.nests);
-    Ok(Generated { path: to.to_path_buf(), space, workload, key, statements, writes })
+    Ok(Generated { path: to.to_path_buf(), text, space, workload, key, statements, writes })
 }
 
 /// What `teml auto` is asked.
@@ -175,9 +177,8 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     if let Some(path) = &o.db {
         let d = Db::open(path);
         notes.extend(d.notes.iter().cloned());
-        let space_text = std::fs::read_to_string(&g.path).unwrap_or_default();
         let toolchain = pipeline::toolchain(&pipeline::RunOptions::default()).unwrap_or_default();
-        let now = db::fingerprint(&space_text, &toolchain);
+        let now = db::fingerprint(&g.text, &toolchain);
         let (best, stale) = d.best_current(&g.key, &db::machine_key(o.threads), db::GENERATED, &now);
         if stale > 0 {
             notes.push(format!(
@@ -218,9 +219,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
                 }
                 // A point code generation cannot realize (a rule that read a layout the path
                 // changed, e.g. lanes over a transposed pack) is refused here, never written.
-                let k = &s.kernels[0];
-                let named: Vec<_> = k.names.iter().cloned().zip(k.nests.iter().cloned()).collect();
-                crate::codegen::generate(&s, "teml_auto_probe", &named)
+                crate::codegen::generate(&s, "teml_auto_probe", &s.kernels[0].named())
                     .map_err(|e| format!("codegen: {e}"))?;
                 Ok(s)
             }

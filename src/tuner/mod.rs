@@ -489,6 +489,8 @@ struct Tuning<'a> {
     /// The choices (by text) of the point the untransformed build is taken from: none (the
     /// first choices), or a generated space's first legal point where its first was refused.
     start: BTreeMap<String, String>,
+    /// The fingerprint of this search's database records ([`db::fingerprint`]), made once.
+    fingerprint: String,
 }
 
 /// Candidates the model strategy evaluates per candidate it compiles.
@@ -601,6 +603,10 @@ impl<'a> Tuning<'a> {
             samples: Vec::new(),
             features: BTreeMap::new(),
             start,
+            fingerprint: db::fingerprint(
+                &std::fs::read_to_string(&o.space).unwrap_or_default(),
+                &crate::pipeline::toolchain(&o.run).unwrap_or_default(),
+            ),
         };
         t.read_db(&first);
         // The untransformed build first: its time limits every candidate's run from the first on.

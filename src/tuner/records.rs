@@ -14,13 +14,6 @@ impl<'a> Tuning<'a> {
         }
     }
 
-    /// The fingerprint of this search's records ([`db::fingerprint`]): its space, compiler and
-    /// flags.
-    pub(super) fn fingerprint(&self) -> String {
-        let space = std::fs::read_to_string(&self.o.space).unwrap_or_default();
-        db::fingerprint(&space, &crate::pipeline::toolchain(&self.o.run).unwrap_or_default())
-    }
-
     pub(super) fn machine(&self) -> String {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         db::machine_key(self.o.run.threads.unwrap_or(cores))
@@ -97,7 +90,7 @@ impl<'a> Tuning<'a> {
             when: db::now(),
             features,
             as_written,
-            fingerprint: self.fingerprint(),
+            fingerprint: self.fingerprint.clone(),
         };
         if let Err(err) = db::append(file, &e)
             && !self.report.notes.contains(&err)

@@ -1319,10 +1319,7 @@ fn check_auto(text: &str) -> Result<(), String> {
     // Programs `teml run` refuses (a line the checks refuse, or a kernel code generation
     // cannot realize) are the user's to fix first.
     let runs = teml::lang::eval_with(text, FILE, &State::new(), &stdlib()).is_ok_and(|s| {
-        s.kernels.iter().all(|k| {
-            let named: Vec<_> = k.names.iter().cloned().zip(k.nests.iter().cloned()).collect();
-            teml::codegen::generate(&s, "fuzz_probe", &named).is_ok()
-        })
+        s.kernels.iter().all(|k| teml::codegen::generate(&s, "fuzz_probe", &k.named()).is_ok())
     });
     if !runs {
         AUTO_SKIPPED.fetch_add(1, Relaxed);

@@ -616,7 +616,7 @@ pub(super) fn b_codegen(s: &State, a: &[ArgVal]) -> Result<State> {
     // Validate now what `teml run` would refuse when generating C (marks that cannot be
     // realized, ...): the refusal is then this statement's error, in every front-end and in
     // `teml check`. No C is generated here.
-    let named: Vec<(Name, Nest)> = req.names.iter().cloned().zip(req.nests.iter().cloned()).collect();
+    let named = req.named();
     crate::analysis::kernel::realizable(s, &named)?;
     let mut out = s.clone();
     out.kernels.push(req);
