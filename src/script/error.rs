@@ -132,7 +132,10 @@ pub(crate) fn from_eval(file: &str, src: &str, e: &EvalAltResult, cx: &Context<'
             pos = *call_pos;
         }
         if source == STDLIB_ID {
-            notes.push(format!("in `{name}` (stdlib)"));
+            // A composite's body (`made_tile2`, behind `tile`: `recorded`) is not a name users call.
+            if !name.starts_with("made_") {
+                notes.push(format!("in `{name}` (stdlib)"));
+            }
             in_user_file = false;
         } else {
             match (call_pos.line(), in_user_file) {

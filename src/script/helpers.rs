@@ -360,11 +360,20 @@ fn register_search(engine: &mut Engine, shared: &Rc<Shared>) {
             .into());
         }
         let Some(p) = crate::ops::explore::permute(&n, &order) else { return Ok(Dynamic::UNIT) };
-        let p = full.splice(p);
+        let mut p = full.splice(p);
         let state = sh.state.borrow();
         if !state.unchecked {
             ops::registry::legality_gate(&state, "permute", &p).map_err(|e| sh.fail(e))?;
         }
+        // One step, as a person writes it (not the adjacent interchanges that realize it).
+        let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
+        p.history = crate::ir::History::step(
+            "permute",
+            vec![
+                crate::ir::StepArg::Nest(full.history.clone()),
+                crate::ir::StepArg::Text(format!("[{}]", order.join(", "))),
+            ],
+        );
         Ok(to_dynamic(Value::Nest(p)))
     });
     let sh = shared.clone();
@@ -468,6 +477,24 @@ fn register_iterators(engine: &mut Engine, shared: &Rc<Shared>) {
         }
         Ok(Dynamic::from(TensorVal(r)))
     });
+    let sh = shared.clone();
+    // A composite's result as one step of its history (`tile(l, 32)`, not the strip-mines and
+    // interchanges it is made of): the path a person reads is the calls a person writes.
+    engine.register_fn(
+        "recorded",
+        move |p: Dynamic, name: ImmutableString, args: Array| -> RhaiResult<Dynamic> {
+            let mut n = nest_of(&p, "recorded")?;
+            let state = sh.state.borrow();
+            let mut steps = Vec::new();
+            for (k, a) in args.iter().enumerate() {
+                let arg = super::values::to_arg(a)
+                    .map_err(|e| format!("recorded: argument {} of `{name}`: {e}", k + 1))?;
+                steps.push(ops::registry::step_arg(&state, &arg));
+            }
+            n.history = crate::ir::History::step(name.as_str(), steps);
+            Ok(to_dynamic(Value::Nest(n)))
+        },
+    );
     let sh = shared.clone();
     // A program variable by name, for names Rhai reserves (`var`, `fn`, `in`, ...: the `.teml`
     // front-end accepts them); generated spaces refer to such values this way (`lang::rhai_ref`).

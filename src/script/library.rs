@@ -143,6 +143,11 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     ),
     ("constant", "constant(\"N\")", "the value -D gave the named constant N, or ()"),
     (
+        "recorded",
+        "recorded(p, \"name\", [args])",
+        "the nest p with its history the one call name(args) (the standard library's composites end with it, so that paths show `tile(l, 32)`, not its strip-mines and interchanges)",
+    ),
+    (
         "lookup",
         "lookup(\"name\")",
         "the program's tensor or nest `name`, for a name Rhai reserves (`var`, `fn`, `in`, ...; generated spaces use it)",
@@ -175,7 +180,7 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
     (
         "permute",
         "permute(l, order)",
-        "the nest with its outer loops in `order` (levels), checked like interchange; () where a bound forbids the order",
+        "the nest with its outer loops in `order` (levels), checked like interchange; () where a bound forbids the order (in `.teml` too: `l2 = permute(l1, [2, 1])`)",
     ),
     ("legal_fusions", "legal_fusions(l1, l2)", "the levels r at which fuse_outer(l1, l2, r) is legal"),
     (

@@ -154,9 +154,13 @@ impl Stdlib {
     }
 }
 
+/// The helpers that make nests, callable from `.teml` programs too: a written path uses them
+/// (`l2 = permute(l1, [2, 1, 3])`).
+pub const NEST_HELPERS: &[&str] = &["permute"];
+
 impl Extensions for Stdlib {
     fn call(&self, state: &State, name: &str, args: &[ArgVal]) -> Option<Result<Value>> {
-        if !functions().iter().any(|f| f.name == name) {
+        if !functions().iter().any(|f| f.name == name) && !NEST_HELPERS.contains(&name) {
             return None;
         }
         Some(match &self.host {
@@ -169,6 +173,8 @@ impl Extensions for Stdlib {
     }
 
     fn names(&self) -> Vec<String> {
-        function_names()
+        let mut names = function_names();
+        names.extend(NEST_HELPERS.iter().map(|h| h.to_string()));
+        names
     }
 }

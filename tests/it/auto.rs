@@ -421,7 +421,7 @@ fn a_lifted_product_of_two_contractions_is_fused_block_by_block() {
     assert!(path.contains("which fuse"), "{path}");
     assert!(path.contains("fusion = fused: both contractions over i, b, j"), "{path}");
     assert!(path.contains("summed over k in registers"), "{path}");
-    for step in ["registers(", "fuse_inner(", "store_at(", "parallelize("] {
+    for step in ["register_block(", "fuse_inner(", "store_at(", "parallelize("] {
         let n = path.lines().filter(|l| l.contains(step) && !l.starts_with('#')).count();
         assert!(n >= 1, "{step}: {path}");
     }
@@ -859,7 +859,7 @@ fn a_product_whose_second_operand_is_read_across_the_columns_is_blocked_with_it_
             && path.contains("K stored with j last ([1, 2, 4, 3])"),
         "{path}"
     );
-    assert!(path.contains("permute_layout(") && path.contains("registers("), "{path}");
+    assert!(path.contains("permute_layout(") && path.contains("register_block("), "{path}");
     let f = write(d.path(), "attn.teml", ATTN);
     let o = teml(d.path(), &["auto", &f, "--emit-space", "s.rhai"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -1001,7 +1001,10 @@ fn a_product_over_a_triangle_is_cut_into_square_tiles_with_a_register_tile_off_t
         path.contains("#   sketch = triangle: G: a product over a triangle (j from i): 48 x 48 tiles"),
         "{path}"
     );
-    assert!(path.contains("split(") && path.contains("distribute(") && path.contains("registers("), "{path}");
+    assert!(
+        path.contains("split(") && path.contains("distribute(") && path.contains("register_tile("),
+        "{path}"
+    );
     // Each row of tiles has one fewer than the row before: the tiles of a row on threads.
     assert!(path.contains("#   parallel = 2: each row's tiles (j) on threads"), "{path}");
     // Part of a distributed nest whose target is written again after it (correlation's `corr`,

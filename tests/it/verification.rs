@@ -227,7 +227,7 @@ fn a_reduced_size_that_builds_another_path_is_not_used() {
     let why0 = evidence(&v, 0)["reference"]["why"].as_str().unwrap();
     assert!(why0.contains("at full size") && why0.contains("at the reduced size"), "{why0}");
     let why1 = evidence(&v, 1)["reference"]["why"].as_str().unwrap();
-    assert!(why1.contains("stripmine(l1, 1, 30") && why1.contains("stripmine(l1, 1, 3,"), "{why1}");
+    assert!(why1.contains("tile(l1, 30)") && why1.contains("tile(l1, 3)"), "{why1}");
     let how = v["kernels"][1]["verification"].as_str().unwrap();
     assert!(how.starts_with("reduced size (N=30) not used: "), "{how}");
 }

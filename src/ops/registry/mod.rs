@@ -214,7 +214,7 @@ fn splice_checked(name: &str, full: &Nest, sub: Nest) -> Result<Nest> {
 /// An argument as the history of a nest records it: nests (given as values, or by their
 /// identifier in the paper's syntax) by their own history, everything else as `.teml` source
 /// text.
-fn step_arg(state: &State, a: &ArgVal) -> StepArg {
+pub fn step_arg(state: &State, a: &ArgVal) -> StepArg {
     match a {
         ArgVal::Value(Value::Nest(n)) => StepArg::Nest(n.history.clone()),
         ArgVal::Word(w) => match state.get(w) {
