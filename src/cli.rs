@@ -43,6 +43,10 @@ pub enum Command {
     /// this kernel on this machine), written as a `.teml` path with each decision's reason,
     /// then run verified and timed.
     Auto(Box<AutoArgs>),
+    /// Run the search whose options a file holds: what each task of `teml tune --slurm` and
+    /// `teml bench --tune --slurm` runs (`DIR/slurm/task-K.json`, `merge.json`: written by the
+    /// submitting command; read them to see what a task does).
+    Job(JobArgs),
     /// The Table 1 kernels through their paths (untransformed, Pluto's, the paper's, the best
     /// we have), each verified and timed in one run on this machine.
     Bench(BenchArgs),
@@ -50,6 +54,13 @@ pub enum Command {
     /// file and a Makefile, and a Python module for numpy, in one directory per run
     /// (docs/export.md).
     Export(ExportArgs),
+}
+
+/// `teml job`.
+#[derive(Args, Debug)]
+pub struct JobArgs {
+    /// The options file (JSON, `{"tune": {...}}`).
+    pub file: PathBuf,
 }
 
 /// `teml export`.
@@ -461,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn the_slurm_scripts_command_lines_parse_back_to_the_same_search() {
+    fn a_job_file_reads_back_as_the_same_search() {
         let o = options(&[
             "tune",
             "s.rhai",
@@ -514,12 +525,25 @@ mod tests {
             "--unchecked",
             "--generated",
         ]);
-        let argv = o.argv();
-        let back = options(&argv.iter().map(String::as_str).collect::<Vec<_>>());
-        assert_eq!(format!("{back:?}"), format!("{o:?}"), "{argv:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let round_trip = |o: &crate::tuner::TuneOptions| {
+            let job = crate::tuner::slurm::TuneJob::of(o);
+            let ((path, text), args) = crate::tuner::slurm::job_task(dir.path(), "task-0", job).unwrap();
+            assert_eq!(args, ["job".to_string(), path.display().to_string()]);
+            std::fs::write(&path, text).unwrap();
+            let back = crate::tuner::slurm::read_job(&path).unwrap().options;
+            assert_eq!(format!("{back:?}"), format!("{o:?}"));
+        };
+        round_trip(&o);
         // And without a database, collecting.
-        let o = options(&["tune", "s.rhai", "--no-db", "--collect", "4", "--json"]);
-        let back = options(&o.argv().iter().map(String::as_str).collect::<Vec<_>>());
-        assert_eq!(format!("{back:?}"), format!("{o:?}"));
+        round_trip(&options(&["tune", "s.rhai", "--no-db", "--collect", "4", "--json"]));
+        // A malformed file is refused at its line and column, an unknown field by its name.
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"tune\": {\n  \"space\": 3\n}}").unwrap();
+        let e = crate::tuner::slurm::read_job(&bad).unwrap_err();
+        assert!(e.starts_with(&format!("{}:2:", bad.display())), "{e}");
+        std::fs::write(&bad, "{\"tune\": {\"spaces\": \"a\"}}").unwrap();
+        let e = crate::tuner::slurm::read_job(&bad).unwrap_err();
+        assert!(e.contains("unknown field `spaces`"), "{e}");
     }
 }

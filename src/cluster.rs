@@ -27,6 +27,9 @@ pub struct Job {
     pub tasks: Vec<Vec<String>>,
     /// The merge job's teml arguments.
     pub merge: Vec<String>,
+    /// Files the commands read, written with the scripts (path, text): each task's options
+    /// (`teml job DIR/task-K.json`).
+    pub files: Vec<(PathBuf, String)>,
     /// CPUs per task (and for the merge job).
     pub cpus: usize,
     /// More `sbatch` options, for both jobs (`--partition=...`, `--time=...`).
@@ -137,7 +140,8 @@ impl Job {
             merge: self.dir.join("merge.sbatch"),
             tasks: self.tasks.len(),
         };
-        for (p, text) in [(&scripts.array, array), (&scripts.merge, merge)] {
+        let files = self.files.iter().map(|(p, t)| (p, t.clone()));
+        for (p, text) in files.chain([(&scripts.array, array), (&scripts.merge, merge)]) {
             std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
         Ok(scripts)
@@ -228,6 +232,7 @@ mod tests {
                 vec!["tune".into(), "--cflags".into(), "-O2 -g".into()],
             ],
             merge: vec!["tune".into(), "--collect".into(), "2".into()],
+            files: vec![(dir.join("task-0.json"), "{}".into())],
             cpus: 2,
             options: vec!["--partition=short".into()],
         }
@@ -250,6 +255,7 @@ mod tests {
                 && m.contains("exec \"$TEML\" tune --collect 2\n"),
             "{m}"
         );
+        assert_eq!(std::fs::read_to_string(dir.path().join("task-0.json")).unwrap(), "{}");
         let out = Command::new("bash").arg("-n").arg(&s.array).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }

@@ -18,6 +18,7 @@ fn main() {
         Command::Bench(a) => teml::cli::bench(a),
         Command::Tune(a) => teml::cli::tune(a),
         Command::Auto(a) => teml::cli::auto(a),
+        Command::Job(a) => teml::cli::job(a),
         Command::Export(a) => teml::cli::export(a),
         Command::Builtins => {
             print!("{}", teml::cli::reference());

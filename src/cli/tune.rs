@@ -298,21 +298,15 @@ pub(super) fn tune_slurm(a: &TuneArgs, o: &crate::tuner::TuneOptions, n: usize) 
         if let Some(note) = note {
             eprintln!("note: {note}");
         }
-        crate::tuner::slurm::plan(&o, n, &a.slurm_opt)
+        crate::tuner::slurm::plan(&o, n, &a.slurm_opt, a.export.as_deref(), a.export_name.clone())
     });
-    let mut job = match prepared {
+    let job = match prepared {
         Ok(j) => j,
         Err(e) => {
             eprintln!("error: {e}");
             return 1;
         }
     };
-    if let Some(dir) = &a.export {
-        job.merge.extend(["--export".into(), crate::tuner::slurm::absolute(dir).display().to_string()]);
-        if let Some(name) = &a.export_name {
-            job.merge.extend(["--export-name".into(), name.clone()]);
-        }
-    }
     slurm_submit(&job, a.dry_run, &o.out)
 }
 
@@ -373,6 +367,24 @@ pub fn tune(a: &TuneArgs) -> i32 {
     if let Some(n) = a.slurm {
         return tune_slurm(a, &o, n);
     }
+    search(&o, a.export.as_deref(), a.export_name.clone())
+}
+
+/// `teml job FILE`: the search whose options a submitting command wrote (a Slurm array
+/// task's, or its merge job's).
+pub fn job(a: &JobArgs) -> i32 {
+    match crate::tuner::slurm::read_job(&a.file) {
+        Ok(j) => search(&j.options, j.export.as_deref(), j.export_name),
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// Runs the search of `o` with its progress bar, prints the report, and exports the winner to
+/// `export` where asked.
+fn search(o: &crate::tuner::TuneOptions, export: Option<&Path>, export_name: Option<String>) -> i32 {
     let bar = indicatif::ProgressBar::new(o.budget as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -380,7 +392,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    let result = crate::tuner::tune(&o, &mut |p| {
+    let result = crate::tuner::tune(o, &mut |p| {
         bar.set_position(p.done as u64);
         let best = p.best.map_or(String::new(), |(t, k)| format!(" · best {:.3} ms ({k})", t * 1e3));
         bar.set_message(format!("{} rejected{best} · {}", p.rejected, p.phase));
@@ -393,7 +405,7 @@ pub fn tune(a: &TuneArgs) -> i32 {
             return 1;
         }
     };
-    if a.json {
+    if o.json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         print!("{}", crate::tuner::summary(&report));
@@ -402,17 +414,17 @@ pub fn tune(a: &TuneArgs) -> i32 {
         // A shard that only measures declares no winner: that is its job.
         return i32::from(!o.measure_only);
     }
-    if let Some(dir) = &a.export {
+    if let Some(dir) = export {
         let e = crate::export::ExportOptions {
             program: o.out.join("best.teml"),
             defines: o.defines.clone(),
             params: BTreeMap::new(),
             unchecked: o.unchecked,
             kernels: Vec::new(),
-            out: dir.clone(),
+            out: dir.to_path_buf(),
             flags: o.run.flags.clone(),
             rust: false,
-            name: a.export_name.clone(),
+            name: export_name,
         };
         match crate::export::export(&e) {
             Ok(done) => {

@@ -32,7 +32,8 @@ impl RunError {
 }
 
 /// How to run kernels.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunOptions {
     /// Optimization flags (the `CFLAGS` environment variable is added by the compiler).
     pub flags: Flags,

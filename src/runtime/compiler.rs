@@ -31,7 +31,7 @@ const MAX_ANNOTATED_ERRORS: usize = 20;
 
 /// Optimization flags of one compilation. The flags every kernel needs (`-fPIC -shared`) and
 /// the words of the `CFLAGS` environment variable are added by [`Compiler::compile`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Flags {
     /// The optimization flags, in order (`-O3 -march=native -fopenmp` by default).
     pub opt: Vec<String>,

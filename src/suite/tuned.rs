@@ -74,7 +74,7 @@ pub fn slurm_job(
     let dir = crate::tuner::slurm::absolute(dir);
     let root = crate::tuner::slurm::absolute(&o.root);
     let o = BenchOptions { root, db: o.db.as_deref().map(crate::tuner::slurm::absolute), ..o.clone() };
-    let mut tasks = Vec::new();
+    let (mut tasks, mut files) = (Vec::new(), Vec::new());
     let mut names = Vec::new();
     for k in selected(&o) {
         let (base, defines) = setup(&o, k);
@@ -85,7 +85,13 @@ pub fn slurm_job(
             json: false,
             ..retune_options(&o, k, &base, &defines, secs, &out)
         };
-        tasks.push(t.argv());
+        let (file, args) = crate::tuner::slurm::job_task(
+            &dir.join("slurm"),
+            &format!("task-{}", tasks.len()),
+            crate::tuner::slurm::TuneJob::of(&t),
+        )?;
+        files.push(file);
+        tasks.push(args);
         names.push(k);
     }
     let mut merge = bench_args;
@@ -106,6 +112,7 @@ pub fn slurm_job(
         teml: std::env::current_exe().map_err(|e| format!("cannot find the teml binary: {e}"))?,
         tasks,
         merge,
+        files,
         cpus: o.threads,
         options: options.to_vec(),
     })

@@ -67,8 +67,10 @@ const LIMIT_FLOOR_S: f64 = 5.0;
 /// candidates).
 const SCREEN: f64 = 3.0;
 
-/// What to search and how.
-#[derive(Clone, Debug)]
+/// What to search and how; `teml tune --slurm` writes it as JSON for each array task, which
+/// `teml job FILE` reads back.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TuneOptions {
     /// The space: a `.rhai` (or `.teml`) program with `param(...)` choices.
     pub space: PathBuf,
@@ -130,80 +132,6 @@ impl TuneOptions {
     fn program(&self, params: Params) -> Program {
         let env = pipeline::script_env_with(self.run.clone(), self.json);
         Program::with_params(&self.space, self.defines.clone(), self.unchecked, params, env)
-    }
-
-    /// The `teml tune` arguments that run these options (the commands of the Slurm scripts):
-    /// parsed back by the command line, they give the same options.
-    pub fn argv(&self) -> Vec<String> {
-        let mut a = vec!["tune".to_string(), self.space.display().to_string()];
-        let mut opt = |name: &str, value: String| a.extend([name.to_string(), value]);
-        for (n, v) in &self.defines {
-            opt("-D", format!("{n}={v}"));
-        }
-        for (n, v) in &self.fixed {
-            opt("--param", format!("{n}={v}"));
-        }
-        opt("--strategy", self.strategy.to_string());
-        opt("--seed", self.seed.to_string());
-        opt("--budget", self.budget.to_string());
-        if let Some(t) = self.time_budget {
-            opt("--time-budget", t.as_secs_f64().to_string());
-        }
-        if let Some((k, n)) = self.shard {
-            opt("--shard", format!("{k}/{n}"));
-        }
-        opt("--log", self.log.display().to_string());
-        for m in &self.merge {
-            opt("--merge", m.display().to_string());
-        }
-        opt("--out", self.out.display().to_string());
-        opt("--jobs", self.jobs.to_string());
-        if let Some(t) = self.run.threads {
-            opt("--threads", t.to_string());
-        }
-        opt("--leaders", self.leaders.to_string());
-        opt("--rounds", self.rounds.to_string());
-        if let Some(t) = self.run.timing {
-            opt("--min-time", t.min_time_s.to_string());
-        }
-        opt("--timeout", self.run.timeout.as_secs_f64().to_string());
-        opt("--compile-timeout", self.run.compile_timeout.as_secs_f64().to_string());
-        opt("--max-reference", self.run.max_reference_instances.to_string());
-        if let Some(cc) = &self.run.compiler {
-            opt("--cc", cc.display().to_string());
-        }
-        if self.run.flags != crate::pipeline::Flags::default() {
-            let words: Vec<String> = self
-                .run
-                .flags
-                .opt
-                .iter()
-                .map(|w| shlex::try_quote(w).map_or_else(|_| w.clone(), |q| q.into_owned()))
-                .collect();
-            opt("--cflags", words.join(" "));
-        }
-        match &self.db {
-            Some(p) => opt("--db", p.display().to_string()),
-            None => a.push("--no-db".into()),
-        }
-        if let Some(p) = &self.db_append {
-            a.extend(["--db-append".to_string(), p.display().to_string()]);
-        }
-        if let Some(n) = self.collect {
-            a.extend(["--collect".to_string(), n.to_string()]);
-        }
-        for (flag, on) in [
-            ("--unchecked", self.unchecked),
-            ("--no-anchors", !self.anchors),
-            ("--generated", self.generated),
-            ("--measure-only", self.measure_only),
-            ("--json", self.json),
-        ] {
-            if on {
-                a.push(flag.to_string());
-            }
-        }
-        a
     }
 }
 

@@ -3,6 +3,8 @@
 //! Layout under the search's `--out` folder (on a filesystem the nodes share):
 //!
 //! - `slurm/array.sbatch`, `slurm/merge.sbatch`: the jobs; `slurm/job.json`: their ids;
+//!   `slurm/task-K.json`, `slurm/merge.json`: each command's options ([`JobFile`], run by
+//!   `teml job FILE`), written by the submitting command with serde, never re-typed as flags;
 //!   `slurm/task-K.out`, `slurm/merge.out`: what Slurm caught of their output.
 //! - `shards/K/`: shard K's own log (`log.jsonl`), report (`report.json`, written when the shard
 //!   ends) and tuning-database records (`tuning.jsonl`). Each task writes only its own folder:
@@ -17,6 +19,60 @@ use super::TuneOptions;
 use super::db;
 use super::log::Record;
 use std::path::{Path, PathBuf};
+
+/// What `teml job FILE` runs: what the submitting command wrote, as JSON
+/// (`{"tune": {"options": {...}, "export": ...}}`: [`TuneOptions`] field by field).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum JobFile {
+    /// A search (a shard of one, or the merge of its shards).
+    Tune(Box<TuneJob>),
+}
+
+/// A search as a job runs it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneJob {
+    /// Its options.
+    pub options: TuneOptions,
+    /// Where the winner is exported (`teml tune --export DIR`).
+    #[serde(default)]
+    pub export: Option<PathBuf>,
+    /// The exported function's name (`--export-name`).
+    #[serde(default)]
+    pub export_name: Option<String>,
+}
+
+impl TuneJob {
+    /// A search that exports nothing.
+    pub fn of(o: &TuneOptions) -> TuneJob {
+        TuneJob { options: o.clone(), export: None, export_name: None }
+    }
+}
+
+/// The command of a job that runs `job`: its options file `dir/name.json` (path and text) and
+/// the teml arguments that run it.
+pub fn job_task(dir: &Path, name: &str, job: TuneJob) -> Result<((PathBuf, String), Vec<String>), String> {
+    let path = dir.join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(&JobFile::Tune(Box::new(job)))
+        .map_err(|e| format!("cannot write the options of {}: {e}", path.display()))?;
+    let args = vec!["job".to_string(), path.display().to_string()];
+    Ok(((path, text + "\n"), args))
+}
+
+/// The search of the job file at `path`; a malformed one is refused at its line and column.
+pub fn read_job(path: &Path) -> Result<TuneJob, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match serde_json::from_str::<JobFile>(&text) {
+        Ok(JobFile::Tune(o)) => Ok(*o),
+        Err(e) => Err(format!(
+            "{}:{}:{}: expected the options `teml tune --slurm` writes (`{{\"tune\": {{...}}}}`), found {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )),
+    }
+}
 
 /// Shard `k`'s folder.
 pub fn shard_dir(out: &Path, k: usize) -> PathBuf {
@@ -37,7 +93,14 @@ pub fn absolute(p: &Path) -> PathBuf {
 /// The jobs of a search of `o` (already [`super::prepare`]d) in `n` shards: shard K measures
 /// the candidates whose key hashes to K (a share `budget / n` of the budget), logs them in its
 /// own folder and stops; the merge job collects them.
-pub fn plan(o: &TuneOptions, n: usize, options: &[String]) -> Result<crate::cluster::Job, String> {
+/// The merge job exports the winner to `export` (made absolute), named `export_name`.
+pub fn plan(
+    o: &TuneOptions,
+    n: usize,
+    options: &[String],
+    export: Option<&Path>,
+    export_name: Option<String>,
+) -> Result<crate::cluster::Job, String> {
     if n == 0 {
         return Err("--slurm: expected at least 1 array task, found 0".into());
     }
@@ -58,24 +121,28 @@ pub fn plan(o: &TuneOptions, n: usize, options: &[String]) -> Result<crate::clus
         ..o.clone()
     };
     let threads = o.run.threads.unwrap_or(1).max(1);
-    let tasks = (0..n)
-        .map(|k| {
-            let dir = shard_dir(&out, k);
-            TuneOptions {
-                shard: Some((k, n)),
-                budget: o.budget.div_ceil(n),
-                log: dir.join("log.jsonl"),
-                db_append: base.db.as_ref().map(|_| dir.join("tuning.jsonl")),
-                out: dir,
-                jobs: threads,
-                measure_only: true,
-                ..base.clone()
-            }
-            .argv()
-        })
-        .collect();
-    let merge =
-        TuneOptions { collect: Some(n), log: out.join("log.jsonl"), jobs: threads, ..base.clone() }.argv();
+    let scripts = slurm_dir(&out);
+    let (mut files, mut tasks) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let dir = shard_dir(&out, k);
+        let shard = TuneOptions {
+            shard: Some((k, n)),
+            budget: o.budget.div_ceil(n),
+            log: dir.join("log.jsonl"),
+            db_append: base.db.as_ref().map(|_| dir.join("tuning.jsonl")),
+            out: dir,
+            jobs: threads,
+            measure_only: true,
+            ..base.clone()
+        };
+        let (file, args) = job_task(&scripts, &format!("task-{k}"), TuneJob::of(&shard))?;
+        files.push(file);
+        tasks.push(args);
+    }
+    let collect = TuneOptions { collect: Some(n), log: out.join("log.jsonl"), jobs: threads, ..base.clone() };
+    let export = export.map(absolute);
+    let (file, merge) = job_task(&scripts, "merge", TuneJob { options: collect, export, export_name })?;
+    files.push(file);
     let stem = o.space.file_stem().and_then(|s| s.to_str()).unwrap_or("space").to_string();
     Ok(crate::cluster::Job {
         name: format!("teml-tune-{stem}"),
@@ -88,6 +155,7 @@ pub fn plan(o: &TuneOptions, n: usize, options: &[String]) -> Result<crate::clus
         teml: std::env::current_exe().map_err(|e| format!("cannot find the teml binary: {e}"))?,
         tasks,
         merge,
+        files,
         cpus: threads,
         options: options.to_vec(),
     })

@@ -380,21 +380,28 @@ fn dry_run_writes_scripts_that_name_every_shard_and_submits_nothing() {
         assert!(array.contains(want), "{want}: {array}");
     }
     let o_abs = dir.path().join("o");
+    // Each command reads the options the submitting command wrote (serde), by `teml job`.
+    let options = |name: &str| -> serde_json::Value {
+        let p = o_abs.join(format!("slurm/{name}.json"));
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+    };
     for k in 0..3 {
         // Each shard: its share of the budget (30 / 3), its own log, measure only.
         let line = array.lines().find(|l| l.trim_start().starts_with(&format!("{k})"))).unwrap();
-        assert!(line.contains(&format!("--shard {k}/3")) && line.contains("--budget 10"), "{line}");
-        assert!(
-            line.contains(&format!("--log {}", o_abs.join(format!("shards/{k}/log.jsonl")).display())),
-            "{line}"
-        );
-        assert!(
-            line.contains("--measure-only") && line.contains("-D N=64") && line.contains("--strategy random"),
-            "{line}"
-        );
+        let file = o_abs.join(format!("slurm/task-{k}.json"));
+        assert!(line.contains(&format!("\"$TEML\" job {}", file.display())), "{line}");
+        let t = &options(&format!("task-{k}"))["tune"]["options"];
+        assert_eq!(t["shard"], serde_json::json!([k, 3]), "{t}");
+        assert_eq!(t["budget"], 10, "{t}");
+        assert_eq!(t["log"], o_abs.join(format!("shards/{k}/log.jsonl")).display().to_string(), "{t}");
+        assert_eq!(t["measure_only"], true, "{t}");
+        assert_eq!(t["defines"]["N"], 64, "{t}");
+        assert_eq!(t["strategy"], "random", "{t}");
     }
     let merge = std::fs::read_to_string(dir.path().join("o/slurm/merge.sbatch")).unwrap();
-    assert!(merge.contains("--collect 3") && !merge.contains("--measure-only"), "{merge}");
+    assert!(merge.contains("job ") && merge.contains("merge.json"), "{merge}");
+    let m = &options("merge")["tune"]["options"];
+    assert!(m["collect"] == 3 && m["measure_only"] == false, "{m}");
     let syntax =
         Command::new("bash").arg("-n").arg(dir.path().join("o/slurm/array.sbatch")).output().unwrap();
     assert!(syntax.status.success());
@@ -499,4 +506,22 @@ fn collect_names_a_shard_that_never_ran_and_one_that_was_killed_and_still_declar
     let winner = r["best"]["key"].as_str().unwrap_or_else(|| panic!("{r}"));
     assert!(merged.get(winner).is_some_and(|s| s == "ok"), "{winner}: {merged:?}");
     assert!(out.join("best.teml").exists());
+}
+
+#[test]
+fn a_job_file_that_is_not_one_is_refused_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("task-0.json");
+    std::fs::write(&f, "{\"tune\": {\n  \"options\": [1, 2]\n}}\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_teml")).arg("job").arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}:2:", f.display())) && err.contains("expected the options"), "{err}");
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .arg("job")
+        .arg(dir.path().join("none.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read"));
 }
