@@ -49,6 +49,7 @@ use crate::runtime::machine::Machine;
 mod block;
 mod lift;
 mod loops;
+mod rules;
 mod several;
 mod tile;
 mod time_tile;
@@ -182,145 +183,20 @@ fn describe(w: &Workload) -> Vec<String> {
 }
 
 /// The rules for a perfect nest of one statement, transforming `p` (the nest, or one
-/// contraction of a lifted product in focus).
+/// contraction of a lifted product in focus): the sketches of [`rules::SINGLE`] that apply,
+/// in the model's order, each rule that does not with its reason (a comment line).
 fn single(out: &mut Out, w: &Workload, m: &Machine) {
-    let target = w.writes().next().cloned();
-    let tile = target.as_ref().and_then(|t| matmul_like(w, t));
-    let block = target.as_ref().and_then(|t| block_plan(w, t));
-    let triangle = if tile.is_none() { target.as_ref().and_then(|t| triangle_like(w, t)) } else { None };
-    let mut sketches = Vec::new();
-    if let Some((t, c)) = &triangle {
-        sketches.push(choice(
-            "\"triangle\"",
-            format!(
-                "{}: a product over a triangle ({} from {}{}): {TRIANGLE_TILE} x {TRIANGLE_TILE} tiles, those off the diagonal rectangular, each with BLIS's register tile; the diagonal's as written",
-                t.target,
-                t.j,
-                t.i,
-                if *c > 0 { format!(" + {c}") } else { String::new() }
-            ),
-        ));
+    let (found, not) = rules::detect(w, m);
+    for why in &not {
+        out.line(&format!("// not offered: {why}"));
     }
-    if let Some(t) = &tile {
-        sketches.push(choice(
-            "\"register_tile\"",
-            format!(
-                "{}: rows {}, columns {} contiguous in {}, a reduction {} of {} iterations: BLIS's register tile with cache blocks",
-                t.target, t.i, t.j, t.target, t.k, t.k_extent
-            ),
-        ));
-    }
-    if let Some(b) = &block {
-        sketches.push(choice(
-            "\"register_block\"",
-            format!(
-                "{} contiguous in {} (data-parallel): a block of {} in vector registers{}",
-                b.target,
-                b.lane_iter,
-                b.target,
-                b.layouts
-                    .iter()
-                    .map(|(n, o)| format!(
-                        "; {n} stored with {} last ({o:?}), read across it as declared",
-                        b.lane_iter
-                    ))
-                    .collect::<String>()
-            ),
-        ));
-    }
-    // No row loop for a block: the lanes alone, across the reductions (a 1-D convolution).
-    let lanes_only = match (&target, &block) {
-        (Some(t), None) => lane_plan(w, t, m),
-        _ => None,
-    };
-    if let Some(lb) = &lanes_only {
-        sketches.push(choice(
-            "\"lane_block\"",
-            format!(
-                "{} contiguous in {} (data-parallel), no other loop of {} to take rows from: a block of {} lanes in vector registers across {}",
-                lb.target,
-                lb.lane_iter,
-                lb.target,
-                lb.lane_iter,
-                lb.reductions.join(", ")
-            ),
-        ));
-    }
-    let gathered = target.as_ref().and_then(|t| gathered_plan(w, t, m));
-    if let Some(g) = &gathered {
-        let c = choice(
-            "\"gathered_block\"",
-            format!(
-                "a block of {} in vector registers, {}",
-                g.target,
-                g.gather.as_ref().map_or("", |x| &x.why)
-            ),
-        );
-        // First where the contiguous block fills its vectors badly (half as many useful lanes).
-        match &block {
-            Some(b) if lanes_per_op(g, m) >= 1.5 * lanes_per_op(b, m) => {
-                let at = sketches.iter().position(|s| s.value == "\"register_block\"").unwrap_or(0);
-                sketches.insert(at, c);
-            }
-            _ => sketches.push(c),
-        }
-    }
-    if time_tiled(w) {
-        let names: Vec<String> = w.loops.iter().map(|l| l.iter.to_string()).collect();
-        sketches.insert(
-            0,
-            choice(
-                "\"time_tiles\"",
-                format!(
-                    "every loop carries a dependence ({}; {} a time loop no access uses): skewed into a permutable band, then tiled across time (Pluto's time tiling)",
-                    names.join(", "),
-                    names[0]
-                ),
-            ),
-        );
-    }
-    if let Some(once) = in_order(w) {
-        // Nothing for a block to keep or share: the loops first.
-        sketches.insert(
-            0,
-            choice(
-                "\"loops\"",
-                if once {
-                    "every element is used once (no reduction, every access varies along every loop): the loops in order on threads and in lanes, nothing for registers or tiles to keep"
-                } else {
-                    "no reduction for a block of registers to stay across and no operand its rows would share (a stencil's neighbouring rows come from the cache): the loops in order on threads and in lanes"
-                },
-            ),
-        );
-    } else {
-        sketches.push(choice("\"loops\"", "a legal loop order, tiles, threads and lanes (any nest)"));
-    }
-    out.param("sketch", "sketch", "the kind of schedule", sketches.clone());
-    let mut first = true;
-    for s in &sketches {
-        let kind = s.value.trim_matches('"').to_string();
-        out.line(&format!("{}if sketch == {} {{", if first { "" } else { "} else " }, s.value));
-        first = false;
+    let sketches: Vec<Choice> =
+        found.iter().map(|f| choice(format!("\"{}\"", f.rule.name()), f.reason.clone())).collect();
+    out.param("sketch", "sketch", "the kind of schedule", sketches);
+    for (k, f) in found.iter().enumerate() {
+        out.line(&format!("{}if sketch == \"{}\" {{", if k == 0 { "" } else { "} else " }, f.rule.name()));
         out.indent += 1;
-        match kind.as_str() {
-            "register_tile" => register_tile(out, tile.as_ref().expect("tile"), m),
-            "triangle" => {
-                let t = &triangle.as_ref().expect("triangle").0;
-                out.line(&format!(
-                    "p = stripmine(p, 1, {TRIANGLE_TILE}, \"aligned\"); p = stripmine(p, 3, {TRIANGLE_TILE}, \"aligned\"); p = interchange(p, 2, 3);"
-                ));
-                out.line("// the tiles off the diagonal (jo > io) apart: rectangular");
-                out.line("let io = iterators(p)[0];");
-                out.line("p = split(p, 2, iter(io) + 1); p = distribute(p, 1); p = focus(p, io + \"#2\");");
-                register_tile(out, t, m);
-                out.line("p = focus(p);");
-            }
-            "register_block" => register_block(out, w, block.as_ref().expect("block"), m),
-            "gathered_block" => register_block(out, w, gathered.as_ref().expect("gathered"), m),
-            "lane_block" => lane_block(out, w, lanes_only.as_ref().expect("lanes"), m),
-            "time_tiles" => time_tiles(out, w),
-            _ => loops(out, w, m),
-        }
+        f.rule.emit(out, w, m, &f.plan);
         out.indent -= 1;
     }
     out.line("}");

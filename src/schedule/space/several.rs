@@ -2,8 +2,8 @@
 //! contraction, then the multi-nest rules (sweeps, left-looking, sink), then each part's
 //! parallel and lane loops.
 
+use super::rules::nest::{NEST, NestCx, NestPlan, NestRule, detect_nest};
 use super::*;
-use crate::schedule::{columns::sink_rules, left::left_rules, sweep::sweep_rules};
 
 /// The temporaries of `temps` that `store_at` at level `r` takes, in order, on the nests fused
 /// at `r`: each applied after the ones before it and checked for legality as the builtin is
@@ -200,9 +200,7 @@ pub(super) fn fusion_choices(
     own: &[Option<&Workload>],
     plans: &[Option<Distribution>],
     lanes: &[Lanes],
-    sunk: &[Option<crate::schedule::columns::Sunk>],
-    sweeps: &[Option<crate::schedule::sweep::Sweeps>],
-    lefts: &[Option<crate::schedule::left::Left>],
+    ruled: &[Vec<(&'static dyn NestRule, NestPlan)>],
 ) {
     if choices.is_empty() {
         return;
@@ -212,17 +210,13 @@ pub(super) fn fusion_choices(
         out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
         out.indent += 1;
         if tag == "\"each\"" {
-            for (j, sk) in sunk.iter().enumerate() {
-                let Some(sk) = sk else { continue };
-                sink_rules(out, sk, &vars[j], j, alone);
-            }
-            for (j, sw) in sweeps.iter().enumerate() {
-                let Some(sw) = sw else { continue };
-                sweep_rules(out, sw, &vars[j], j, alone);
-            }
-            for (j, lf) in lefts.iter().enumerate() {
-                let Some(lf) = lf else { continue };
-                left_rules(out, lf, &vars[j], j, alone);
+            // Rule by rule (the order of `NEST`), nest by nest.
+            for rule in NEST {
+                for (j, found) in ruled.iter().enumerate() {
+                    for (r, plan) in found.iter().filter(|(r, _)| r.name() == rule.name()) {
+                        r.emit(out, plan, &vars[j], j, alone);
+                    }
+                }
             }
             for (j, Lanes { inner, unroll, threads }) in lanes.iter().enumerate() {
                 if inner.is_empty() && threads.is_empty() {
@@ -279,7 +273,7 @@ pub(super) fn fusion_choices(
                     );
                 }
                 out.prefix.clear();
-                if sweeps[j].is_some() || lefts[j].is_some() {
+                if ruled[j].iter().any(|(r, _)| r.rules_the_nest()) {
                     out.line(&format!("if lanes && !ruled[{j}] {{"));
                 } else {
                     out.line("if lanes {");
@@ -310,7 +304,7 @@ pub(super) fn fusion_choices(
             }
             for (j, plan) in plans.iter().enumerate() {
                 let Some(plan) = plan else { continue };
-                let guarded = sweeps[j].is_some() || lefts[j].is_some();
+                let guarded = ruled[j].iter().any(|(r, _)| r.rules_the_nest());
                 if guarded {
                     out.line(&format!("if !ruled[{j}] {{"));
                     out.indent += 1;
@@ -454,42 +448,21 @@ pub(super) fn several(
             }
         })
         .collect();
-    // A whole nest whose sum reads down a column (nussinov's split over `k`): its statements
-    // sunk into the sum, the loops interchanged, the rest of `j` in lanes (columns.rs).
-    let sunk: Vec<Option<crate::schedule::columns::Sunk>> = nests
+    // The rules of one nest (rules/nest.rs: a sum down a column sunk into row updates, sweeps
+    // of independent rows around recurrences, left-looking blocks of columns), each nest's in
+    // the order of `NEST`.
+    let ruled: Vec<Vec<(&'static dyn NestRule, NestPlan)>> = nests
         .iter()
         .enumerate()
         .map(|(j, (_, n))| {
-            let whole = own[j].is_none() && plans[j].is_none() && lanes[j].inner.is_empty();
-            if whole { crate::schedule::columns::sunk(state, n) } else { None }
-        })
-        .collect();
-    // A nest of independent rows around recurrences (adi's sweeps): blocks of rows, each
-    // recurrence with the block's rows in vector lanes (sweep.rs).
-    let sweeps: Vec<Option<crate::schedule::sweep::Sweeps>> = nests
-        .iter()
-        .enumerate()
-        .map(|(j, (_, n))| {
-            if own[j].is_some() {
-                return None;
-            }
             let others: Vec<&Nest> =
                 nests.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| &x.1).collect();
-            crate::schedule::sweep::sweeps(state, n, &others, lanes_of(state, n, m))
+            let whole = own[j].is_none() && plans[j].is_none() && lanes[j].inner.is_empty();
+            let mut cx = NestCx { state, nest: n, others, m, own: own[j].is_some(), whole, found: &[] };
+            detect_nest(&mut cx)
         })
         .collect();
-    // A loop over columns each updating every later column (gramschmidt): left-looking, in
-    // blocks of columns (left.rs).
-    let lefts: Vec<Option<crate::schedule::left::Left>> = nests
-        .iter()
-        .enumerate()
-        .map(|(j, (_, n))| {
-            if own[j].is_some() || sunk[j].is_some() || sweeps[j].is_some() {
-                return None;
-            }
-            crate::schedule::left::left(state, n, crate::schedule::left::BLOCK)
-        })
-        .collect();
+    let applied = |name: &str| ruled.iter().filter(|r| r.iter().any(|(rule, _)| rule.name() == name)).count();
     let products = own
         .iter()
         .flatten()
@@ -534,12 +507,11 @@ pub(super) fn several(
             p.as_ref().map(|p| format!("{} distributed into {} nests", nests[j].0, p.parts.len()))
         })
         .collect();
-    let swept = sweeps.iter().filter(|s| s.is_some()).count();
+    let swept = applied("sweeps");
     if own.iter().any(Option::is_some)
         || !split.is_empty()
         || lanes.iter().any(|l| !l.inner.is_empty() || !l.threads.is_empty())
-        || sweeps.iter().any(Option::is_some)
-        || sunk.iter().any(Option::is_some)
+        || ruled.iter().any(|r| !r.is_empty())
     {
         let each = choice(
             "\"each\"",
@@ -584,7 +556,7 @@ pub(super) fn several(
     out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
     // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
     out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
-    fusion_choices(out, &vars, m, alone, choices, &arms, &own, &plans, &lanes, &sunk, &sweeps, &lefts);
+    fusion_choices(out, &vars, m, alone, choices, &arms, &own, &plans, &lanes, &ruled);
     out.param(
         "parallel",
         "parallel",

@@ -63,25 +63,47 @@ pub(super) fn triangle_like(w: &Workload, t: &Access) -> Option<(Tile, i64)> {
 }
 
 pub(super) fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
+    matmul_why(w, t).ok()
+}
+
+/// [`matmul_like`], or why the inner three loops are no matrix product for a register tile.
+pub(super) fn matmul_why(w: &Workload, t: &Access) -> Result<Tile, String> {
     let d = w.loops.len();
     if d < 3 {
-        return None;
+        return Err(format!(
+            "{}: a register tile needs rows, columns and a reduction innermost",
+            plural(d, "loop")
+        ));
     }
     let (li, lj, lk) = (&w.loops[d - 3], &w.loops[d - 2], &w.loops[d - 1]);
-    let ok = li.kind == Parallelism::Independent
-        && lj.kind == Parallelism::Independent
-        && lk.kind == Parallelism::Reduction
-        && t.contiguous_in(&lj.iter)
+    let names = format!("{}, {}, {}", li.iter, lj.iter, lk.iter);
+    let at_least = |l: &LoopInfo, n: i64| l.extent.is_some_and(|e| e >= n);
+    let checks = [
+        (
+            li.kind == Parallelism::Independent && lj.kind == Parallelism::Independent,
+            format!("the inner loops {names} are not two data-parallel loops then a reduction"),
+        ),
+        (lk.kind == Parallelism::Reduction, format!("the innermost loop {} is no reduction", lk.iter)),
+        (t.contiguous_in(&lj.iter), format!("{} is not contiguous in the columns {}", t.tensor, lj.iter)),
         // Every operand that varies along the columns is loaded as vectors along them
         // (`registers` refuses a strided one: attention's `Q K^T` reads K[b][h][j][d]).
-        && w.reads_in_lanes(&lj.iter)
-        && t.index.iter().any(|x| x.mentions(&li.iter))
-        && !t.index.iter().any(|x| x.mentions(&lk.iter))
-        && lk.extent.is_some_and(|e| e >= 64)
-        && lj.extent.is_some_and(|e| e >= 16)
-        && li.extent.is_some_and(|e| e >= 8);
-    if !ok {
-        return None;
+        (w.reads_in_lanes(&lj.iter), format!("an operand is strided along the columns {}", lj.iter)),
+        (
+            t.index.iter().any(|x| x.mentions(&li.iter)) && !t.index.iter().any(|x| x.mentions(&lk.iter)),
+            format!("{} is not indexed by the rows {} without the reduction {}", t.tensor, li.iter, lk.iter),
+        ),
+        (
+            at_least(lk, 64) && at_least(lj, 16) && at_least(li, 8),
+            format!(
+                "extents {} x {} x {}: a register tile needs at least 8 rows, 16 columns and 64 iterations of the reduction",
+                li.extent.map_or("?".into(), |e| e.to_string()),
+                lj.extent.map_or("?".into(), |e| e.to_string()),
+                lk.extent.map_or("?".into(), |e| e.to_string())
+            ),
+        ),
+    ];
+    if let Some((_, why)) = checks.into_iter().find(|(ok, _)| !ok) {
+        return Err(why);
     }
     let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != t.tensor).collect();
     let mentions = |a: &Access, l: &LoopInfo| a.index.iter().any(|x| x.mentions(&l.iter));
@@ -90,7 +112,10 @@ pub(super) fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
     // is over other loops (`C[a][b][c][d] = sum_k A[a][b][k] B[k][c][d]` has rows a and b,
     // not c: a tile over c, d, k read all of B per row of A, 2.8x slower than as written).
     if !reads.iter().any(|a| mentions(a, li) && mentions(a, lk) && !mentions(a, lj)) {
-        return None;
+        return Err(format!(
+            "no operand is read along the rows {} and the reduction {} alone",
+            li.iter, lk.iter
+        ));
     }
     // An operand packed must be read once (pack rewrites every access of the tensor: the
     // Gram matrix `X^T X` reads X as both operands).
@@ -104,7 +129,7 @@ pub(super) fn matmul_like(w: &Workload, t: &Access) -> Option<Tile> {
             && a.index.iter().any(|x| x.mentions(&li.iter))
             && a.contiguous_in(&lk.iter)
     });
-    Some(Tile {
+    Ok(Tile {
         target: t.tensor.clone(),
         outer: d - 3,
         i: li.iter.clone(),

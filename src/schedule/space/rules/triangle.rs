@@ -1,0 +1,64 @@
+//! A product over a triangle: square tiles, those off the diagonal given the register tile
+//! ([`triangle_like`]).
+
+use super::*;
+
+pub(in crate::schedule::space) struct Triangle;
+
+impl Rule for Triangle {
+    fn name(&self) -> &'static str {
+        "triangle"
+    }
+
+    fn detect(&'static self, cx: &Cx) -> Result<Found, String> {
+        if cx.plan("register_tile").is_some() {
+            return Err("the product as written takes the register tile".into());
+        }
+        let (t, c) = triangle_like(cx.w, cx.target()?).ok_or_else(|| {
+            format!(
+                "not a product over a triangle (three loops, the second from the first or one past it, at least {} rows)",
+                4 * TRIANGLE_TILE
+            )
+        })?;
+        let reason = format!(
+            "{}: a product over a triangle ({} from {}{}): {TRIANGLE_TILE} x {TRIANGLE_TILE} tiles, those off the diagonal rectangular, each with BLIS's register tile; the diagonal's as written",
+            t.target,
+            t.j,
+            t.i,
+            if c > 0 { format!(" + {c}") } else { String::new() }
+        );
+        Ok(found(self, Plan::Triangle(t), reason, Place::Last))
+    }
+
+    fn emit(&self, out: &mut Out, _: &Workload, m: &Machine, plan: &Plan) {
+        let Plan::Triangle(t) = plan else { return };
+        out.line(&format!(
+            "p = stripmine(p, 1, {TRIANGLE_TILE}, \"aligned\"); p = stripmine(p, 3, {TRIANGLE_TILE}, \"aligned\"); p = interchange(p, 2, 3);"
+        ));
+        out.line("// the tiles off the diagonal (jo > io) apart: rectangular");
+        out.line("let io = iterators(p)[0];");
+        out.line("p = split(p, 2, iter(io) + 1); p = distribute(p, 1); p = focus(p, io + \"#2\");");
+        register_tile(out, t, m);
+        out.line("p = focus(p);");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::rules;
+
+    #[test]
+    fn the_upper_triangle_of_a_gram_matrix_is_tiled_and_a_square_one_is_not_a_triangle() {
+        let src = "M = 200\nN = 70\nX = tensor([N, M])\nG = einsum(\"ki,kj->ij\", [X, X])\n\
+                   l = build(G, [[i, 0, M-1], [j, i, M-1]])\n";
+        let (found, _) = rules(src);
+        assert_eq!(found.first(), Some(&"triangle"), "{found:?}");
+        let (found, not) =
+            rules("M = 200\nN = 70\nX = tensor([N, M])\nG = einsum(\"ki,kj->ij\", [X, X])\nl = build(G)\n");
+        assert!(!found.contains(&"triangle"), "{found:?}");
+        assert!(
+            not.iter().any(|w| w == "triangle: the product as written takes the register tile"),
+            "{not:?}"
+        );
+    }
+}
