@@ -173,12 +173,26 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     let mut chosen: Option<(State, String)> = None;
     // The database's best record may be the program as written (it beat every point searched).
     let mut as_written: Option<f64> = None;
+    // The learned model, where the database holds records of these statements (at any size) on
+    // this machine: it ranks the points the analytic model's walk would try.
+    let mut learned: Option<super::model::Model> = None;
     // The database first: the best record of this workload on this machine.
     if let Some(path) = &o.db {
         let d = Db::open(path);
         notes.extend(d.notes.iter().cloned());
         let toolchain = pipeline::toolchain(&pipeline::RunOptions::default()).unwrap_or_default();
         let now = db::fingerprint(&g.text, &toolchain);
+        // Every record of these statements on this machine but this workload's stale ones.
+        let machine = db::machine_key(o.threads);
+        let samples: Vec<(Vec<f32>, f64)> = d
+            .entries
+            .iter()
+            .filter(|e| e.statements == g.statements && e.machine == machine && !e.as_written)
+            .filter(|e| e.workload != g.key || e.fingerprint == now)
+            .filter(|e| e.features.len() == super::model::FEATURES)
+            .map(|e| (e.features.clone(), e.median_s))
+            .collect();
+        learned = super::model::Model::train(&samples);
         let (best, stale) = d.best_current(&g.key, &db::machine_key(o.threads), db::GENERATED, &now);
         if stale > 0 {
             notes.push(format!(
@@ -226,15 +240,39 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
             Ok(_) => Err("no kernel".to_string()),
             Err(e) => Err(e),
         };
-        match schedule::first_legal(&g.space, &mut ev) {
-            Ok((s, k)) => {
-                tried += k;
-                chosen = Some((s, "model".into()));
-            }
-            Err(why) => {
-                tried += schedule::neighbours(&g.space).len().min(schedule::MAX_TRIES);
-                notes.extend(why);
-            }
+        match &learned {
+            None => match schedule::first_legal(&g.space, &mut ev) {
+                Ok((s, k)) => {
+                    tried += k;
+                    chosen = Some((
+                        s,
+                        format!(
+                            "analytic model ({})",
+                            super::model::CostModel::describe(&super::model::Analytic)
+                        ),
+                    ));
+                }
+                Err(why) => {
+                    tried += schedule::neighbours(&g.space).len().min(schedule::MAX_TRIES);
+                    notes.extend(why);
+                }
+            },
+            Some(m) => match by_learned_model(&g.space, m, &mut ev) {
+                Ok((s, k, rank)) => {
+                    tried += k;
+                    chosen = Some((
+                        s,
+                        format!(
+                            "learned model ({}; the analytic model's point ranked {rank})",
+                            super::model::CostModel::describe(m)
+                        ),
+                    ));
+                }
+                Err((k, why)) => {
+                    tried += k;
+                    notes.extend(why);
+                }
+            },
         }
     }
     let path = o.out.join("auto.teml");
@@ -311,6 +349,46 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
         seconds: t0.elapsed().as_secs_f64(),
         notes,
     })
+}
+
+/// The most points the learned model ranks (the first of the analytic model's walk that are
+/// accepted): each costs an evaluation, none a compile.
+const LEARNED_POINTS: usize = 16;
+
+/// The point of the analytic model's walk ([`schedule::neighbours`]) that `m` predicts fastest,
+/// among the first [`LEARNED_POINTS`] that `ev` accepts: the state, the points evaluated and
+/// where the analytic model's own pick ranked (1: the learned model agrees); or the points
+/// evaluated and the first refusals.
+fn by_learned_model(
+    space: &Space,
+    m: &super::model::Model,
+    ev: &mut dyn FnMut(&BTreeMap<String, String>) -> Result<State, String>,
+) -> Result<(State, usize, usize), (usize, Vec<String>)> {
+    use super::model::{Candidate, Features, ranked};
+    let mut accepted: Vec<(usize, State, Features)> = Vec::new();
+    let mut why = Vec::new();
+    let mut tried = 0;
+    for (order, values) in schedule::neighbours(space).into_iter().take(schedule::MAX_TRIES).enumerate() {
+        tried += 1;
+        match ev(&values) {
+            Ok(s) => {
+                let f = Features::of(&s);
+                accepted.push((order, s, f));
+                if accepted.len() >= LEARNED_POINTS {
+                    break;
+                }
+            }
+            Err(e) if why.len() < 3 => why.push(format!("refused: {}", e.lines().next().unwrap_or(""))),
+            Err(_) => {}
+        }
+    }
+    let cands: Vec<Candidate> =
+        accepted.iter().map(|(order, _, features)| Candidate { order: *order, features }).collect();
+    let idx = ranked(m, &cands);
+    let Some(&best) = idx.first() else { return Err((tried, why)) };
+    let rank = idx.iter().position(|&i| i == 0).map_or(0, |p| p + 1);
+    let (_, s, _) = accepted.swap_remove(best);
+    Ok((s, tried, rank))
 }
 
 /// Every nest of every kernel of `s` legal at the program's sizes (what the gate of each

@@ -17,9 +17,178 @@ pub const FEATURES: usize = 20;
 /// Samples before the model ranks anything (before: the strategy's own order).
 pub const MIN_SAMPLES: usize = 6;
 
-/// Features of a candidate: its kernel's nests (loop extents and order, marks, strides along
-/// the innermost loop, parallel trip count, vector width, arithmetic intensity).
+/// What the learned model reads off a candidate's kernel: its nests' loops, marks and accesses.
+/// The database keeps them as a list in [`Features::NAMES`]'s order.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Features {
+    /// Loops on the first nest's path.
+    pub depth: f32,
+    /// log2 of the extents of its four innermost loops, innermost first.
+    pub inner_extents_log2: [f32; 4],
+    /// log2 of the kernel's statements.
+    pub statements_log2: f32,
+    /// Loops in vector lanes.
+    pub vector_loops: f32,
+    /// The widest of their vectors, in doubles (bits / 64).
+    pub vector_doubles: f32,
+    /// Loops on threads.
+    pub parallel_loops: f32,
+    /// log2 of the largest trip count on threads.
+    pub parallel_extent_log2: f32,
+    /// The depth of the last loop on threads.
+    pub parallel_depth: f32,
+    /// Loops collapsed into the ones on threads.
+    pub collapsed: f32,
+    /// Tensors kept in registers.
+    pub register_blocks: f32,
+    /// Operands packed.
+    pub packs: f32,
+    /// Streamed stores.
+    pub streams: f32,
+    /// Accesses of the innermost loop's statements (writes count twice) that do not vary
+    /// along it.
+    pub invariant_accesses: f32,
+    /// Those contiguous along it.
+    pub contiguous_accesses: f32,
+    /// Those strided along it.
+    pub strided_accesses: f32,
+    /// log2 of the outermost loops' iterations, summed.
+    pub outer_iterations_log2: f32,
+    /// Loops in the kernel.
+    pub loops: f32,
+}
+
+impl Features {
+    /// The names, in the database's order.
+    pub const NAMES: [&'static str; FEATURES] = [
+        "depth",
+        "inner_extent_1_log2",
+        "inner_extent_2_log2",
+        "inner_extent_3_log2",
+        "inner_extent_4_log2",
+        "statements_log2",
+        "vector_loops",
+        "vector_doubles",
+        "parallel_loops",
+        "parallel_extent_log2",
+        "parallel_depth",
+        "collapsed",
+        "register_blocks",
+        "packs",
+        "streams",
+        "invariant_accesses",
+        "contiguous_accesses",
+        "strided_accesses",
+        "outer_iterations_log2",
+        "loops",
+    ];
+
+    /// The features of the candidate whose evaluated program is `state`.
+    pub fn of(state: &State) -> Features {
+        Features::from_slice(&positional(state))
+    }
+
+    /// From the database's list ([`Features::NAMES`]'s order; missing values are 0).
+    pub fn from_slice(f: &[f32]) -> Features {
+        let at = |k: usize| f.get(k).copied().unwrap_or(0.0);
+        Features {
+            depth: at(0),
+            inner_extents_log2: [at(1), at(2), at(3), at(4)],
+            statements_log2: at(5),
+            vector_loops: at(6),
+            vector_doubles: at(7),
+            parallel_loops: at(8),
+            parallel_extent_log2: at(9),
+            parallel_depth: at(10),
+            collapsed: at(11),
+            register_blocks: at(12),
+            packs: at(13),
+            streams: at(14),
+            invariant_accesses: at(15),
+            contiguous_accesses: at(16),
+            strided_accesses: at(17),
+            outer_iterations_log2: at(18),
+            loops: at(19),
+        }
+    }
+
+    /// As the database keeps them.
+    pub fn to_vec(&self) -> Vec<f32> {
+        let [e1, e2, e3, e4] = self.inner_extents_log2;
+        vec![
+            self.depth,
+            e1,
+            e2,
+            e3,
+            e4,
+            self.statements_log2,
+            self.vector_loops,
+            self.vector_doubles,
+            self.parallel_loops,
+            self.parallel_extent_log2,
+            self.parallel_depth,
+            self.collapsed,
+            self.register_blocks,
+            self.packs,
+            self.streams,
+            self.invariant_accesses,
+            self.contiguous_accesses,
+            self.strided_accesses,
+            self.outer_iterations_log2,
+            self.loops,
+        ]
+    }
+}
+
+/// A candidate as a cost model sees it: its place in the rules' order (0: the analytic
+/// model's pick; for a search, the order the strategy proposed it in) and its features.
+pub struct Candidate<'a> {
+    /// Its place in the rules' order.
+    pub order: usize,
+    /// Its features.
+    pub features: &'a Features,
+}
+
+/// One ranking, two models: the analytic model (the rules' own order of their choices, as
+/// each `param` lists them) and the learned one ([`Model`]); `teml auto` and `teml tune
+/// --strategy model` rank candidates through it and say which model chose.
+pub trait CostModel {
+    /// What the model ranks by, in words (`the rules' order of their choices`,
+    /// `gradient-boosted trees on 40 measured candidates`).
+    fn describe(&self) -> String;
+    /// Each candidate's predicted cost; lower is faster (only the order counts).
+    fn costs(&self, candidates: &[Candidate]) -> Vec<f64>;
+}
+
+/// The rules' own ranking: the order their choices are listed in.
+pub struct Analytic;
+
+impl CostModel for Analytic {
+    fn describe(&self) -> String {
+        "the rules' order of their choices".into()
+    }
+
+    fn costs(&self, candidates: &[Candidate]) -> Vec<f64> {
+        candidates.iter().map(|c| c.order as f64).collect()
+    }
+}
+
+/// The candidates' indices, cheapest first by `model` (ties in the rules' order).
+pub fn ranked(model: &dyn CostModel, candidates: &[Candidate]) -> Vec<usize> {
+    let costs = model.costs(candidates);
+    let mut idx: Vec<usize> = (0..candidates.len()).collect();
+    idx.sort_by(|&a, &b| costs[a].total_cmp(&costs[b]).then(candidates[a].order.cmp(&candidates[b].order)));
+    idx
+}
+
+/// The features of a candidate as the database keeps them ([`Features::to_vec`]'s order).
 pub fn features(state: &State) -> Vec<f32> {
+    Features::of(state).to_vec()
+}
+
+/// The features of a candidate, by position: the old positional vector, filled from the
+/// candidate's kernel ([`Features::of`] names them).
+fn positional(state: &State) -> Vec<f32> {
     let mut f = vec![0f32; FEATURES];
     let Some(req) = state.kernels.first() else { return f };
     let consts = |v: &str| state.constant(v);
@@ -94,9 +263,21 @@ pub fn features(state: &State) -> Vec<f32> {
     f
 }
 
-/// A model trained on (features, seconds) samples.
+/// The learned model: trained on (features, seconds) samples.
 pub struct Model {
     gbdt: GBDT,
+    samples: usize,
+}
+
+impl CostModel for Model {
+    fn describe(&self) -> String {
+        format!("gradient-boosted trees on {} measured candidates", self.samples)
+    }
+
+    fn costs(&self, candidates: &[Candidate]) -> Vec<f64> {
+        let xs: Vec<Vec<f32>> = candidates.iter().map(|c| c.features.to_vec()).collect();
+        self.predict(&xs).into_iter().map(f64::from).collect()
+    }
 }
 
 impl Model {
@@ -122,11 +303,12 @@ impl Model {
         if data.len() < MIN_SAMPLES {
             return None;
         }
+        let n = data.len();
         // The crate must never take teml down: a panic inside it is no model.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let mut gbdt = GBDT::new(&cfg);
             gbdt.fit(&mut data);
-            Model { gbdt }
+            Model { gbdt, samples: n }
         }))
         .ok()
     }
@@ -162,5 +344,24 @@ mod tests {
         let p = m.predict(&[fast, slow]);
         assert!(p[0] < p[1], "{p:?}");
         assert!(Model::train(&samples[..3]).is_none());
+        // Through the one interface: the learned model ranks the fast one first, the analytic
+        // model keeps the rules' order.
+        let (f, s) =
+            (Features::from_slice(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0]), Features::from_slice(&[7.0]));
+        let cands = [Candidate { order: 0, features: &s }, Candidate { order: 1, features: &f }];
+        assert_eq!(ranked(&m, &cands), [1, 0]);
+        assert_eq!(ranked(&Analytic, &cands), [0, 1]);
+        assert!(m.describe().contains("40 measured"));
+    }
+
+    #[test]
+    fn named_features_round_trip_the_databases_list() {
+        let v: Vec<f32> = (0..FEATURES).map(|k| k as f32).collect();
+        let f = Features::from_slice(&v);
+        assert_eq!(f.to_vec(), v);
+        assert_eq!(f.vector_loops, 6.0);
+        assert_eq!(f.inner_extents_log2, [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(Features::NAMES[12], "register_blocks");
+        assert_eq!(f.register_blocks, 12.0);
     }
 }

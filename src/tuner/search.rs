@@ -146,11 +146,16 @@ impl<'a> Tuning<'a> {
         }
         let order: Vec<usize> = match model::Model::train(&self.samples) {
             Some(m) => {
-                let xs: Vec<Vec<f32>> =
-                    pool.iter().map(|c| self.features.get(&c.0).cloned().unwrap_or_default()).collect();
-                let p = m.predict(&xs);
-                let mut idx: Vec<usize> = (0..pool.len()).collect();
-                idx.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+                let fs: Vec<model::Features> = pool
+                    .iter()
+                    .map(|c| model::Features::from_slice(self.features.get(&c.0).map_or(&[][..], |v| v)))
+                    .collect();
+                let cands: Vec<model::Candidate> = fs
+                    .iter()
+                    .enumerate()
+                    .map(|(order, features)| model::Candidate { order, features })
+                    .collect();
+                let idx = model::ranked(&m, &cands);
                 let explore = keep / 4;
                 let mut chosen: Vec<usize> = idx[..keep - explore].to_vec();
                 // Exploration: evenly spaced among the rest (deterministic).

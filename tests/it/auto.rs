@@ -111,7 +111,10 @@ fn auto_writes_a_verified_path_with_its_reasons_and_it_replays() {
     let o = teml(d.path(), &["auto", &f, "--threads", "2", "--out", "a"]);
     let out = text(&o);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("teml auto: model") && out.contains("verified") && out.contains("time:"), "{out}");
+    assert!(
+        out.contains("teml auto: analytic model") && out.contains("verified") && out.contains("time:"),
+        "{out}"
+    );
     let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
     assert!(path.contains("# Chosen by `teml auto conv.teml`"), "{path}");
     // Every decision carries its reason; the block is on O: its 6-wide rows x fill a vector of
@@ -211,7 +214,7 @@ fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_t
     let stale_db = d.path().join("stale.jsonl");
     std::fs::write(&stale_db, stale).unwrap();
     let o = teml(d.path(), &["auto", &f, "--no-run", "--out", "a-stale", "--db", stale_db.to_str().unwrap()]);
-    assert!(o.status.success() && text(&o).contains("teml auto: model"), "{}", text(&o));
+    assert!(o.status.success() && text(&o).contains("teml auto: analytic model"), "{}", text(&o));
     assert!(
         text(&o).contains("made with other rules, another space, compiler or flags: ignored"),
         "{}",
@@ -259,6 +262,32 @@ fn tune_without_param_searches_the_generated_space_records_it_and_auto_replays_t
     );
     let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     assert!(report["notes"].to_string().contains("measured first"), "{report}");
+    // Records of these statements at other sizes (at least six, with their features): the
+    // learned model ranks the analytic model's points at a size the database has not seen,
+    // and the path says which model chose; it runs verified.
+    let measured: Vec<&Value> = records.iter().filter(|r| r["as_written"] != true).collect();
+    let mut learn = String::new();
+    for (k, factor) in [1.0, 1.2, 0.9, 1.1, 0.8, 1.3].iter().enumerate() {
+        for r in &measured {
+            let mut r = (*r).clone();
+            r["median_s"] = serde_json::json!(r["median_s"].as_f64().unwrap() * factor);
+            r["workload"] = Value::from(format!("{} (size {k})", r["workload"].as_str().unwrap()));
+            learn.push_str(&format!("{r}\n"));
+        }
+    }
+    let learn_db = d.path().join("learn.jsonl");
+    std::fs::write(&learn_db, learn).unwrap();
+    let o = teml(d.path(), &["auto", &f, "-D", "NE=16", "--out", "a3", "--db", learn_db.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(
+        o.status.success() && out.contains("teml auto: learned model (") && out.contains("verified"),
+        "{out}"
+    );
+    let written = std::fs::read_to_string(d.path().join("a3/auto.teml")).unwrap();
+    assert!(written.contains("from the learned model (gradient-boosted trees on"), "{written}");
+    // Without them, the analytic model chooses, and says so.
+    let o = teml(d.path(), &["auto", &f, "-D", "NE=16", "--no-run", "--out", "a4", "--no-db"]);
+    assert!(text(&o).contains("teml auto: analytic model (the rules' order"), "{}", text(&o));
 }
 
 #[test]
@@ -342,7 +371,7 @@ fn programs_the_rules_can_do_little_with_still_get_a_valid_answer() {
     let f = write(d.path(), "conv.teml", CONV);
     let o = teml(d.path(), &["auto", &f, "--no-run"]);
     let out = text(&o);
-    assert!(o.status.success() && out.contains("teml auto: model"), "{out}");
+    assert!(o.status.success() && out.contains("teml auto: analytic model"), "{out}");
     assert!(
         out.contains("1 line that do not parse (line 1)") && out.contains("1 record of another version"),
         "{out}"
