@@ -410,7 +410,7 @@ pub fn run(a: &RunArgs) -> i32 {
             "error": failure,
             "compiler": tools.as_ref().map(|t| t.0.clone()),
             "flags": tools.as_ref().map(|t| t.1.clone()),
-            "threads": a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            "threads": a.threads.unwrap_or_else(|| crate::runtime::machine::Machine::host().cores),
             "machine": crate::runtime::machine::Machine::host().host_line(),
             "kernels": reports,
         });

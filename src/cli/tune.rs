@@ -170,7 +170,7 @@ pub fn auto(a: &AutoArgs) -> i32 {
             }
         };
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::machine::Machine::host().cores;
     let threads = a.threads.unwrap_or(cores).max(1);
     let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("program").to_string();
     let o = crate::tuner::auto::AutoOptions {
@@ -248,7 +248,7 @@ pub fn tune_options(a: &TuneArgs) -> Result<crate::tuner::TuneOptions, i32> {
         }
     };
     let flags = cflags(&a.cflags)?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::machine::Machine::host().cores;
     let stem = a.program.file.file_stem().and_then(|s| s.to_str()).unwrap_or("space").to_string();
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("tune-out").join(&stem));
     if a.collect == Some(0) {

@@ -18,7 +18,8 @@ pub struct Machine {
     pub vector_bits: u32,
     /// Vector registers.
     pub registers: usize,
-    /// Cores this process may use.
+    /// Cores this process may use: on the host ([`Machine::host`]), every command's default
+    /// thread count.
     pub cores: usize,
     /// Data cache sizes, bytes: L1, L2, L3 (0 where unknown).
     pub caches: [u64; 3],

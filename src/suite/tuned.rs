@@ -16,7 +16,7 @@ pub(super) fn retune_options(
 ) -> crate::tuner::TuneOptions {
     let space = o.root.join("scripts/tune").join(format!("{k}.rhai"));
     let space = if o.suite == Suite::Paper && space.exists() { space } else { base.to_path_buf() };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::machine::Machine::host().cores;
     crate::tuner::TuneOptions {
         space,
         defines: defines.clone(),

@@ -362,7 +362,7 @@ const LEARNED_POINTS: usize = 16;
 fn by_learned_model(
     space: &Space,
     m: &super::model::Model,
-    ev: &mut dyn FnMut(&BTreeMap<String, String>) -> Result<State, String>,
+    ev: &mut schedule::Evaluate<'_, State>,
 ) -> Result<(State, usize, usize), (usize, Vec<String>)> {
     use super::model::{Candidate, Features, ranked};
     let mut accepted: Vec<(usize, State, Features)> = Vec::new();

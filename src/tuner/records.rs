@@ -15,7 +15,7 @@ impl<'a> Tuning<'a> {
     }
 
     pub(super) fn machine(&self) -> String {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::runtime::machine::Machine::host().cores;
         db::machine_key(self.o.run.threads.unwrap_or(cores))
     }
 
