@@ -303,7 +303,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
                 )
             }
         };
-        std::fs::write(&path, format!("{header}{text}"))
+        std::fs::write(&path, format!("{header}{}", super::report::at_sizes(&text, &o.defines)))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         return Ok(AutoReport {
             space: space_path,

@@ -559,7 +559,7 @@ impl<'a> Tuning<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::report::{beats, replay_as_written};
+    use super::report::{at_sizes, beats, replay_as_written};
     use super::*;
 
     fn c(name: &str, median_ms: f64, spread: f64) -> Contender {
@@ -592,5 +592,22 @@ mod tests {
         let e = replay_as_written(&moved, &State::new(), "").unwrap_err();
         assert!(e.contains("transforms its kernel itself"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_replay_holds_the_sizes_it_was_chosen_at() {
+        let consts: BTreeMap<Name, i64> =
+            [(Name::from("N"), 1200), (Name::from("M"), 8)].into_iter().collect();
+        let text = "# mm\nN = 512\nM = 8\nK = 3   # a window\nA = tensor([N, N])\n  N = 7\n";
+        assert_eq!(
+            at_sizes(text, &consts),
+            "# mm\nN = 1200  # chosen at N=1200; the program's default: 512\nM = 8\nK = 3   # a window\n\
+             A = tensor([N, N])\n  N = 7\n"
+        );
+        let consts: BTreeMap<Name, i64> = [(Name::from("K"), 5)].into_iter().collect();
+        assert_eq!(
+            at_sizes("K = 3   # a window\n", &consts),
+            "K = 5  # chosen at K=5; the program's default: 3 (a window)\n"
+        );
     }
 }

@@ -254,9 +254,39 @@ pub(super) fn replay_as_written(space: &Path, state: &State, header: &str) -> Re
         ));
     }
     Ok(format!(
-        "{header}# Kernel: {} as written: no path of the space beat it. Replay: teml run <this file> --time\n\n{text}",
-        normalize(&program).display()
+        "{header}# Kernel: {} as written: no path of the space beat it. Replay: teml run <this file> --time\n\n{}",
+        normalize(&program).display(),
+        at_sizes(&text, &state.consts)
     ))
+}
+
+/// A `.teml` program's text with its named constants at `consts` (the sizes a path was chosen
+/// at): each line `N = 512` whose value differs becomes `N = 1200  # chosen at N=1200; the
+/// program's default: 512`, so that `teml run` on the written file replays what was chosen.
+pub fn at_sizes(text: &str, consts: &std::collections::BTreeMap<Name, i64>) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let (code, comment) = line.split_once('#').map_or((line, None), |(c, k)| (c, Some(k)));
+        let binding = code.split_once('=').and_then(|(name, value)| {
+            let (name, value) = (name.trim(), value.trim());
+            let ident = !name.is_empty()
+                && !line.starts_with(char::is_whitespace)
+                && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let default: i64 = value.parse().ok()?;
+            let chosen = *consts.get(name)?;
+            (ident && chosen != default).then_some((name, chosen, default))
+        });
+        match binding {
+            Some((name, chosen, default)) => out.push_str(&format!(
+                "{name} = {chosen}  # chosen at {name}={chosen}; the program's default: {default}{}",
+                comment.map_or(String::new(), |c| format!(" ({})", c.trim()))
+            )),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The replayable script of a candidate: the space's `.teml` program without its `codegen`
@@ -271,6 +301,19 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
     let own = pipeline::eval_file(&program, &consts).map_err(|e| e.to_string())?;
     let taken: BTreeSet<Name> = own.vars.keys().chain(own.consts.keys()).cloned().collect();
     let mut w = Writer::new(&taken);
+    // The path starts from the program's own nests, by the names they have at its end (the
+    // replay runs the program's text first): a step the program made is never written again,
+    // so a name the program rebinds later (`X9 = @A8: ...`, then `@X9: ...` makes `X9` the
+    // tensor) is never read at another value than the one the path was made from. A name
+    // bound to another nest in the point's state (a space's own variable) is left alone.
+    for (name, v) in &own.vars {
+        if let (crate::ir::Value::Nest(mine), Some(crate::ir::Value::Nest(theirs))) =
+            (v, state.vars.get(name))
+            && mine == theirs
+        {
+            w.bind(&theirs.history, name);
+        }
+    }
     let mut names = Vec::new();
     for (name, n) in req.names.iter().zip(&req.nests) {
         names.push(w.name_as(&n.history, name).ok_or_else(|| {
@@ -283,7 +326,7 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
         "# Kernel: {} (its codegen statements left out). Replay: teml run <this file> --time\n\n",
         normalize(&program).display()
     ));
-    for line in text.lines() {
+    for line in at_sizes(&text, &state.consts).lines() {
         if line.trim_start().starts_with("codegen(") {
             continue;
         }

@@ -134,13 +134,11 @@ fn an_auto_point_code_generation_cannot_realize_is_never_written() {
     assert!(!path.contains("registers("), "{path}");
 }
 
-/// Known bug (the fuzzer's `teml auto` check): the path `teml auto` writes builds a nest from
-/// a name the program rebinds later (`X9 = @A8: ...`, then `Y12 = @X9: ...` makes `X9` a
-/// tensor), so `build(X9)` in the replay names the tensor, not the assignment, and the written
-/// path does not evaluate. The path must name what the kernel's history names (the typed path
-/// of issue 63 will). Run with `--ignored` to see it.
+/// Found by the fuzzer's `teml auto` check: a program that rebinds a name after building a
+/// nest from it (`X9 = @A8: ...`, then `Y12 = @X9: ...` makes `X9` the tensor). The path starts
+/// from the program's own nests (`fuse_outer(l10, l14, 1)`), never `build(X9)` again, and
+/// replays verified.
 #[test]
-#[ignore = "known bug: an auto path names a value the program rebinds later"]
 fn an_auto_path_over_a_rebound_name_replays() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -152,4 +150,9 @@ fn an_auto_path_over_a_rebound_name_replays() {
     let o = teml_in(d.path(), &["auto", "p.teml", "--no-db", "--threads", "2", "--out", "a"]);
     let t = text(&o);
     assert!(o.status.success() && t.contains(": verified"), "{t}");
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    let tuned = path.split("# The tuned path").nth(1).unwrap_or_default();
+    assert!(tuned.contains("= fuse_outer(l10, l14, 1)") && !tuned.contains("build("), "{path}");
+    let o = teml_in(d.path(), &["run", "a/auto.teml", "-q"]);
+    assert!(o.status.success() && text(&o).contains("verified"), "{}", text(&o));
 }
