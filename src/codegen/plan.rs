@@ -54,6 +54,11 @@ pub(super) fn plan_kernel(
             format!("`{name}`"),
         ));
     }
+    for (_, n) in nests {
+        for x in n.items() {
+            registers_outside_their_pack(x)?;
+        }
+    }
     // Temporaries that live within one iteration of a loop after fusion are stored there.
     let (contracted, auto) = storage::contract(state, nests, keep);
     let nests = contracted;
@@ -145,4 +150,29 @@ pub(super) fn computed_afresh(nests: &[(Name, Nest)], t: &Name) -> bool {
         let whole = lw.target.index_list().is_none_or(|xs| xs.iter().all(|x| x.as_var().is_some()));
         !reads && (!target || (whole && (lw.update == Update::Set || lw.first.is_some())))
     })
+}
+
+/// Refuses a tensor kept in registers across a loop (`registers`) that a loop inside it packs
+/// (`pack`): the register is loaded before the loop, from a buffer filled only inside it (a
+/// reordering that moved the packing loop inward: found by the fuzzer's `teml auto` check).
+fn registers_outside_their_pack(x: &crate::ir::LNode) -> Result<()> {
+    let mut err = None;
+    x.visit_loops(&mut |l| {
+        for t in &l.annot.registers {
+            for inner in l.body.iter() {
+                inner.visit_loops(&mut |p| {
+                    if err.is_none() && p.annot.pack.contains(t) {
+                        err = Some(Error::Limit {
+                            builtin: "codegen".into(),
+                            reason: format!(
+                                "expected `{t}` packed by a loop around the one that keeps it in registers, found it in registers across loop `{}` and packed by loop `{}` inside it (its register would be read before its pack is filled): pack it outside, or keep it in registers inside the packing loop",
+                                l.iter, p.iter
+                            ),
+                        });
+                    }
+                });
+            }
+        }
+    });
+    err.map_or(Ok(()), Err)
 }

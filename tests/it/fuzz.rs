@@ -1446,6 +1446,30 @@ fn auto_check_skips_a_program_run_refuses() {
     assert!(check_auto(text).is_ok());
 }
 
+/// Found by the fuzzer's `teml auto` check (Zen 4, 2026-12-02): `A1` packed by the time loop
+/// `t` and kept in registers across `i2`; the auto path's `permute(l25, [2, 3, 4, 1])` moves `t`
+/// innermost, inside the register loop, and the C read `teml_A1_pack` before declaring it (a C
+/// compile error). Code generation refuses that nest with its reason, so `teml auto` takes the
+/// next point, which verifies.
+#[test]
+fn a_register_across_the_loop_that_packs_it_is_refused_and_auto_takes_the_next_point() {
+    let program = "N = 8\nA1 = tensor([N])\nA2 = tensor([5])\nW3 = outerproduct(A1, A2)\nl4 = build(W3)\n\
+         l5 = around(t, [0, 2], l4)\nl21 = pack(l5, 1, A1, [1], 8)\nl22 = stripmine(l21, 3, 3)\n\
+         l25 = registers(l22, 4, A1)\n";
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("p.teml");
+    std::fs::write(&f, format!("{program}l1 = permute(l25, [2, 3, 4, 1])\ncodegen(l1)\n")).unwrap();
+    let o =
+        std::process::Command::new(env!("CARGO_BIN_EXE_teml")).arg("run").arg(&f).arg("-q").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("p.teml:11:1") && err.contains("codegen: expected `A1` packed by a loop around"),
+        "{err}"
+    );
+    assert!(check_auto(&format!("{program}codegen(l25)\n")).is_ok());
+}
+
 /// The generator itself: the empty choice vector gives the simplest program, which runs.
 #[test]
 fn simplest_program_runs() {
