@@ -148,6 +148,13 @@ pub struct AutoArgs {
     /// Print the choice as JSON (and the run's report as `teml run --json` does).
     #[arg(long)]
     pub json: bool,
+    /// Export the path's kernel to this directory once it has run verified, at the sizes it was
+    /// chosen at (a C library and a Python module: docs/export.md).
+    #[arg(long, value_name = "DIR")]
+    pub export: Option<PathBuf>,
+    /// The exported function's name (a C identifier), e.g. `--export-name mm`.
+    #[arg(long, value_name = "NAME", requires = "export")]
+    pub export_name: Option<String>,
 }
 
 /// `teml auto`.
@@ -193,8 +200,14 @@ pub fn auto(a: &AutoArgs) -> i32 {
     } else {
         print!("{}", crate::tuner::auto::summary(&report));
     }
+    let export = |code: i32| match &a.export {
+        Some(dir) if code == 0 => {
+            export_to(&report.path, &o.defines, o.unchecked, &Flags::default(), dir, a.export_name.clone())
+        }
+        _ => code,
+    };
     if a.no_run {
-        return 0;
+        return export(0);
     }
     let args = RunArgs {
         program: ProgramArgs { file: report.path.clone(), ..a.program.clone() },
@@ -212,7 +225,7 @@ pub fn auto(a: &AutoArgs) -> i32 {
         max_reference: 400_000_000,
         quiet: true,
     };
-    run(&args)
+    export(run(&args))
 }
 
 pub(super) fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -414,34 +427,50 @@ fn search(o: &crate::tuner::TuneOptions, export: Option<&Path>, export_name: Opt
         // A shard that only measures declares no winner: that is its job.
         return i32::from(!o.measure_only);
     }
-    if let Some(dir) = export {
-        let e = crate::export::ExportOptions {
-            program: o.out.join("best.teml"),
-            defines: o.defines.clone(),
-            params: BTreeMap::new(),
-            unchecked: o.unchecked,
-            kernels: Vec::new(),
-            out: dir.to_path_buf(),
-            flags: o.run.flags.clone(),
-            rust: false,
-            name: export_name,
-        };
-        match crate::export::export(&e) {
-            Ok(done) => {
-                for x in done {
-                    eprintln!(
-                        "{}: exported to {} ({})",
-                        x.name,
-                        dir.display(),
-                        crate::export::describe(&x.sizes)
-                    );
-                }
+    match export {
+        Some(dir) => {
+            export_to(&o.out.join("best.teml"), &o.defines, o.unchecked, &o.run.flags, dir, export_name)
+        }
+        None => 0,
+    }
+}
+
+/// `--export DIR` of `teml tune` and `teml auto`: the written path's kernel (`program`, at the
+/// sizes it was chosen at) exported to `dir`; the exit status.
+fn export_to(
+    program: &Path,
+    defines: &BTreeMap<Name, i64>,
+    unchecked: bool,
+    flags: &Flags,
+    dir: &Path,
+    name: Option<String>,
+) -> i32 {
+    let e = crate::export::ExportOptions {
+        program: program.to_path_buf(),
+        defines: defines.clone(),
+        params: BTreeMap::new(),
+        unchecked,
+        kernels: Vec::new(),
+        out: dir.to_path_buf(),
+        flags: flags.clone(),
+        rust: false,
+        name,
+    };
+    match crate::export::export(&e) {
+        Ok(done) => {
+            for x in done {
+                eprintln!(
+                    "{}: exported to {} ({})",
+                    x.name,
+                    dir.display(),
+                    crate::export::describe(&x.sizes)
+                );
             }
-            Err(err) => {
-                eprintln!("error: --export: {err}");
-                return 1;
-            }
+            0
+        }
+        Err(err) => {
+            eprintln!("error: --export: {err}");
+            1
         }
     }
-    0
 }

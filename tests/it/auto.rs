@@ -1175,3 +1175,37 @@ fn with_sixteen_registers_a_block_takes_fewer_vectors_a_row_so_that_all_its_rows
         "{p}"
     );
 }
+
+#[test]
+fn auto_exports_its_path_at_the_sizes_it_was_chosen_at() {
+    let d = tempfile::tempdir().unwrap();
+    let src =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mm.teml")).unwrap();
+    let f = write(d.path(), "mm.teml", &src);
+    let o = teml(
+        d.path(),
+        &[
+            "auto",
+            &f,
+            "-D",
+            "N=48",
+            "--no-run",
+            "--no-db",
+            "--out",
+            "a",
+            "--export",
+            "lib",
+            "--export-name",
+            "mm",
+        ],
+    );
+    assert!(o.status.success() && text(&o).contains("mm: exported to lib"), "{}", text(&o));
+    let header = std::fs::read_to_string(d.path().join("lib/mm.h")).unwrap();
+    assert!(header.contains("N=48") || header.contains("N = 48"), "{header}");
+    // The path itself holds the size: replayed without -D, it runs at N=48.
+    let path = std::fs::read_to_string(d.path().join("a/auto.teml")).unwrap();
+    assert!(path.contains("N = 48  # chosen at N=48; the program's default: 512"), "{path}");
+    // --export-name needs --export.
+    let o = teml(d.path(), &["auto", &f, "--no-run", "--export-name", "mm"]);
+    assert!(!o.status.success() && text(&o).contains("--export"), "{}", text(&o));
+}
