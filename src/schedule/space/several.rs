@@ -458,8 +458,8 @@ pub(super) fn several(
             let others: Vec<&Nest> =
                 nests.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| &x.1).collect();
             let whole = own[j].is_none() && plans[j].is_none() && lanes[j].inner.is_empty();
-            let mut cx = NestCx { state, nest: n, others, m, own: own[j].is_some(), whole, found: &[] };
-            detect_nest(&mut cx)
+            let cx = NestCx { state, nest: n, others: &others, m, own: own[j].is_some(), whole, found: &[] };
+            detect_nest(&cx)
         })
         .collect();
     let applied = |name: &str| ruled.iter().filter(|r| r.iter().any(|(rule, _)| rule.name() == name)).count();

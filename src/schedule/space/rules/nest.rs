@@ -24,7 +24,7 @@ pub(in crate::schedule::space) struct NestCx<'a> {
     pub(in crate::schedule::space) state: &'a State,
     pub(in crate::schedule::space) nest: &'a Nest,
     /// The kernel's other nests.
-    pub(in crate::schedule::space) others: Vec<&'a Nest>,
+    pub(in crate::schedule::space) others: &'a [&'a Nest],
     pub(in crate::schedule::space) m: &'a Machine,
     /// The nest is a perfect nest of one statement, scheduled by the single-nest rules.
     pub(in crate::schedule::space) own: bool,
@@ -55,11 +55,11 @@ pub(in crate::schedule::space) trait NestRule: Sync {
 pub(in crate::schedule::space) static NEST: &[&dyn NestRule] = &[&Sink, &Sweep, &LeftLooking];
 
 /// Every rule of [`NEST`] on one nest: those that apply (rule and plan), in order.
-pub(in crate::schedule::space) fn detect_nest(cx: &mut NestCx) -> Vec<(&'static dyn NestRule, NestPlan)> {
+pub(in crate::schedule::space) fn detect_nest(cx: &NestCx) -> Vec<(&'static dyn NestRule, NestPlan)> {
     let mut out: Vec<(&'static dyn NestRule, NestPlan)> = Vec::new();
     let mut names: Vec<&'static str> = Vec::new();
     for rule in NEST {
-        let c = NestCx { found: &names, others: cx.others.clone(), ..*cx };
+        let c = NestCx { found: &names, ..*cx };
         if let Ok(plan) = rule.detect(&c) {
             names.push(rule.name());
             out.push((*rule, plan));
@@ -106,7 +106,7 @@ impl NestRule for Sweep {
         if cx.own {
             return Err("a perfect nest of one statement: the single-nest rules".into());
         }
-        sweep::sweeps(cx.state, cx.nest, &cx.others, lanes_of(cx.state, cx.nest, cx.m))
+        sweep::sweeps(cx.state, cx.nest, cx.others, lanes_of(cx.state, cx.nest, cx.m))
             .map(NestPlan::Sweeps)
             .ok_or_else(|| {
                 "no loop of independent rows (two vectors' lanes or more) around recurrences".into()
@@ -163,16 +163,16 @@ mod tests {
             .map(|j| {
                 let others: Vec<&Nest> =
                     nests.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, x)| &x.1).collect();
-                let mut cx = NestCx {
+                let cx = NestCx {
                     state: &state,
                     nest: &nests[j].1,
-                    others,
+                    others: &others,
                     m: &m,
                     own: false,
                     whole: true,
                     found: &[],
                 };
-                detect_nest(&mut cx).iter().map(|(r, _)| r.name()).collect()
+                detect_nest(&cx).iter().map(|(r, _)| r.name()).collect()
             })
             .collect()
     }
@@ -197,7 +197,7 @@ mod tests {
         let cx = NestCx {
             state: &state,
             nest: &nests[0].1,
-            others: Vec::new(),
+            others: &[],
             m: &m,
             own: true,
             whole: false,
