@@ -6,11 +6,11 @@
 //! now walks rows), and `split` peels the one iteration of `j` that runs the sunk statements;
 //! what is left of `j` is one statement, contiguous along `j`: in vector lanes.
 
+use super::code::{E, S, apply, at, index, int, let_, local, set, step, text};
 use super::walk::loops_in_order;
 use super::workload::Workload;
 use super::writer::{Out, choice};
 use crate::ir::{Expr, LNode, Nest, State};
-use crate::ops::transform::{SinkAt, interchange, sink, split};
 
 /// One such loop, as the script's steps address it.
 pub(super) struct Sunk {
@@ -18,10 +18,8 @@ pub(super) struct Sunk {
     pub address: String,
     /// The address of the sum's loop `k`, outside `j` after the interchange.
     pub outer: String,
-    /// Where `j` is split (Rhai: `iter("k") + 2`).
-    pub split: String,
-    /// The address of the rest of `j` (one statement) after the split.
-    pub lanes: String,
+    /// The steps, each line's: the sink and interchange, the split, the lanes.
+    pub steps: Vec<Vec<S>>,
     /// The column the sum read (`table[k+1][j]`).
     pub column: String,
 }
@@ -50,19 +48,23 @@ pub(super) fn sunk(state: &State, nest: &Nest) -> Option<Sunk> {
         if w.accesses.iter().any(|a| a.stride(&j.iter).is_none_or(|s| s != 0 && s != 1)) {
             continue;
         }
-        let f = Nest { focus: p.at.clone(), ..nest.clone() };
-        let Ok(s1) = sink(&f.view(), 1, SinkAt::Last, None).map(|n| f.splice(n)) else { continue };
-        let Ok(s2) = interchange(&s1.view(), 1, 2).map(|n| s1.splice(n)) else { continue };
-        let Some(outer) = s2.focused() else { continue };
-        let Some(inner) = outer.body.iter().find_map(|x| x.as_loop()) else { continue };
-        let at: Expr = inner.lb.add_int(1);
-        let Ok(s3) = split(&s2.view(), 2, &at).map(|n| s2.splice(n)) else { continue };
-        let whole = Nest { focus: Vec::new(), ..s3 };
+        let first = at(
+            &p.address,
+            vec![step("sink", vec![int(1), text("last")]), step("interchange", vec![int(1), int(2)])],
+        );
+        let Ok(s2) = apply(state, "p", nest, &first, &[]) else { continue };
+        let locs = loops_in_order(&s2.items);
+        let Some(o) = locs.iter().find(|l| l.at == p.at) else { continue };
+        let Some(inner) = o.l.body.iter().find_map(|x| x.as_loop()) else { continue };
+        let split_at: Expr = inner.lb.add_int(1);
+        let Some(split_at) = index(&split_at) else { continue };
+        let second = at(&o.address, vec![step("split", vec![int(2), split_at])]);
+        let Ok(whole) = apply(state, "p", &s2, &second, &[]) else { continue };
         if !matches!(crate::analysis::legality::decide_at_sizes(state, &whole), Ok(Ok(_))) {
             continue;
         }
+        let outer = o.address.clone();
         let locs = loops_in_order(&whole.items);
-        let Some(o) = locs.iter().find(|l| l.at == p.at) else { continue };
         let parts: Vec<_> =
             locs.iter().filter(|l| l.at.len() == p.at.len() + 1 && l.at.starts_with(&p.at)).collect();
         let [_, rest] = parts.as_slice() else { continue };
@@ -73,32 +75,19 @@ pub(super) fn sunk(state: &State, nest: &Nest) -> Option<Sunk> {
         if crate::analysis::legality::carries(state, &focused, &rest.l).unwrap_or(true) {
             continue;
         }
+        let lanes = at(&rest.address, vec![step("vectorize", vec![int(1)])]);
         return Some(Sunk {
             address: p.address.clone(),
-            outer: o.address.clone(),
-            split: rhai(&at)?,
-            lanes: rest.address.clone(),
+            outer,
+            steps: vec![first, second, lanes],
             column: column.text(),
         });
     }
     None
 }
 
-/// An affine expression as Rhai writes it over the program's iterators and constants:
-/// `iter("k") + 2`.
-pub(super) fn rhai(e: &Expr) -> Option<String> {
-    let mut parts: Vec<String> = Vec::new();
-    for (v, c) in e.affine_terms()? {
-        parts.push(if c == 1 { format!("iter(\"{v}\")") } else { format!("{c} * iter(\"{v}\")") });
-    }
-    if e.constant() != 0 || parts.is_empty() {
-        parts.push(e.constant().to_string());
-    }
-    Some(parts.join(" + "))
-}
-
 pub(super) fn sink_rules(out: &mut Out, sk: &super::columns::Sunk, var: &str, j: usize, alone: bool) {
-    out.line(&format!("// nest {}: a sum down a column ({}) inside {}", j + 1, sk.column, sk.address));
+    out.comment(&format!("nest {}: a sum down a column ({}) inside {}", j + 1, sk.column, sk.address));
     out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
     out.param(
         "sink",
@@ -116,17 +105,12 @@ pub(super) fn sink_rules(out: &mut Out, sk: &super::columns::Sunk, var: &str, j:
         ],
     );
     out.prefix.clear();
-    out.line("if sink {");
-    out.indent += 1;
-    out.line(&format!("let p = {var};"));
-    out.line(&format!(
-        "p = focus(p, \"{}\"); p = sink(p, 1, \"last\"); p = interchange(p, 1, 2); p = focus(p);",
-        sk.address
-    ));
-    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 2, {}); p = focus(p);", sk.outer, sk.split));
-    out.line(&format!("p = focus(p, \"{}\"); p = vectorize(p, 1); p = focus(p);", sk.lanes));
-    out.line(&format!("parts[{j}] = p;"));
-    out.line(&format!("laned[{j}] = true;"));
-    out.indent -= 1;
-    out.line("}");
+    out.begin_if(local("sink"));
+    out.stmt(let_("p", local(var)));
+    for l in &sk.steps {
+        out.stmts(l);
+    }
+    out.stmt(set(local("parts").at(int(j)), local("p")));
+    out.stmt(set(local("laned").at(int(j)), E::Bool(true)));
+    out.end();
 }

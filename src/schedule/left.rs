@@ -13,31 +13,22 @@
 //! columns run on threads, each column's loops in lanes. Every step is checked by isl here,
 //! and again when the script runs.
 
+use super::code::{E, S, apply, at, index, int, ints, let_, local, set, step, text};
 use super::walk::loops_in_order;
 use super::writer::{Out, choice};
 use crate::ir::{Expr, LNode, Name, Nest, State};
-use crate::ops::transform::{
-    SinkAt, interchange, parallelize, permute_layout, sink, split, stripmine_aligned, vectorize,
-};
+use crate::ops::registry::ArgVal;
 
 /// One such loop, as the script's steps address it.
 pub(super) struct Left {
     /// The address `focus` takes for the loop over columns `k` (`k#1`).
     pub address: String,
-    /// Where `k` is split (Rhai): `j`'s upper bound, past which `j` runs nothing.
-    pub split_k: String,
     /// The iterator of the loop over later columns (`j`).
     pub into: Name,
     /// The tensors stored by columns.
     pub layouts: Vec<Name>,
-    /// The address of the loop of blocks, outermost after the interchange (`jo#1`).
-    pub blocks: String,
-    /// Where a block's `j` is split (Rhai: `iter("k") + 2`).
-    pub split_j: String,
-    /// The address of the rest of a block's columns (on threads), once split.
-    pub rest: String,
-    /// The addresses of the rest's innermost loops (in lanes).
-    pub lanes: Vec<String>,
+    /// The steps over `p`, line by line, with the block's columns in the variable `left`.
+    pub steps: Vec<Vec<S>>,
 }
 
 /// Columns per block the rule tries first.
@@ -82,61 +73,80 @@ pub(super) fn left(state: &State, nest: &Nest, block: i64) -> Option<Left> {
         if !feeds {
             continue;
         }
-        let at = |n: &Nest, at: &[usize]| Nest { focus: at.to_vec(), ..n.clone() };
-        let step = |n: &Nest, f: &dyn Fn(&Nest) -> crate::error::Result<Nest>| {
-            f(&n.view()).ok().map(|x| n.splice(x))
-        };
-        let s1 = step(&at(nest, &p.at), &|v| split(v, 1, &j.ub))?;
-        let s2 = step(&at(&s1, &p.at), &|v| sink(v, 1, SinkAt::First, Some(&*j.iter)))?;
-        let s3 = step(&s2, &|v| stripmine_aligned(state, v, 2, block, true))?;
-        let s4 = step(&s3, &|v| interchange(v, 1, 2))?;
-        let mut whole = Nest { focus: Vec::new(), ..s4 };
-        let blocks = loops_in_order(&whole.items).into_iter().find(|l| l.at == p.at)?;
-        // The tensors every innermost loop walks down a column: stored by columns.
-        let layouts = columns(state, &whole);
-        for t in &layouts {
-            whole = permute_layout(&whole, t, &[2, 1]).ok()?;
+        if let Some(lf) = probe(state, nest, &p, j, block) {
+            return Some(lf);
         }
-        let split_j = j.lb.add_int(1);
-        let s5 = step(&at(&whole, &blocks.at), &|v| split(v, 3, &split_j))?;
-        let mut whole = Nest { focus: Vec::new(), ..s5 };
-        // The rest of a block's columns: the second loop over `j` in the loop over `k`.
-        let locs = loops_in_order(&whole.items);
-        let rest = locs
-            .iter()
-            .filter(|l| l.l.iter == j.iter && l.at.starts_with(&p.at) && l.at.len() == p.at.len() + 2)
-            .nth(1)?;
-        let rest_at = rest.at.clone();
-        let rest_address = rest.address.clone();
-        let inner: Vec<(Vec<usize>, String)> = locs
-            .iter()
-            .filter(|l| l.at.starts_with(&rest_at) && l.at.len() > rest_at.len())
-            .filter(|l| l.l.body.iter().all(|x| x.as_loop().is_none()))
-            .map(|l| (l.at.clone(), l.address.clone()))
-            .collect();
-        let mut lanes = Vec::new();
-        for (a, address) in &inner {
-            if let Some(n) = step(&at(&whole, a), &|v| vectorize(v, 1, 0)) {
-                whole = Nest { focus: Vec::new(), ..n };
-                lanes.push(address.clone());
-            }
-        }
-        let whole = Nest { focus: Vec::new(), ..step(&at(&whole, &rest_at), &|v| parallelize(v, 1))? };
-        if !matches!(crate::analysis::legality::decide_at_sizes(state, &whole), Ok(Ok(_))) {
-            continue;
-        }
-        return Some(Left {
-            address: p.address.clone(),
-            split_k: super::columns::rhai(&j.ub)?,
-            into: j.iter.clone(),
-            layouts,
-            blocks: blocks.address.clone(),
-            split_j: super::columns::rhai(&split_j)?,
-            rest: rest_address,
-            lanes,
-        });
     }
     None
+}
+
+/// The steps of the rule on the loop over columns `p` (its loop over later columns `j`), each
+/// line applied through the registry as the script applies it; `None` where one is refused.
+fn probe(
+    state: &State,
+    nest: &Nest,
+    p: &super::walk::Located,
+    j: &crate::ir::Loop,
+    block: i64,
+) -> Option<Left> {
+    let env = [("left", ArgVal::Int(block))];
+    let run = |n: &Nest, line: &[S]| apply(state, "p", n, line, &env).ok();
+    let mut steps: Vec<Vec<S>> = Vec::new();
+    // `k` split where `j`'s range is empty; the column's statements sunk into `j`'s first
+    // iteration, `j` in aligned blocks, the blocks outside `k`.
+    let line = at(&p.address, vec![step("split", vec![int(1), index(&j.ub)?])]);
+    let mut cur = run(nest, &line)?;
+    steps.push(line);
+    let line = at(
+        &p.address,
+        vec![
+            step("sink", vec![int(1), text("first"), text(&j.iter)]),
+            step("stripmine", vec![int(2), local("left"), text("aligned")]),
+            step("interchange", vec![int(1), int(2)]),
+        ],
+    );
+    cur = run(&cur, &line)?;
+    steps.push(line);
+    let blocks = loops_in_order(&cur.items).into_iter().find(|l| l.at == p.at)?;
+    // The tensors every innermost loop walks down a column: stored by columns.
+    let layouts = columns(state, &cur);
+    for t in &layouts {
+        let line = vec![step("permute_layout", vec![text(t), ints(&[2, 1])])];
+        cur = run(&cur, &line)?;
+        steps.push(line);
+    }
+    // A block's first column (the one that runs the sunk statements) split off.
+    let line = at(&blocks.address, vec![step("split", vec![int(3), index(&j.lb.add_int(1))?])]);
+    cur = run(&cur, &line)?;
+    steps.push(line);
+    // The rest of a block's columns: the second loop over `j` in the loop over `k`.
+    let locs = loops_in_order(&cur.items);
+    let rest = locs
+        .iter()
+        .filter(|l| l.l.iter == j.iter && l.at.starts_with(&p.at) && l.at.len() == p.at.len() + 2)
+        .nth(1)?;
+    let rest_at = rest.at.clone();
+    let rest_address = rest.address.clone();
+    let inner: Vec<String> = locs
+        .iter()
+        .filter(|l| l.at.starts_with(&rest_at) && l.at.len() > rest_at.len())
+        .filter(|l| l.l.body.iter().all(|x| x.as_loop().is_none()))
+        .map(|l| l.address.clone())
+        .collect();
+    for address in &inner {
+        let line = at(address, vec![step("vectorize", vec![int(1)])]);
+        if let Some(n) = run(&cur, &line) {
+            cur = n;
+            steps.push(line);
+        }
+    }
+    let line = at(&rest_address, vec![step("parallelize", vec![int(1)])]);
+    cur = run(&cur, &line)?;
+    steps.push(line);
+    if !matches!(crate::analysis::legality::decide_at_sizes(state, &cur), Ok(Ok(_))) {
+        return None;
+    }
+    Some(Left { address: p.address.clone(), into: j.iter.clone(), layouts, steps })
 }
 
 /// The 2-D tensors of `nest` every access to which, inside an innermost loop, has that loop's
@@ -190,8 +200,8 @@ fn columns(state: &State, nest: &Nest) -> Vec<Name> {
 /// rules where `left` is 0.
 pub(super) fn left_rules(out: &mut Out, lf: &super::left::Left, var: &str, j: usize, alone: bool) {
     let into = &lf.into;
-    out.line(&format!(
-        "// nest {}: {} over columns, each updating every later column {into} (right-looking)",
+    out.comment(&format!(
+        "nest {}: {} over columns, each updating every later column {into} (right-looking)",
         j + 1,
         lf.address
     ));
@@ -223,25 +233,13 @@ pub(super) fn left_rules(out: &mut Out, lf: &super::left::Left, var: &str, j: us
         ],
     );
     out.prefix.clear();
-    out.line("if left > 0 {");
-    out.indent += 1;
-    out.line(&format!("let p = {var};"));
-    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 1, {}); p = focus(p);", lf.address, lf.split_k));
-    out.line(&format!(
-        "p = focus(p, \"{}\"); p = sink(p, 1, \"first\", \"{into}\"); p = stripmine(p, 2, left, \"aligned\"); p = interchange(p, 1, 2); p = focus(p);",
-        lf.address
-    ));
-    for t in &lf.layouts {
-        out.line(&format!("p = permute_layout(p, \"{t}\", [2, 1]);"));
+    out.begin_if(local("left").gt(int(0)));
+    out.stmt(let_("p", local(var)));
+    for l in &lf.steps {
+        out.stmts(l);
     }
-    out.line(&format!("p = focus(p, \"{}\"); p = split(p, 3, {}); p = focus(p);", lf.blocks, lf.split_j));
-    for a in &lf.lanes {
-        out.line(&format!("p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+    for flag in ["parts", "ruled", "laned"] {
+        out.stmt(set(local(flag).at(int(j)), if flag == "parts" { local("p") } else { E::Bool(true) }));
     }
-    out.line(&format!("p = focus(p, \"{}\"); p = parallelize(p, 1); p = focus(p);", lf.rest));
-    out.line(&format!("parts[{j}] = p;"));
-    out.line(&format!("ruled[{j}] = true;"));
-    out.line(&format!("laned[{j}] = true;"));
-    out.indent -= 1;
-    out.line("}");
+    out.end();
 }

@@ -4,6 +4,7 @@
 //! takes its first choices (the model's pick), `auto_space(l)` builds it inside a script.
 
 mod chain;
+pub mod code;
 mod columns;
 mod left;
 
@@ -58,24 +59,22 @@ pub fn script(
 /// The `codegen` statement of the space's outputs: a list of nests (`parts`, at most `max` of
 /// them: the kernel's nests, fused or not) is unpacked, every one of them.
 fn codegen_line(outputs: &[String], max: usize) -> String {
-    match outputs {
+    use code::{E, S, call, int, local, text};
+    let st = match outputs {
         [one] if one == "parts" => {
-            let mut s = String::new();
-            for n in 1..=max.max(1) {
-                let args: Vec<String> = (0..n).map(|k| format!("parts[{k}]")).collect();
-                s.push_str(&format!(
-                    "{}if parts.len() == {n} {{ codegen({}); }}",
-                    if n == 1 { "" } else { " else " },
-                    args.join(", ")
-                ));
-            }
-            s.push_str(&format!(
-                " else {{ throw `expected at most {max} nests, found ${{parts.len()}}`; }}\n"
-            ));
-            s
+            let len = || local("parts").method("len", vec![]);
+            let arms = (1..=max.max(1))
+                .map(|n| {
+                    let parts = (0..n).map(|k| local("parts").at(int(k))).collect();
+                    (len().eq(int(n)), vec![S::Call(call("codegen", parts))])
+                })
+                .collect();
+            let found = text(format!("expected at most {max} nests, found ")).plus(len());
+            S::Chain(arms, vec![S::Throw(found)])
         }
-        vars => format!("codegen({});\n", vars.join(", ")),
-    }
+        vars => S::Call(call("codegen", vars.iter().map(|x| local(x)).collect::<Vec<E>>())),
+    };
+    format!("{st}\n")
 }
 
 /// The tensors the statements of `nests` write.

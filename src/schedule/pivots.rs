@@ -5,16 +5,16 @@
 //! `i < k`, `i == k`, `i > k`; the same for `j` against the column `path[i][k]`) leaves pieces
 //! whose loops isl finds free: the outer ones on threads, the inner ones in lanes.
 
+use super::code::{S, apply, at, index, int, step};
 use super::walk::loops_in_order;
 use super::workload::Workload;
 use crate::analysis::legality::{carries, decide_at_sizes};
 use crate::ir::{Expr, Name, Nest, State};
-use crate::ops::transform::split;
 
 /// The steps of the split and what runs on threads and in lanes after it.
 pub(super) struct Pivots {
-    /// Rhai lines that split and mark the nest `p`.
-    pub steps: Vec<String>,
+    /// The lines of steps that split and mark the nest `p`.
+    pub steps: Vec<Vec<S>>,
     /// `i` at `k`, `j` at `k`: the loops split and their pivots.
     pub why: String,
 }
@@ -51,14 +51,10 @@ pub(super) fn pivots(state: &State, nest: &Nest, w: &Workload) -> Option<Pivots>
     let mut steps = Vec::new();
     for (v, u) in &cuts {
         let pivot = Expr::var_name(u);
-        let one = format!("{v}#1");
-        let f = focus_at(&cur, &one)?;
-        cur = Nest { focus: Vec::new(), ..f.splice(split(&f.view(), 1, &pivot).ok()?) };
-        let f = focus_at(&cur, &format!("{v}#2"))?;
-        cur = Nest { focus: Vec::new(), ..f.splice(split(&f.view(), 1, &pivot.add_int(1)).ok()?) };
-        steps.push(format!(
-            "p = focus(p, \"{v}#1\"); p = split(p, 1, iter(\"{u}\")); p = focus(p); p = focus(p, \"{v}#2\"); p = split(p, 1, iter(\"{u}\") + 1); p = focus(p);"
-        ));
+        let mut line = at(&format!("{v}#1"), vec![step("split", vec![int(1), index(&pivot)?])]);
+        line.extend(at(&format!("{v}#2"), vec![step("split", vec![int(1), index(&pivot.add_int(1))?])]));
+        cur = apply(state, "p", &cur, &line, &[]).ok()?;
+        steps.push(line);
     }
     if !matches!(decide_at_sizes(state, &cur), Ok(Ok(_))) {
         return None;
@@ -95,17 +91,11 @@ pub(super) fn pivots(state: &State, nest: &Nest, w: &Workload) -> Option<Pivots>
         return None;
     }
     for a in &lanes {
-        steps.push(format!("p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+        steps.push(at(a, vec![step("vectorize", vec![int(1)])]));
     }
     for t in &threads {
-        steps.push(format!("p = focus(p, \"{}\"); p = parallelize(p, 1); p = focus(p);", t.address));
+        steps.push(at(&t.address, vec![step("parallelize", vec![int(1)])]));
     }
     let why = cuts.iter().map(|(v, u)| format!("{v} at {u}")).collect::<Vec<_>>().join(", ");
     Some(Pivots { steps, why })
-}
-
-/// `n` focused on the loop at `address` (`j#2`), as `focus` finds it.
-fn focus_at(n: &Nest, address: &str) -> Option<Nest> {
-    let at = loops_in_order(&n.items).into_iter().find(|p| p.address == address)?.at;
-    Some(Nest { focus: at, ..n.clone() })
 }

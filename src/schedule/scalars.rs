@@ -4,6 +4,7 @@
 //! scalar expansion), `j` carries nothing more and the rules that follow can distribute,
 //! interchange, vectorize and parallelize it.
 
+use super::code::{S, apply, int, step, text};
 use super::walk::loops_in_order;
 use crate::analysis::legality::{carries, decide_at_sizes};
 use crate::ir::{LNode, Name, Nest, State};
@@ -11,7 +12,7 @@ use crate::ir::{LNode, Name, Nest, State};
 /// `nest` with each scalar it writes privatized at the deepest loop around all its accesses,
 /// where that loop carried a dependence before and carries none after (isl), with the script's
 /// steps; `None` where no scalar pins a loop.
-pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<String>)> {
+pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<Vec<S>>)> {
     if !nest.focus.is_empty() {
         return None;
     }
@@ -46,11 +47,10 @@ pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<String
         if !carries(state, &focused, &l.l).unwrap_or(false) {
             continue;
         }
-        let privatized = ts.iter().try_fold(focused, |n, t| {
-            let n = crate::ops::transform::privatize(state, &n, 1, t).ok()?;
-            Some(Nest { focus: l.at.clone(), ..n })
-        });
-        let Some(next) = privatized else { continue };
+        // Applied through the registry as the script applies it, the loop still in focus.
+        let mut line = vec![step("focus", vec![text(&l.address)])];
+        line.extend(ts.iter().map(|t| step("privatize", vec![int(1), text(t)])));
+        let Ok(next) = apply(state, "p", &cur, &line, &[]) else { continue };
         let Some(after) = next.focused().cloned() else { continue };
         if carries(state, &next, &after).unwrap_or(true) {
             continue;
@@ -59,8 +59,8 @@ pub(super) fn privatized(state: &State, nest: &Nest) -> Option<(Nest, Vec<String
         if !matches!(decide_at_sizes(state, &next), Ok(Ok(_))) {
             continue;
         }
-        let steps: Vec<String> = ts.iter().map(|t| format!("p = privatize(p, 1, \"{t}\");")).collect();
-        lines.push(format!("p = focus(p, \"{}\"); {} p = focus(p);", l.address, steps.join(" ")));
+        line.push(step("focus", vec![]));
+        lines.push(line);
         cur = next;
     }
     (!lines.is_empty()).then_some((cur, lines))

@@ -37,12 +37,14 @@
 //! Every point is a legal path by construction or refused by the legality check of the
 //! builtin that makes it, before anything is compiled.
 
+pub(super) use super::code::{
+    E, S, at, at_on, call, int, ints, let_, local, set, step, step_on, text, value,
+};
 use super::walk::{Located, extent, loops_in_order};
 use super::workload::{Access, LoopInfo, Workload};
 pub use super::writer::{Choice, Decision};
 pub(super) use super::writer::{Out, choice};
 use crate::ir::{Name, Nest, State};
-use crate::lang::rhai_ref;
 use crate::ops::explore::Parallelism;
 use crate::runtime::machine::Machine;
 
@@ -103,7 +105,7 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             let w = Workload::of(state, nest)?;
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
-                out.line(&format!("let p = {};", rhai_ref(name)));
+                out.stmt(let_("p", value(name)));
                 let pivots = super::pivots::pivots(state, nest, &w);
                 if let Some(pv) = &pivots {
                     out.param(
@@ -121,14 +123,11 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
                             choice("false", "as written, by the rules of a single nest"),
                         ],
                     );
-                    out.line("if pivot {");
-                    out.indent += 1;
+                    out.begin_if(local("pivot"));
                     for l in &pv.steps {
-                        out.line(l);
+                        out.stmts(l);
                     }
-                    out.indent -= 1;
-                    out.line("} else {");
-                    out.indent += 1;
+                    out.else_();
                 }
                 match lift_plan(state, &w) {
                     Some(plan) => {
@@ -138,8 +137,7 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
                     None => single(&mut out, &w, m),
                 }
                 if pivots.is_some() {
-                    out.indent -= 1;
-                    out.line("}");
+                    out.end();
                 }
             } else {
                 facts.push(format!(
@@ -188,18 +186,16 @@ fn describe(w: &Workload) -> Vec<String> {
 fn single(out: &mut Out, w: &Workload, m: &Machine) {
     let (found, not) = rules::detect(w, m);
     for why in &not {
-        out.line(&format!("// not offered: {why}"));
+        out.comment(&format!("not offered: {why}"));
     }
     let sketches: Vec<Choice> =
         found.iter().map(|f| choice(format!("\"{}\"", f.rule.name()), f.reason.clone())).collect();
     out.param("sketch", "sketch", "the kind of schedule", sketches);
     for (k, f) in found.iter().enumerate() {
-        out.line(&format!("{}if sketch == \"{}\" {{", if k == 0 { "" } else { "} else " }, f.rule.name()));
-        out.indent += 1;
+        out.arm(k, local("sketch").eq(text(f.rule.name())));
         f.rule.emit(out, w, m, &f.plan);
-        out.indent -= 1;
     }
-    out.line("}");
+    out.end();
 }
 
 #[cfg(test)]

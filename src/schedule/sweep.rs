@@ -12,6 +12,7 @@
 //! them (adi's `p`, `q`), it is stored per block of rows instead (`store_at`, transposed): a
 //! buffer per block, in cache, written back nowhere.
 
+use super::code::{E, S, at, int, ints, let_, local, set, step, text};
 use super::walk::{extent, loops_in_order};
 use super::workload::Workload;
 use super::writer::{Out, choice};
@@ -207,8 +208,8 @@ pub(super) fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j
     let recurrences: Vec<String> =
         sw.rows.iter().flat_map(|r| r.recurrences.iter().map(|(_, it)| it.to_string())).collect();
     let rows: Vec<String> = sw.rows.iter().map(|r| r.iter.to_string()).collect();
-    out.line(&format!(
-        "// nest {}: independent rows ({}) around recurrences ({})",
+    out.comment(&format!(
+        "nest {}: independent rows ({}) around recurrences ({})",
         j + 1,
         rows.join(", "),
         recurrences.join(", ")
@@ -235,9 +236,8 @@ pub(super) fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j
         "blocks of rows on threads, each recurrence with the block's rows innermost, in vector lanes",
         choices,
     );
-    out.line("if rows > 0 {");
-    out.indent += 1;
-    out.line(&format!("let p = {var};"));
+    out.begin_if(local("rows").gt(int(0)));
+    out.stmt(let_("p", local(var)));
     // Tensors stored per block of rows: asked here, applied in each block loop below.
     let blocked: Vec<&Name> = sw.per_block.iter().map(|(t, _)| t).collect();
     let whole: Vec<String> =
@@ -281,29 +281,36 @@ pub(super) fn sweep_rules(out: &mut Out, sw: &super::sweep::Sweeps, var: &str, j
     }
     // The last rows loop first: transforming it leaves the earlier ones' addresses.
     for (k, r) in sw.rows.iter().enumerate().rev() {
-        out.line(&format!(
-            "p = focus(p, \"{}\"); p = stripmine(p, 1, rows); p = distribute(p, 2); p = parallelize(p, 1);",
-            r.address
-        ));
+        out.stmts(&[
+            step("focus", vec![text(&r.address)]),
+            step("stripmine", vec![int(1), local("rows")]),
+            step("distribute", vec![int(2)]),
+            step("parallelize", vec![int(1)]),
+        ]);
         for (t, touching) in &sw.per_block {
             if touching.contains(&k) {
-                out.line(&format!("if transpose == \"block\" {{ p = store_at(p, 1, \"{t}\", [2, 1]); }}"));
+                let store = step("store_at", vec![int(1), text(t), ints(&[2, 1])]);
+                out.stmt(S::If(local("transpose").eq(text("block")), vec![store]));
             }
         }
-        out.line("p = focus(p);");
+        out.stmt(step("focus", vec![]));
         for (a, _) in r.recurrences.iter().rev() {
-            out.line(&format!(
-                "p = focus(p, \"{a}\"); p = interchange(p, 1, 2); p = vectorize(p, 2); p = focus(p);"
+            out.stmts(&at(
+                a,
+                vec![step("interchange", vec![int(1), int(2)]), step("vectorize", vec![int(2)])],
             ));
         }
     }
     for t in &sw.transpose {
-        let how = if blocked.contains(&t) { "transpose == \"whole\"" } else { "transpose != \"none\"" };
-        out.line(&format!("if {how} {{ p = permute_layout(p, \"{t}\", [2, 1]); }}"));
+        let how = if blocked.contains(&t) {
+            local("transpose").eq(text("whole"))
+        } else {
+            local("transpose").ne(text("none"))
+        };
+        out.stmt(S::If(how, vec![step("permute_layout", vec![text(t), ints(&[2, 1])])]));
     }
     out.prefix.clear();
-    out.line(&format!("parts[{j}] = p;"));
-    out.line(&format!("ruled[{j}] = true;"));
-    out.indent -= 1;
-    out.line("}");
+    out.stmt(set(local("parts").at(int(j)), local("p")));
+    out.stmt(set(local("ruled").at(int(j)), E::Bool(true)));
+    out.end();
 }

@@ -1,7 +1,9 @@
 //! How a generated space is written: the script's lines, each parameter's `param` call with
 //! one comment line per choice and its reason, and the decisions that makes (the model's order:
-//! the first choice is `teml auto`'s). Every rule writes through [`Out`].
+//! the first choice is `teml auto`'s). Every rule writes through [`Out`], in typed statements
+//! ([`super::code`]): comments and parameters aside, no line is written as text.
 
+use super::code::{E, S, line};
 use std::fmt::Write;
 
 /// One choice of a parameter and why the model ranks it where it is.
@@ -40,8 +42,66 @@ pub(super) struct Out {
 }
 
 impl Out {
-    pub(super) fn line(&mut self, s: &str) {
+    fn line(&mut self, s: &str) {
         let _ = writeln!(self.text, "{}{s}", "    ".repeat(self.indent));
+    }
+
+    /// `// text`.
+    pub(super) fn comment(&mut self, text: &str) {
+        self.line(&format!("// {text}"));
+    }
+
+    /// The statements on one line.
+    pub(super) fn stmts(&mut self, stmts: &[S]) {
+        self.line(&line(stmts));
+    }
+
+    /// One statement on its line.
+    pub(super) fn stmt(&mut self, st: S) {
+        self.stmts(&[st]);
+    }
+
+    /// `if c {`, the lines after it inside.
+    pub(super) fn begin_if(&mut self, c: E) {
+        self.line(&format!("if {c} {{"));
+        self.indent += 1;
+    }
+
+    /// `} else if c {`.
+    pub(super) fn else_if(&mut self, c: E) {
+        self.indent = self.indent.saturating_sub(1);
+        self.line(&format!("}} else if {c} {{"));
+        self.indent += 1;
+    }
+
+    /// `if c {` for the first of a chain of arms (`k == 0`), `} else if c {` for the others.
+    pub(super) fn arm(&mut self, k: usize, c: E) {
+        if k == 0 { self.begin_if(c) } else { self.else_if(c) }
+    }
+
+    /// `} else {`.
+    pub(super) fn else_(&mut self) {
+        self.indent = self.indent.saturating_sub(1);
+        self.line("} else {");
+        self.indent += 1;
+    }
+
+    /// `} else if c { body }`: the chain closed by a last arm on one line.
+    pub(super) fn end_else_if(&mut self, c: E, body: &[S]) {
+        self.indent = self.indent.saturating_sub(1);
+        self.line(&format!("}} else {}", S::If(c, body.to_vec())));
+    }
+
+    /// `for x in e {`, the lines after it inside.
+    pub(super) fn begin_for(&mut self, x: &str, e: E) {
+        self.line(&format!("for {x} in {e} {{"));
+        self.indent += 1;
+    }
+
+    /// `}`: the end of the innermost block.
+    pub(super) fn end(&mut self) {
+        self.indent = self.indent.saturating_sub(1);
+        self.line("}");
     }
 
     /// `let var = param("name", [choices]);` with one comment line per choice.
@@ -57,8 +117,11 @@ impl Out {
         for c in &seen {
             self.line(&format!("//   {}: {}", c.value, c.reason));
         }
-        let list: Vec<&str> = seen.iter().map(|c| c.value.as_str()).collect();
-        self.line(&format!("let {var} = param(\"{name}\", [{}]);", list.join(", ")));
+        let list = seen.iter().map(|c| E::Literal(c.value.clone())).collect();
+        self.stmt(S::Let(
+            var.into(),
+            super::code::call("param", vec![super::code::text(&name), E::List(list)]),
+        ));
         self.decisions.push(Decision { name, choices: seen });
     }
 }

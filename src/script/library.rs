@@ -224,3 +224,21 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
         "compiles, verifies and times the nests as one kernel: a map #{median_s, min_s, spread, reps, gflops, verified, verification, error, threads, cflags}; a kernel that failed verification has no time (`median_s` is ()); docs/tuning.md",
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every function a generated space calls is a core builtin, a standard-library composite
+    /// or a host helper: the scheduler's typed calls (`schedule::code`) name nothing else.
+    #[test]
+    fn every_callee_of_a_generated_space_is_a_builtin_a_composite_or_a_helper() {
+        let names = function_names();
+        for name in crate::schedule::code::SCRIPT_CALLEES {
+            assert!(
+                names.iter().any(|n| n == name) || HELPERS.iter().any(|(h, _, _)| h == name),
+                "`{name}` is neither a standard-library function nor a host helper"
+            );
+        }
+    }
+}

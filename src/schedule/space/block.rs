@@ -149,14 +149,14 @@ pub(super) fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine
     out.param("nr", "nr", &format!("iterations of {} in vector lanes", b.lane_iter), nrs);
     let d = w.loops.len();
     let l = b.lane_level;
-    out.line(&format!("p = stripmine(p, {l}, nr);"));
+    out.stmt(step("stripmine", vec![int(l), local("nr")]));
     // The block's loop, the reductions, then the lanes innermost.
-    let order: Vec<String> = (1..=l).chain(l + 2..=d + 1).chain([l + 1]).map(|k| k.to_string()).collect();
+    let order: Vec<usize> = (1..=l).chain(l + 2..=d + 1).chain([l + 1]).collect();
     if l < d {
-        out.line(&format!("p = permute(p, [{}]);", order.join(", ")));
+        out.stmt(step("permute", vec![ints(&order)]));
     }
-    out.line(&format!("p = vectorize(p, {});", d + 1));
-    out.line(&format!("p = registers(p, {}, {});", l + 1, rhai_ref(&b.target)));
+    out.stmt(step("vectorize", vec![int(d + 1)]));
+    out.stmt(step("registers", vec![int(l + 1), value(&b.target)]));
     let first = &w.loops[0];
     if first.kind == Parallelism::Independent {
         let blocks = if l == 1 { format!("the blocks of {}", first.iter) } else { first.iter.to_string() };
@@ -166,7 +166,7 @@ pub(super) fn lane_block(out: &mut Out, w: &Workload, b: &LaneBlock, m: &Machine
             "the outer loop on threads",
             vec![choice("\"outer\"", format!("{blocks} on threads")), choice("\"none\"", "one thread")],
         );
-        out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
+        out.stmt(S::If(local("parallel").eq(text("outer")), vec![step("parallelize", vec![int(1)])]));
     }
 }
 
@@ -463,10 +463,12 @@ pub(super) fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine
     out.param("rows", "rows", "the loop unrolled and jammed into the block's rows", rows);
     let mr = block_sizes(out, b, m);
     for (tensor, order) in &b.layouts {
-        let order: Vec<String> = order.iter().map(|k| k.to_string()).collect();
-        out.line(&format!("p = permute_layout(p, \"{tensor}\", [{}]);", order.join(", ")));
+        out.stmt(step("permute_layout", vec![text(tensor), ints(order)]));
     }
-    out.line(&format!("p = register_block(p, {}, rows, {}, mr, nr);", rhai_ref(&b.target), b.lane_level));
+    out.stmt(step(
+        "register_block",
+        vec![value(&b.target), local("rows"), int(b.lane_level), local("mr"), local("nr")],
+    ));
     // Small windows right above the block: unrolled, innermost first.
     if !b.windows.is_empty() {
         let names: Vec<String> = b.windows.iter().map(|(n, e)| format!("{n} ({e})")).collect();
@@ -491,8 +493,12 @@ pub(super) fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine
             us.push(choice(1, format!("{} unrolled", names[0])));
         }
         out.param("unroll", "unroll", "small reduction loops above the block, unrolled", us);
-        out.line(&format!("let d = {};", w.loops.len()));
-        out.line("for k in 0..unroll { p = unroll(p, d - k); }");
+        out.stmt(let_("d", int(w.loops.len())));
+        out.stmt(S::For(
+            "k".into(),
+            int(0).to(local("unroll")),
+            vec![step("unroll", vec![local("d").minus(local("k"))])],
+        ));
     }
     parallel_outer(out, w, b, mr, m);
 }
@@ -560,9 +566,15 @@ pub(super) fn parallel_outer(out: &mut Out, w: &Workload, b: &Block, mr: usize, 
     }
     ch.push(choice("\"none\"", "one thread"));
     out.param("parallel", "parallel", "the outer loops on threads", ch);
-    out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
-    out.line("if parallel == \"collapse\" { p = collapse(p, 1, 2); }");
-    if alone.is_some() {
-        out.line("if parallel == \"second\" { p = parallelize(p, 2); }");
+    parallel_arms(out, alone.is_some());
+}
+
+/// `parallel`'s steps: the outer loop on threads, or it and the next collapsed, or (`second`)
+/// the second loop alone.
+pub(super) fn parallel_arms(out: &mut Out, second: bool) {
+    out.stmt(S::If(local("parallel").eq(text("outer")), vec![step("parallelize", vec![int(1)])]));
+    out.stmt(S::If(local("parallel").eq(text("collapse")), vec![step("collapse", vec![int(1), int(2)])]));
+    if second {
+        out.stmt(S::If(local("parallel").eq(text("second")), vec![step("parallelize", vec![int(2)])]));
     }
 }

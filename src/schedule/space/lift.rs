@@ -427,15 +427,10 @@ pub(super) fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m:
     let forms =
         if ratio >= 2.0 || (fused && ratio >= 1.3) { vec![lifted, written] } else { vec![written, lifted] };
     out.param("form", "form", &format!("{} as written or lifted (TeIL Sec. 5)", plan.tensor), forms);
-    out.line("if form == \"as_written\" {");
-    out.indent += 1;
+    out.begin_if(local("form").eq(text("as_written")));
     single(out, w, m);
-    out.indent -= 1;
-    out.line("} else {");
-    out.indent += 1;
-    let show = |path: &[(usize, usize)]| {
-        format!("[{}]", path.iter().map(|(a, b)| format!("[{a}, {b}]")).collect::<Vec<_>>().join(", "))
-    };
+    out.else_();
+    let show = |path: &[(usize, usize)]| E::List(path.iter().map(|&(a, b)| ints(&[a, b])).collect());
     out.param(
         "contraction",
         "contraction",
@@ -456,11 +451,13 @@ pub(super) fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m:
             })
             .collect(),
     );
-    out.line(&format!("p = lift({}, contraction, \"summed_first\");", rhai_ref(&plan.tensor)));
+    out.stmt(set(
+        local("p"),
+        call("lift", vec![value(&plan.tensor), local("contraction"), text("summed_first")]),
+    ));
     for (n, &k) in ranked.iter().enumerate() {
         let o = &plan.orders[k];
-        out.line(&format!("{}if contraction == {} {{", if n == 0 { "" } else { "} else " }, show(&o.steps)));
-        out.indent += 1;
+        out.arm(n, local("contraction").eq(show(&o.steps)));
         if let Some((ch, b)) = &chains[k] {
             out.prefix = if k == 0 { String::new() } else { format!("o{}_", k + 1) };
             out.param(
@@ -472,34 +469,28 @@ pub(super) fn lifted_or_written(out: &mut Out, plan: &LiftPlan, w: &Workload, m:
                     choice("\"apart\"", "each contraction by its own rules, the temporary whole in memory"),
                 ],
             );
-            out.line("if fusion == \"fused\" {");
-            out.indent += 1;
+            out.begin_if(local("fusion").eq(text("fused")));
             out.prefix = if k == 0 { "f_".into() } else { format!("o{}f_", k + 1) };
             fused_chain(out, o, ch, b, m);
             out.prefix.clear();
-            out.indent -= 1;
-            out.line("} else {");
-            out.indent += 1;
+            out.else_();
         }
         // The last contraction first: transforming it leaves the earlier ones' addresses as
         // they are.
         for (j, Part { address, work: wc, .. }) in o.parts.iter().enumerate().rev() {
-            out.line(&format!("// contraction {}: {}", j + 1, wc.statements.join("; ")));
-            out.line(&format!("p = focus(p, \"{address}\");"));
+            out.comment(&format!("contraction {}: {}", j + 1, wc.statements.join("; ")));
+            out.stmt(step("focus", vec![text(address)]));
             out.prefix = if k == 0 { format!("c{}_", j + 1) } else { format!("o{}c{}_", k + 1, j + 1) };
             single(out, wc, m);
             out.prefix.clear();
         }
-        out.line("p = focus(p);");
+        out.stmt(step("focus", vec![]));
         if chains[k].is_some() {
-            out.indent -= 1;
-            out.line("}");
+            out.end();
         }
-        out.indent -= 1;
     }
-    out.line("}");
-    out.indent -= 1;
-    out.line("}");
+    out.end();
+    out.end();
 }
 
 /// The fused schedule of an order of two contractions ([`super::chain`]), with the producer's
@@ -527,25 +518,24 @@ pub(super) fn fused_chain(
     m: &Machine,
 ) {
     let mr = block_sizes(out, b, m);
-    let perm = |order: &[usize]| -> Option<String> {
+    let perm = |order: &[usize]| -> Option<S> {
         let identity = order.iter().enumerate().all(|(k, &l)| l == k + 1);
-        let v: Vec<String> = order.iter().map(|l| l.to_string()).collect();
-        (!identity).then(|| format!("p = permute(p, [{}]);", v.join(", ")))
+        (!identity).then(|| step("permute", vec![ints(order)]))
     };
     // The consumer first: transforming it leaves the producer's address as it is.
     for (part, order, t) in
         [(&o.parts[1], &ch.consumer_order, &ch.target), (&o.parts[0], &ch.producer_order, &ch.temp)]
     {
-        out.line(&format!("// {}", part.work.statements.join("; ")));
-        out.line(&format!("p = focus(p, \"{}\");", part.address));
+        out.comment(&part.work.statements.join("; "));
+        out.stmt(step("focus", vec![text(&part.address)]));
         if let Some(l) = perm(order) {
-            out.line(&l);
+            out.stmt(l);
         }
-        out.line(&format!("p = register_block(p, {}, 1, {}, mr, nr);", rhai_ref(t), ch.shared));
+        out.stmt(step("register_block", vec![value(t), int(1), int(ch.shared), local("mr"), local("nr")]));
     }
-    out.line("p = focus(p);");
-    out.line(&format!("for r in 1..={} {{ p = fuse_inner(p, r); }}", ch.shared));
-    out.line(&format!("p = store_at(p, {}, {});", ch.shared, rhai_ref(&ch.temp)));
+    out.stmt(step("focus", vec![]));
+    out.stmt(S::For("r".into(), int(1).through(int(ch.shared)), vec![step("fuse_inner", vec![local("r")])]));
+    out.stmt(step("store_at", vec![int(ch.shared), value(&ch.temp)]));
     // The rows' blocks on threads, or collapsed with the next shared loop where it is
     // data-parallel and the blocks are few or uneven for the cores.
     let cores = m.cores.max(1) as i64;
@@ -574,6 +564,5 @@ pub(super) fn fused_chain(
     }
     ch_par.push(choice("\"none\"", "one thread"));
     out.param("parallel", "parallel", "the outer loops on threads", ch_par);
-    out.line("if parallel == \"outer\" { p = parallelize(p, 1); }");
-    out.line("if parallel == \"collapse\" { p = collapse(p, 1, 2); }");
+    parallel_arms(out, false);
 }

@@ -92,7 +92,7 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         })
         .collect();
     out.param("order", "order", "an order of the outer loops (permute refuses an illegal one)", choices);
-    out.line("p = permute(p, order);");
+    out.stmt(step("permute", vec![local("order")]));
     let big = w.loops.iter().rev().take(2).all(|l| l.extent.is_some_and(|e| e >= 128)) && d >= 2;
     if big {
         let bytes: u64 = w.accesses.iter().map(|a| a.bytes()).sum();
@@ -106,7 +106,7 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
             );
         }
         out.param("tile", "tile", "square tiles of the path", ts);
-        out.line("if tile > 0 { p = tile(p, tile); }");
+        out.stmt(S::If(local("tile").gt(int(0)), vec![step("tile", vec![local("tile")])]));
     }
     out.param(
         "parallel",
@@ -114,7 +114,7 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
         "the outermost loop that runs in parallel, on threads",
         vec![choice("true", "the outermost parallel loop on threads (isl)"), choice("false", "one thread")],
     );
-    out.line("let par = parallel_levels(p);");
+    out.stmt(let_("par", call("parallel_levels", vec![local("p")])));
     // Where the order leaves only the innermost loop parallel (a sum over the outer loops into
     // a row: gramschmidt's `R[k][j] += Q[i][k] * A[i][j]` as `i j`), a team of threads per
     // outer iteration costs more than the work: that loop's strips go outermost, on threads.
@@ -135,14 +135,25 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
                 choice(0, "the innermost loop itself on threads"),
             ],
         );
-        out.line("if parallel && strip > 0 && par.len() > 0 && par[0] == depth(p) && depth(p) > 1 {");
-        out.line("    let d = depth(p);");
-        out.line("    p = stripmine(p, d, strip);");
-        out.line("    for r in 0..d - 1 { p = interchange(p, d - 1 - r, d - r); }");
-        out.line("    p = parallelize(p, 1);");
-        out.line("} else if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+        let depth = || call("depth", vec![local("p")]);
+        let innermost = local("parallel")
+            .and(local("strip").gt(int(0)))
+            .and(some_parallel())
+            .and(local("par").at(int(0)).eq(depth()))
+            .and(depth().gt(int(1)));
+        out.begin_if(innermost);
+        out.stmt(let_("d", depth()));
+        out.stmt(step("stripmine", vec![local("d"), local("strip")]));
+        // The strips' loop outermost, one interchange at a time.
+        let swap = step(
+            "interchange",
+            vec![local("d").minus(int(1)).minus(local("r")), local("d").minus(local("r"))],
+        );
+        out.stmt(S::For("r".into(), int(0).to(local("d").minus(int(1))), vec![swap]));
+        out.stmt(step("parallelize", vec![int(1)]));
+        out.end_else_if(local("parallel").and(some_parallel()), &[outermost_parallel()]);
     } else {
-        out.line("if parallel && par.len() > 0 { p = parallelize(p, par[0]); }");
+        out.stmt(S::If(local("parallel").and(some_parallel()), vec![outermost_parallel()]));
     }
     out.param(
         "vectorize",
@@ -160,15 +171,19 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
     // on its own (no -ffast-math), so a dot product over `k` innermost (syrk's `C[i][j] +=
     // A[i][k] * A[j][k]` as `i j k`) stays scalar unless marked; only a sum worth it
     // ([`long_sum`]).
-    let long: Vec<String> = w
+    let long: Vec<E> = w
         .loops
         .iter()
         .filter(|l| l.kind != Parallelism::Independent && long_sum(l.mean_extent, lanes))
-        .map(|l| format!("\"{}\"", l.iter))
+        .map(|l| text(&l.iter))
         .collect();
-    out.line(&format!("let long_sums = [{}];", long.join(", ")));
-    out.line("let inner = depth(p);");
-    out.line("if vectorize && (data_parallel_levels(p).contains(inner) || (parallel_levels(p).contains(inner) && long_sums.contains(iterators(p)[inner - 1]))) { p = vectorize(p, inner); }");
+    out.stmt(let_("long_sums", E::List(long)));
+    out.stmt(let_("inner", call("depth", vec![local("p")])));
+    let levels = |f: &'static str| call(f, vec![local("p")]).method("contains", vec![local("inner")]);
+    let inner_iter = call("iterators", vec![local("p")]).at(local("inner").minus(int(1)));
+    let long_sum = levels("parallel_levels").and(local("long_sums").method("contains", vec![inner_iter]));
+    let when = local("vectorize").and(levels("data_parallel_levels").or(long_sum.paren()).paren());
+    out.stmt(S::If(when, vec![step("vectorize", vec![local("inner")])]));
     // Streaming stores: a result written once (no reduction, not added onto: a rank update's
     // `C[i][j] += a[i] * b[j]` reads C's lines anyway), larger than the caches.
     let set_once = w.loops.iter().all(|l| l.kind == Parallelism::Independent);
@@ -187,10 +202,11 @@ pub(super) fn loops(out: &mut Out, w: &Workload, m: &Machine) {
             );
         }
         out.param("stream", "stream", "non-temporal stores of the result", ss);
-        out.line(&format!(
-            "if stream && vectorize && data_parallel_levels(p).contains(depth(p)) {{ p = stream(p, depth(p), {}); }}",
-            rhai_ref(&t.tensor)
-        ));
+        let depth = || call("depth", vec![local("p")]);
+        let when = local("stream")
+            .and(local("vectorize"))
+            .and(call("data_parallel_levels", vec![local("p")]).method("contains", vec![depth()]));
+        out.stmt(S::If(when, vec![step("stream", vec![depth(), value(&t.tensor)])]));
     }
 }
 
@@ -212,4 +228,14 @@ pub(super) fn all_orders(k: usize) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     go(&mut (1..=k).collect(), &mut Vec::new(), &mut out);
     out
+}
+
+/// `par.len() > 0`: some loop of the path runs in parallel.
+fn some_parallel() -> E {
+    local("par").method("len", vec![]).gt(int(0))
+}
+
+/// `p = parallelize(p, par[0]);`: the outermost parallel loop on threads.
+fn outermost_parallel() -> S {
+    step("parallelize", vec![local("par").at(int(0))])
 }

@@ -28,14 +28,15 @@ pub(super) fn contractible(state: &State, nests: &[(Name, Nest)], r: usize, temp
         .collect()
 }
 
-/// One value of `several`'s `fuse` parameter: its tag, its lines, whether they ask whether to
-/// contract the temporaries, and the fused nest's innermost sums that may go in lanes
-/// (address, reason).
+/// One value of `several`'s `fuse` parameter: its tag, the steps that fuse (the fused nest in
+/// `f`), whether they ask whether to contract the temporaries, the fused nest's innermost sums
+/// that may go in lanes (address, reason), and the statements that set the parts.
 pub(super) struct Arm {
     pub(super) tag: String,
-    pub(super) lines: Vec<String>,
+    pub(super) fuse: Vec<S>,
     pub(super) contract: bool,
     pub(super) sums: Vec<(String, String)>,
+    pub(super) parts: Vec<S>,
 }
 
 /// The `fuse` parameter's choices, their arms, and the level of the model's first fusion.
@@ -90,36 +91,27 @@ pub(super) fn fusion_arms(
             // the ones before it, checked as the builtin checks it (a temporary read before the
             // kernel writes it, a row sum accumulated from zero set outside, keeps its tensor).
             let temps = contractible(state, &nests[s..=t], r, temps);
-            let chain =
-                vars[s + 1..=t].iter().fold(vars[s].clone(), |acc, v| format!("fuse_outer({acc}, {v}, {r})"));
-            let mut lines = vec![format!("let f = {chain};")];
+            let chain = vars[s + 1..=t]
+                .iter()
+                .fold(local(&vars[s]), |acc, x| call("fuse_outer", vec![acc, local(x), int(r)]));
+            let mut fuse = vec![let_("f", chain)];
             let contracted = !temps.is_empty();
-            if contracted {
-                for t in &temps {
-                    lines.push(format!("if contract {{ f = store_at(f, {r}, {}); }}", rhai_ref(t)));
-                }
+            for t in &temps {
+                fuse.push(S::If(local("contract"), vec![step_on("f", "store_at", vec![int(r), value(t)])]));
             }
             // The fused nest's innermost sums into one element (gesummv's two dot products
             // per row, fused at `i`): scalar unless marked (gcc may not reorder a
             // floating-point sum), in lanes where each sums two vectors' terms or more, as the
             // rules of a single nest put them.
             let sums = fused_sums(state, &nests[s..=t], r, lanes_of(state, &nests[s].1, m));
-            if !sums.is_empty() {
-                lines.push("if sums {".into());
-                for (a, _) in &sums {
-                    lines.push(format!("    f = focus(f, \"{a}\"); f = vectorize(f, 1); f = focus(f);"));
-                }
-                lines.push("}".into());
-            }
             let whole = s == 0 && t == nests.len() - 1;
-            let kept: Vec<String> =
-                (0..nests.len()).filter(|&k| k < s || k > t).map(|k| vars[k].clone()).collect();
-            let mut parts: Vec<String> = kept[..s].to_vec();
-            parts.push("f".into());
+            let kept: Vec<E> =
+                (0..nests.len()).filter(|&k| k < s || k > t).map(|k| local(&vars[k])).collect();
+            let mut parts: Vec<E> = kept[..s].to_vec();
+            parts.push(local("f"));
             parts.extend(kept[s..].iter().cloned());
-            let flags: Vec<&str> = (0..parts.len()).map(|k| if k == s { "true" } else { "false" }).collect();
-            lines.push(format!("parts = [{}];", parts.join(", ")));
-            lines.push(format!("fused = [{}];", flags.join(", ")));
+            let flags: Vec<E> = (0..parts.len()).map(|k| E::Bool(k == s)).collect();
+            let parts = vec![set(local("parts"), E::List(parts)), set(local("fused"), E::List(flags))];
             let stored = if contracted {
                 format!(
                     "; {} stored per iteration (storage contraction)",
@@ -130,53 +122,53 @@ pub(super) fn fusion_arms(
             };
             let (tag, why) = if whole {
                 (
-                    format!("\"all@{r}\""),
+                    format!("all@{r}"),
                     format!(
                         "every nest fused at level {r} (the deepest legal for each pair): each element used while in cache{stored}"
                     ),
                 )
             } else {
                 (
-                    format!("\"{}-{}@{r}\"", s + 1, t + 1),
+                    format!("{}-{}@{r}", s + 1, t + 1),
                     format!(
                         "{} to {} fused at level {r} (the deepest legal for each pair), the others apart: each element used while in cache{stored}",
                         nests[s].0, nests[t].0
                     ),
                 )
             };
-            choices.push(choice(&tag, why));
-            arms.push(Arm { tag, lines, contract: contracted, sums });
+            choices.push(choice(E::Str(tag.clone()), why));
+            arms.push(Arm { tag, fuse, contract: contracted, sums, parts });
         }
         if let Some((k, &r)) = levels.iter().enumerate().find_map(|(k, l)| l.last().map(|r| (k, r)))
             && (nests.len() > 2 || common != Some(r))
         {
             let (a, b) = (&vars[k], &vars[k + 1]);
-            let rest: Vec<String> = vars
+            let rest: Vec<E> = vars
                 .iter()
                 .enumerate()
-                .map(|(i, v)| if i == k { format!("fuse_outer({a}, {b}, {r})") } else { v.clone() })
-                .enumerate()
                 .filter(|(i, _)| *i != k + 1)
-                .map(|(_, v)| v)
+                .map(
+                    |(i, x)| {
+                        if i == k { call("fuse_outer", vec![local(a), local(b), int(r)]) } else { local(x) }
+                    },
+                )
                 .collect();
-            let tag = format!("\"{}+{}@{r}\"", k + 1, k + 2);
+            let tag = format!("{}+{}@{r}", k + 1, k + 2);
             choices.push(choice(
-                &tag,
+                E::Str(tag.clone()),
                 format!(
                     "{} and {} fused at level {r} (their deepest legal), the others apart",
                     nests[k].0,
                     nests[k + 1].0
                 ),
             ));
-            let flags: Vec<&str> = (0..rest.len()).map(|i| if i == k { "true" } else { "false" }).collect();
+            let flags: Vec<E> = (0..rest.len()).map(|i| E::Bool(i == k)).collect();
             arms.push(Arm {
                 tag,
-                lines: vec![
-                    format!("parts = [{}];", rest.join(", ")),
-                    format!("fused = [{}];", flags.join(", ")),
-                ],
+                fuse: Vec::new(),
                 contract: false,
                 sums: Vec::new(),
+                parts: vec![set(local("parts"), E::List(rest)), set(local("fused"), E::List(flags))],
             });
         }
         if !choices.is_empty() {
@@ -206,10 +198,9 @@ pub(super) fn fusion_choices(
         return;
     }
     out.param("fuse", "fuse", "which nests are fused, at which level", choices);
-    for (k, Arm { tag, lines, contract, sums }) in arms.iter().enumerate() {
-        out.line(&format!("{}if fuse == {tag} {{", if k == 0 { "" } else { "} else " }));
-        out.indent += 1;
-        if tag == "\"each\"" {
+    for (k, Arm { tag, fuse, contract, sums, parts }) in arms.iter().enumerate() {
+        out.arm(k, local("fuse").eq(text(tag)));
+        if tag == "each" {
             // Rule by rule (the order of `NEST`), nest by nest.
             for rule in NEST {
                 for (j, found) in ruled.iter().enumerate() {
@@ -222,11 +213,11 @@ pub(super) fn fusion_choices(
                 if inner.is_empty() && threads.is_empty() {
                     continue;
                 }
-                out.line(&format!("// nest {}: sequences inside, kept whole", j + 1));
+                out.comment(&format!("nest {}: sequences inside, kept whole", j + 1));
                 out.prefix = if alone { String::new() } else { format!("n{}_", j + 1) };
                 let names: Vec<String> = inner.iter().map(|(a, why, _)| format!("{a} ({why})")).collect();
                 if inner.is_empty() {
-                    out.line("let lanes = true;");
+                    out.stmt(let_("lanes", E::Bool(true)));
                 } else {
                     out.param(
                         "lanes",
@@ -274,76 +265,74 @@ pub(super) fn fusion_choices(
                 }
                 out.prefix.clear();
                 if ruled[j].iter().any(|(r, _)| r.rules_the_nest()) {
-                    out.line(&format!("if lanes && !ruled[{j}] {{"));
+                    out.begin_if(local("lanes").and(local("ruled").at(int(j)).not()));
                 } else {
-                    out.line("if lanes {");
+                    out.begin_if(local("lanes"));
                 }
-                out.line(&format!("    let p = {};", vars[j]));
+                out.stmt(let_("p", local(&vars[j])));
                 for (a, _, _) in inner {
-                    out.line(&format!("    p = focus(p, \"{a}\"); p = vectorize(p, 1); p = focus(p);"));
+                    out.stmts(&at(a, vec![step("vectorize", vec![int(1)])]));
                 }
                 if !threads.is_empty() {
-                    out.line("    if threads {");
+                    out.begin_if(local("threads"));
                     for a in threads {
-                        out.line(&format!(
-                            "        p = focus(p, \"{a}\"); p = parallelize(p, 1); p = focus(p);"
-                        ));
+                        out.stmts(&at(a, vec![step("parallelize", vec![int(1)])]));
                     }
-                    out.line(&format!("        ruled[{j}] = true;"));
-                    out.line("    }");
+                    out.stmt(set(local("ruled").at(int(j)), E::Bool(true)));
+                    out.end();
                 }
                 // The last loop first: unrolling it leaves the earlier ones' addresses.
                 for a in unroll.iter().rev() {
-                    out.line(&format!(
-                        "    if unroll > 0 {{ p = focus(p, \"{a}\"); p = stripmine(p, 1, unroll); p = unroll(p, 2); p = focus(p); }}"
-                    ));
+                    let steps = at(
+                        a,
+                        vec![step("stripmine", vec![int(1), local("unroll")]), step("unroll", vec![int(2)])],
+                    );
+                    out.stmt(S::If(local("unroll").gt(int(0)), steps));
                 }
-                out.line(&format!("    parts[{j}] = p;"));
-                out.line(&format!("    laned[{j}] = true;"));
-                out.line("}");
+                out.stmt(set(local("parts").at(int(j)), local("p")));
+                out.stmt(set(local("laned").at(int(j)), E::Bool(true)));
+                out.end();
             }
             for (j, plan) in plans.iter().enumerate() {
                 let Some(plan) = plan else { continue };
                 let guarded = ruled[j].iter().any(|(r, _)| r.rules_the_nest());
                 if guarded {
-                    out.line(&format!("if !ruled[{j}] {{"));
-                    out.indent += 1;
+                    out.begin_if(local("ruled").at(int(j)).not());
                 }
-                out.line(&format!(
-                    "// nest {}: distributed into {} perfect nests, each by its own rules",
+                out.comment(&format!(
+                    "nest {}: distributed into {} perfect nests, each by its own rules",
                     j + 1,
                     plan.parts.len()
                 ));
-                out.line(&format!("let p = {};", vars[j]));
+                out.stmt(let_("p", local(&vars[j])));
                 for a in &plan.addresses {
-                    out.line(&format!("p = focus(p, \"{a}\"); p = distribute(p, 1); p = focus(p);"));
+                    out.stmts(&at(a, vec![step("distribute", vec![int(1)])]));
                 }
                 // The last part first: transforming it leaves the earlier ones' addresses.
                 for (i, Part { address, work: w, .. }) in plan.parts.iter().enumerate().rev() {
-                    out.line(&format!("// part {}: {}", i + 1, w.statements.join("; ")));
-                    out.line(&format!("p = focus(p, \"{address}\");"));
+                    out.comment(&format!("part {}: {}", i + 1, w.statements.join("; ")));
+                    out.stmt(step("focus", vec![text(address)]));
                     out.prefix =
                         if alone { format!("d{}_", i + 1) } else { format!("n{}d{}_", j + 1, i + 1) };
                     single(out, w, m);
                     out.prefix.clear();
                 }
-                out.line("p = focus(p);");
-                out.line(&format!("parts[{j}] = p;"));
-                out.line(&format!("ruled[{j}] = true;"));
+                out.stmt(step("focus", vec![]));
+                out.stmt(set(local("parts").at(int(j)), local("p")));
+                out.stmt(set(local("ruled").at(int(j)), E::Bool(true)));
                 if guarded {
-                    out.indent -= 1;
-                    out.line("}");
+                    out.end();
                 }
             }
             for (j, w) in own.iter().enumerate() {
                 let Some(w) = w else { continue };
-                out.line(&format!("// nest {}: {}", j + 1, w.statements.join("; ")));
-                out.line(&format!("let p = {};", vars[j]));
+                out.comment(&format!("nest {}: {}", j + 1, w.statements.join("; ")));
+                out.stmt(let_("p", local(&vars[j])));
                 out.prefix = format!("n{}_", j + 1);
                 single(out, w, m);
                 out.prefix.clear();
-                out.line(&format!("parts[{j}] = p;"));
-                out.line(&format!("ruled[{j}] = true;"));
+                out.stmt(set(local("parts").at(int(j)), local("p")));
+                out.stmt(set(local("ruled").at(int(j)), E::Bool(true)));
             }
         }
         if *contract {
@@ -369,12 +358,21 @@ pub(super) fn fusion_choices(
                 ],
             );
         }
-        for l in lines {
-            out.line(l);
+        for st in fuse {
+            out.stmt(st.clone());
         }
-        out.indent -= 1;
+        if !sums.is_empty() {
+            out.begin_if(local("sums"));
+            for (a, _) in sums {
+                out.stmts(&at_on("f", a, vec![step_on("f", "vectorize", vec![int(1)])]));
+            }
+            out.end();
+        }
+        for st in parts {
+            out.stmt(st.clone());
+        }
     }
-    out.line("}");
+    out.end();
 }
 
 /// Kernels of several nests (or nests with sequences): fusion where legal, then threads and
@@ -392,18 +390,18 @@ pub(super) fn several(
     let mut owned: Vec<(Name, Nest)> = Vec::new();
     for (k, (name, nest)) in nests.iter().enumerate() {
         let v = if alone { "p".to_string() } else { format!("p{}", k + 1) };
-        out.line(&format!("let {v} = {};", rhai_ref(name)));
+        out.stmt(let_(&v, value(name)));
         let simple = nest.items.len() == 1 && nest.items[0].as_loop().is_some_and(|l| one_path(l));
         match if simple { None } else { crate::schedule::scalars::privatized(state, nest) } {
             Some((n, lines)) => {
-                out.line(
-                    "// a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
+                out.comment(
+                    "a scalar that pins a loop, one copy per iteration (privatize): the loop is free",
                 );
-                out.line(&format!("let p = {v};"));
+                out.stmt(let_("p", local(&v)));
                 for l in lines {
-                    out.line(&l);
+                    out.stmts(&l);
                 }
-                out.line(&format!("{v} = p;"));
+                out.stmt(set(local(&v), local("p")));
                 owned.push((name.clone(), n));
             }
             None => owned.push((name.clone(), nest.clone())),
@@ -514,7 +512,7 @@ pub(super) fn several(
         || ruled.iter().any(|r| !r.is_empty())
     {
         let each = choice(
-            "\"each\"",
+            text("each"),
             format!(
                 "not fused: each nest by its own rules{}{}",
                 split.iter().map(|s| format!("; {s}")).collect::<String>(),
@@ -546,16 +544,24 @@ pub(super) fn several(
             choices.push(choice("\"none\"", "not fused"));
         }
         choices.insert(at, each);
-        arms.insert(at, Arm { tag: "\"each\"".into(), lines: Vec::new(), contract: false, sums: Vec::new() });
+        let arm = Arm {
+            tag: "each".into(),
+            fuse: Vec::new(),
+            contract: false,
+            sums: Vec::new(),
+            parts: Vec::new(),
+        };
+        arms.insert(at, arm);
     }
-    out.line(&format!("let parts = [{}];", vars.join(", ")));
+    let flags = || E::List(vec![E::Bool(false); vars.len()]);
+    out.stmt(let_("parts", E::List(vars.iter().map(|x| local(x)).collect())));
     // A fused part's depth is its shared loops': its inner loops are left to the compiler (but
     // for the sums above, where `sums` marks them); a nest scheduled by its own rules is left
     // as they made it.
-    out.line(&format!("let fused = [{}];", vec!["false"; vars.len()].join(", ")));
-    out.line(&format!("let ruled = [{}];", vec!["false"; vars.len()].join(", ")));
+    out.stmt(let_("fused", flags()));
+    out.stmt(let_("ruled", flags()));
     // Inner loops of a whole nest put in lanes (the generic lanes then leave it alone).
-    out.line(&format!("let laned = [{}];", vec!["false"; vars.len()].join(", ")));
+    out.stmt(let_("laned", flags()));
     fusion_choices(out, &vars, m, alone, choices, &arms, &own, &plans, &lanes, &ruled);
     out.param(
         "parallel",
@@ -575,15 +581,27 @@ pub(super) fn several(
             choice("false", "no vectors"),
         ],
     );
-    out.line("for k in 0..parts.len() {");
-    out.line("    let q = parts[k];");
-    out.line("    let par = parallel_levels(q);");
-    out.line("    if parallel && !ruled[k] && par.len() > 0 { q = parallelize(q, par[0]); }");
-    out.line("    if vectorize && !fused[k] && !ruled[k] && !laned[k] && depth(q) > 0 && data_parallel_levels(q).contains(depth(q)) { q = vectorize(q, depth(q)); }");
-    out.line("    parts[k] = q;");
-    out.line("}");
+    // Each part: its outermost parallel loop on threads, its innermost in lanes where it is
+    // data-parallel, unless fused or ruled above.
+    let flag = |f: &str| local(f).at(local("k"));
+    let depth = || call("depth", vec![local("q")]);
+    out.begin_for("k", int(0).to(local("parts").method("len", vec![])));
+    out.stmt(let_("q", local("parts").at(local("k"))));
+    out.stmt(let_("par", call("parallel_levels", vec![local("q")])));
+    let threads =
+        local("parallel").and(flag("ruled").not()).and(local("par").method("len", vec![]).gt(int(0)));
+    out.stmt(S::If(threads, vec![step_on("q", "parallelize", vec![local("par").at(int(0))])]));
+    let lanes = local("vectorize")
+        .and(flag("fused").not())
+        .and(flag("ruled").not())
+        .and(flag("laned").not())
+        .and(depth().gt(int(0)))
+        .and(call("data_parallel_levels", vec![local("q")]).method("contains", vec![depth()]));
+    out.stmt(S::If(lanes, vec![step_on("q", "vectorize", vec![depth()])]));
+    out.stmt(set(local("parts").at(local("k")), local("q")));
+    out.end();
     if alone {
-        out.line("p = parts[0];");
+        out.stmt(set(local("p"), local("parts").at(int(0))));
         Ok(vec!["p".to_string()])
     } else {
         Ok(vec!["parts".to_string()])

@@ -226,7 +226,10 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         "column blocks per cache block of B",
         ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
     );
-    out.line(&format!("p = register_tile(p, {}, mr, nr, kc, nc);", rhai_ref(&t.target)));
+    out.stmt(step(
+        "register_tile",
+        vec![value(&t.target), local("mr"), local("nr"), local("kc"), local("nc")],
+    ));
     let o = t.outer;
     let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
     par.push(choice(o + 1, "the column cache blocks on threads"));
@@ -243,7 +246,7 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         par.insert(0, choice(1, "the outermost (batch) loop on threads"));
     }
     out.param("parallel", "parallel", "the loop on threads", par);
-    out.line("p = parallelize(p, parallel);");
+    out.stmt(step("parallelize", vec![local("parallel")]));
     let mut packs = vec![choice("\"none\"", "operands read where they are")];
     if let Some(b) = &t.b {
         packs.insert(
@@ -267,17 +270,11 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     }
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
     if let Some(b) = &t.b {
-        out.line(&format!(
-            "if pack == \"B\" || pack == \"both\" {{ p = pack(p, {}, {}); }}",
-            o + 3,
-            rhai_ref(b)
-        ));
+        let when = local("pack").eq(text("B")).or(local("pack").eq(text("both")));
+        out.stmt(S::If(when, vec![step("pack", vec![int(o + 3), value(b)])]));
     }
     if let Some((a, 2)) = &t.a {
-        out.line(&format!(
-            "if pack == \"A^T\" || pack == \"both\" {{ p = pack(p, {}, {}, [2, 1]); }}",
-            o + 4,
-            rhai_ref(a)
-        ));
+        let when = local("pack").eq(text("A^T")).or(local("pack").eq(text("both")));
+        out.stmt(S::If(when, vec![step("pack", vec![int(o + 4), value(a), ints(&[2, 1])])]));
     }
 }

@@ -120,10 +120,10 @@ pub(super) fn time_tiles(out: &mut Out, w: &Workload) {
     let mut skews = Vec::new();
     for s in 2..=d {
         for r in (1..s).rev() {
-            skews.push(format!("p = skew(p, {r}, {s}, 1);"));
+            skews.push(step("skew", vec![int(r), int(s), int(1)]));
         }
     }
-    out.line(&skews.join(" "));
+    out.stmts(&skews);
     out.param(
         "tile",
         "tile",
@@ -134,11 +134,11 @@ pub(super) fn time_tiles(out: &mut Out, w: &Workload) {
             choice(8, "8"),
         ],
     );
-    let levels: Vec<String> = (0..d).map(|k| (2 * k + 1).to_string()).collect();
-    out.line(&format!("for r in [{}] {{ p = stripmine(p, r, tile, \"aligned\"); }}", levels.join(", ")));
-    let order: Vec<String> =
-        (0..d).map(|k| (2 * k + 1).to_string()).chain((0..d).map(|k| (2 * k + 2).to_string())).collect();
-    out.line(&format!("p = permute(p, [{}]);", order.join(", ")));
+    let levels: Vec<usize> = (0..d).map(|k| 2 * k + 1).collect();
+    let strip = step("stripmine", vec![local("r"), local("tile"), text("aligned")]);
+    out.stmt(S::For("r".into(), ints(&levels), vec![strip]));
+    let order: Vec<usize> = (0..d).map(|k| 2 * k + 1).chain((0..d).map(|k| 2 * k + 2)).collect();
+    out.stmt(step("permute", vec![ints(&order)]));
     out.param(
         "wavefront",
         "wavefront",
@@ -148,5 +148,8 @@ pub(super) fn time_tiles(out: &mut Out, w: &Workload) {
             choice("true", "the outer tile loops skewed into wavefronts, a wavefront's tiles on threads"),
         ],
     );
-    out.line("if wavefront { p = parallelize(interchange(skew(p, 1, 2, 1), 1, 2), 2); }");
+    // The outer tile loops skewed into wavefronts, the wavefront's loop second, on threads.
+    let skewed = call("skew", vec![local("p"), int(1), int(2), int(1)]);
+    let wave = call("parallelize", vec![call("interchange", vec![skewed, int(1), int(2)]), int(2)]);
+    out.stmt(S::If(local("wavefront"), vec![set(local("p"), wave)]));
 }

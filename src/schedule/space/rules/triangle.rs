@@ -32,14 +32,20 @@ impl Rule for Triangle {
 
     fn emit(&self, out: &mut Out, _: &Workload, m: &Machine, plan: &Plan) {
         let Plan::Triangle(t) = plan else { return };
-        out.line(&format!(
-            "p = stripmine(p, 1, {TRIANGLE_TILE}, \"aligned\"); p = stripmine(p, 3, {TRIANGLE_TILE}, \"aligned\"); p = interchange(p, 2, 3);"
-        ));
-        out.line("// the tiles off the diagonal (jo > io) apart: rectangular");
-        out.line("let io = iterators(p)[0];");
-        out.line("p = split(p, 2, iter(io) + 1); p = distribute(p, 1); p = focus(p, io + \"#2\");");
+        out.stmts(&[
+            step("stripmine", vec![int(1), int(TRIANGLE_TILE), text("aligned")]),
+            step("stripmine", vec![int(3), int(TRIANGLE_TILE), text("aligned")]),
+            step("interchange", vec![int(2), int(3)]),
+        ]);
+        out.comment("the tiles off the diagonal (jo > io) apart: rectangular");
+        out.stmt(let_("io", call("iterators", vec![local("p")]).at(int(0))));
+        out.stmts(&[
+            step("split", vec![int(2), call("iter", vec![local("io")]).plus(int(1))]),
+            step("distribute", vec![int(1)]),
+            step("focus", vec![local("io").plus(text("#2"))]),
+        ]);
         register_tile(out, t, m);
-        out.line("p = focus(p);");
+        out.stmt(step("focus", vec![]));
     }
 }
 
