@@ -339,6 +339,15 @@ pub fn apply(
     }
 }
 
+/// The nest `e` makes (a call through the registry) from the script variables `env`.
+pub fn nest_of(state: &State, env: &[(&str, ArgVal)], e: &E) -> Result<Nest, String> {
+    let vars: Vec<(String, ArgVal)> = env.iter().map(|(x, a)| (x.to_string(), a.clone())).collect();
+    match eval(state, &vars, e)? {
+        ArgVal::Value(Value::Nest(n)) => Ok(n),
+        other => Err(format!("expected a nest from `{e}`, found {}", other.describe())),
+    }
+}
+
 /// The argument the script hands the registry for `e`.
 fn eval(state: &State, vars: &[(String, ArgVal)], e: &E) -> Result<ArgVal, String> {
     Ok(match e {

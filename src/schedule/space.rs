@@ -38,7 +38,7 @@
 //! builtin that makes it, before anything is compiled.
 
 pub(super) use super::code::{
-    E, S, at, at_on, call, int, ints, let_, local, set, step, step_on, text, value,
+    E, S, apply, at, at_on, call, int, ints, let_, local, nest_of, set, step, step_on, text, value,
 };
 use super::walk::{Located, extent, loops_in_order};
 use super::workload::{Access, LoopInfo, Workload};

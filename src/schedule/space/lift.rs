@@ -373,22 +373,12 @@ pub(super) fn long_sum(mean_extent: f64, lanes: usize) -> bool {
     mean_extent >= (2 * lanes) as f64
 }
 
-/// The innermost sums into one element of `nests` fused at level `r` (as `fuse_outer` fuses
-/// them) that are worth `lanes` ([`long_sum`]): their addresses in the fused nest, with the
-/// reason (the rules of a single nest put such a sum in lanes; in a fused nest it is left to
-/// the compiler, which keeps a floating-point sum scalar).
-pub(super) fn fused_sums(
-    state: &State,
-    nests: &[(Name, Nest)],
-    r: usize,
-    lanes: usize,
-) -> Vec<(String, String)> {
-    let Some(((_, first), rest)) = nests.split_first() else { return Vec::new() };
-    let fused = rest
-        .iter()
-        .try_fold(first.clone(), |acc, (_, n)| crate::ops::transform::fuse_outer(&acc, n, r as i64));
-    let Ok(fused) = fused else { return Vec::new() };
-    inner_lanes(state, &fused)
+/// The innermost sums into one element of the fused nest `fused` that are worth `lanes`
+/// ([`long_sum`]): their addresses, with the reason (the rules of a single nest put such a sum
+/// in lanes; in a fused nest it is left to the compiler, which keeps a floating-point sum
+/// scalar).
+pub(super) fn fused_sums(state: &State, fused: &Nest, lanes: usize) -> Vec<(String, String)> {
+    inner_lanes(state, fused)
         .inner
         .into_iter()
         .filter_map(|(a, why, sum)| sum.filter(|&e| long_sum(e, lanes)).map(|_| (a, why)))

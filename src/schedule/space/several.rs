@@ -4,26 +4,22 @@
 
 use super::rules::nest::{NEST, NestCx, NestPlan, NestRule, detect_nest};
 use super::*;
+use crate::ir::Value;
+use crate::ops::registry::ArgVal;
 
-/// The temporaries of `temps` that `store_at` at level `r` takes, in order, on the nests fused
-/// at `r`: each applied after the ones before it and checked for legality as the builtin is
-/// (isl, with a witness), so that the space never offers a contraction its script refuses.
-pub(super) fn contractible(state: &State, nests: &[(Name, Nest)], r: usize, temps: Vec<Name>) -> Vec<Name> {
-    use crate::ops::transform::{fuse_outer, store_at};
-    let level = r as i64;
-    let Some(mut f) =
-        nests.iter().skip(1).try_fold(nests[0].1.clone(), |acc, (_, n)| fuse_outer(&acc, n, level).ok())
-    else {
-        return Vec::new();
-    };
+/// The temporaries of `temps` that `store_at` at level `r` takes, in order, on the fused nest
+/// `f`: each applied after the ones before it through the registry, as the script's
+/// `f = store_at(f, r, T)` (isl, with a witness), so that the space never offers a contraction
+/// its script refuses.
+pub(super) fn contractible(state: &State, mut f: Nest, r: usize, temps: Vec<Name>) -> Vec<Name> {
     temps
         .into_iter()
-        .filter(|t| match store_at(state, &f, level, t, &[]) {
-            Ok(g) if crate::ops::registry::legality_gate(state, "store_at", &g).is_ok() => {
+        .filter(|t| match apply(state, "f", &f, &[step_on("f", "store_at", vec![int(r), value(t)])], &[]) {
+            Ok(g) => {
                 f = g;
                 true
             }
-            _ => false,
+            Err(_) => false,
         })
         .collect()
 }
@@ -90,10 +86,17 @@ pub(super) fn fusion_arms(
             // Only the temporaries the script's `store_at` accepts: each on the fused nest with
             // the ones before it, checked as the builtin checks it (a temporary read before the
             // kernel writes it, a row sum accumulated from zero set outside, keeps its tensor).
-            let temps = contractible(state, &nests[s..=t], r, temps);
             let chain = vars[s + 1..=t]
                 .iter()
                 .fold(local(&vars[s]), |acc, x| call("fuse_outer", vec![acc, local(x), int(r)]));
+            // The fused nest, made as the script makes it.
+            let env: Vec<(&str, ArgVal)> = vars
+                .iter()
+                .zip(nests)
+                .map(|(x, (_, n))| (x.as_str(), ArgVal::Value(Value::Nest(n.clone()))))
+                .collect();
+            let fused = nest_of(state, &env, &chain).ok();
+            let temps = fused.clone().map_or_else(Vec::new, |f| contractible(state, f, r, temps));
             let mut fuse = vec![let_("f", chain)];
             let contracted = !temps.is_empty();
             for t in &temps {
@@ -103,7 +106,8 @@ pub(super) fn fusion_arms(
             // per row, fused at `i`): scalar unless marked (gcc may not reorder a
             // floating-point sum), in lanes where each sums two vectors' terms or more, as the
             // rules of a single nest put them.
-            let sums = fused_sums(state, &nests[s..=t], r, lanes_of(state, &nests[s].1, m));
+            let sums =
+                fused.map_or_else(Vec::new, |f| fused_sums(state, &f, lanes_of(state, &nests[s].1, m)));
             let whole = s == 0 && t == nests.len() - 1;
             let kept: Vec<E> =
                 (0..nests.len()).filter(|&k| k < s || k > t).map(|k| local(&vars[k])).collect();
