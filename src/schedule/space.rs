@@ -106,39 +106,15 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
             facts.extend(describe(&w));
             if w.perfect && w.n_stmts == 1 && !w.loops.is_empty() {
                 out.stmt(let_("p", value(name)));
-                let pivots = super::pivots::pivots(state, nest, &w);
-                if let Some(pv) = &pivots {
-                    out.param(
-                        "pivot",
-                        "pivot",
-                        "loops carried only through a pivot split there, the pieces on threads and in lanes",
-                        vec![
-                            choice(
-                                "true",
-                                format!(
-                                    "split {} (before, at and after the pivot): each side's loops are free (isl), on threads and in lanes",
-                                    pv.why
-                                ),
-                            ),
-                            choice("false", "as written, by the rules of a single nest"),
-                        ],
-                    );
-                    out.begin_if(local("pivot"));
-                    for l in &pv.steps {
-                        out.stmts(l);
-                    }
-                    out.else_();
-                }
-                match lift_plan(state, &w) {
-                    Some(plan) => {
+                // The forms (a pivot split, a lifted product), each around the ones after it,
+                // the sketches innermost.
+                let (forms, _) = rules::forms::detect_forms(state, nest, &w);
+                for (_, plan) in &forms {
+                    if let rules::forms::FormPlan::Lift(plan) = plan {
                         facts.push(plan.fact.clone());
-                        lifted_or_written(&mut out, &plan, &w, m);
                     }
-                    None => single(&mut out, &w, m),
                 }
-                if pivots.is_some() {
-                    out.end();
-                }
+                rules::forms::emit_forms(&mut out, &forms, &w, m);
             } else {
                 facts.push(format!(
                     "{name} is not a perfect nest of one statement ({} statements): its outer loop on threads, its inner loops in lanes",

@@ -5,10 +5,14 @@
 
 use super::*;
 
+pub(super) mod forms;
+pub(super) mod fusion;
 mod gathered_block;
 mod lane_block;
+mod lift_orders;
 mod loops;
 pub(super) mod nest;
+mod pivot;
 mod register_block;
 mod register_tile;
 mod time_tiles;
@@ -127,9 +131,16 @@ mod tests {
 
     /// The workload of a `.teml` program's nest `l`.
     pub(super) fn workload(src: &str) -> Workload {
+        workload_state(src).2
+    }
+
+    /// A `.teml` program's state, its nest `l` and the nest's workload.
+    pub(super) fn workload_state(src: &str) -> (State, Nest, Workload) {
         let s = crate::lang::eval_with(src, "t.teml", &State::new(), &crate::script::Stdlib::get()).unwrap();
         let Some(crate::ir::Value::Nest(n)) = s.get("l") else { panic!("no nest l") };
-        Workload::of(&s, n).unwrap()
+        let n = n.clone();
+        let w = Workload::of(&s, &n).unwrap();
+        (s, n, w)
     }
 
     pub(super) fn zen4() -> Machine {

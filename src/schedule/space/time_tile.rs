@@ -3,24 +3,6 @@
 
 use super::*;
 
-/// The longest run of three or more consecutive nests (first and last index) whose pairs
-/// share a fusion level, with the deepest such level; `levels[k]` is the pair k, k + 1's.
-pub(super) fn longest_run(levels: &[Vec<usize>]) -> Option<(usize, usize, usize)> {
-    let mut best: Option<(usize, usize, usize)> = None;
-    for s in 0..levels.len() {
-        let mut shared: Vec<usize> = levels[s].clone();
-        for (t, level) in levels.iter().enumerate().skip(s) {
-            shared.retain(|r| level.contains(r));
-            let Some(&r) = shared.iter().max() else { break };
-            // Pairs s..=t: nests s..=t + 1.
-            if t > s && best.is_none_or(|(a, b, _)| t + 1 - s > b - a) {
-                best = Some((s, t + 1, r));
-            }
-        }
-    }
-    best
-}
-
 /// Whether some element or cache line is used again only after more than `bytes` of other
 /// data: a loop that is not innermost carries reuse (an access that does not vary along it, two
 /// accesses of one tensor apart along it as a stencil's rows, or an access contiguous along it
