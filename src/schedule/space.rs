@@ -108,13 +108,13 @@ pub fn generate(state: &State, nests: &[(Name, Nest)], m: &Machine) -> Result<Sp
                 out.stmt(let_("p", value(name)));
                 // The forms (a pivot split, a lifted product), each around the ones after it,
                 // the sketches innermost.
-                let (forms, _) = rules::forms::detect_forms(state, nest, &w);
+                let (forms, _) = rules::detect_forms(state, nest, &w);
                 for (_, plan) in &forms {
-                    if let rules::forms::FormPlan::Lift(plan) = plan {
+                    if let rules::FormPlan::Lift(plan) = plan {
                         facts.push(plan.fact.clone());
                     }
                 }
-                rules::forms::emit_forms(&mut out, &forms, &w, m);
+                rules::emit_forms(&mut out, &forms, &w, m);
             } else {
                 facts.push(format!(
                     "{name} is not a perfect nest of one statement ({} statements): its outer loop on threads, its inner loops in lanes",

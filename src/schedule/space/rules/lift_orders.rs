@@ -4,9 +4,8 @@
 //! scheduled by the single-nest rules (through `focus`), or two contractions fused block by
 //! block ([`crate::schedule::chain`]: the temporary a register block at a time). Lifted first
 //! when it saves at least half the operations, or at least 1.3x where an order's contractions
-//! fuse. A row of [`super::forms::FORMS`].
+//! fuse. A row of [`super::FORMS`].
 
-use super::forms::{FormPlan, FormRule};
 use super::*;
 
 /// The rule.
@@ -281,7 +280,7 @@ pub(in crate::schedule::space) fn fused_chain(
 
 #[cfg(test)]
 mod tests {
-    use super::super::forms::detect_forms;
+    use super::super::detect_forms;
     use super::super::tests::workload_state;
 
     #[test]

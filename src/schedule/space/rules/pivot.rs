@@ -1,9 +1,8 @@
 //! Loops carried only through a pivot split there ([`crate::schedule::pivots`]): `pivot`
 //! true splits each such loop before, at and after the pivot and puts the pieces' free loops
 //! on threads and in lanes; false keeps the nest for the rules after it. A row of
-//! [`super::forms::FORMS`].
+//! [`super::FORMS`].
 
-use super::forms::{FormPlan, FormRule};
 use super::*;
 
 /// The rule.
@@ -56,7 +55,7 @@ impl FormRule for Pivot {
 
 #[cfg(test)]
 mod tests {
-    use super::super::forms::detect_forms;
+    use super::super::detect_forms;
     use super::super::tests::workload_state;
 
     #[test]
