@@ -190,7 +190,7 @@ impl E {
         E::Method(Box::new(self), name, args)
     }
     /// `!self`
-    pub fn not(self) -> E {
+    pub fn negated(self) -> E {
         E::Not(Box::new(self))
     }
     /// `(self)`
@@ -290,7 +290,7 @@ impl fmt::Display for S {
 fn index_text(e: &Expr) -> String {
     let mut parts: Vec<String> = Vec::new();
     for (x, c) in e.affine_terms().unwrap_or_default() {
-        let it = format!("iter({})", rhai_string(&x.to_string()));
+        let it = format!("iter({})", rhai_string(x.as_ref()));
         parts.push(if c == 1 { it } else { format!("{c} * {it}") });
     }
     if e.constant() != 0 || parts.is_empty() {

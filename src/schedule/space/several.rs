@@ -93,7 +93,7 @@ pub(super) fn fusion_choices(
                 }
                 out.prefix.clear();
                 if ruled[j].iter().any(|(r, _)| r.rules_the_nest()) {
-                    out.begin_if(local("lanes").and(local("ruled").at(int(j)).not()));
+                    out.begin_if(local("lanes").and(local("ruled").at(int(j)).negated()));
                 } else {
                     out.begin_if(local("lanes"));
                 }
@@ -125,7 +125,7 @@ pub(super) fn fusion_choices(
                 let Some(plan) = plan else { continue };
                 let guarded = ruled[j].iter().any(|(r, _)| r.rules_the_nest());
                 if guarded {
-                    out.begin_if(local("ruled").at(int(j)).not());
+                    out.begin_if(local("ruled").at(int(j)).negated());
                 }
                 out.comment(&format!(
                     "nest {}: distributed into {} perfect nests, each by its own rules",
@@ -417,12 +417,12 @@ pub(super) fn several(
     out.stmt(let_("q", local("parts").at(local("k"))));
     out.stmt(let_("par", call("parallel_levels", vec![local("q")])));
     let threads =
-        local("parallel").and(flag("ruled").not()).and(local("par").method("len", vec![]).gt(int(0)));
+        local("parallel").and(flag("ruled").negated()).and(local("par").method("len", vec![]).gt(int(0)));
     out.stmt(S::If(threads, vec![step_on("q", "parallelize", vec![local("par").at(int(0))])]));
     let lanes = local("vectorize")
-        .and(flag("fused").not())
-        .and(flag("ruled").not())
-        .and(flag("laned").not())
+        .and(flag("fused").negated())
+        .and(flag("ruled").negated())
+        .and(flag("laned").negated())
         .and(depth().gt(int(0)))
         .and(call("data_parallel_levels", vec![local("q")]).method("contains", vec![depth()]));
     out.stmt(S::If(lanes, vec![step_on("q", "vectorize", vec![depth()])]));
