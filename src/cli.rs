@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 mod bench;
+mod reference;
 mod tune;
 pub use bench::*;
+pub use reference::{ENVIRONMENT, cli_reference};
 pub use tune::*;
 
 /// teml: the Tensor optimizations Meta-Language. Build tensor expressions and loop nests,
@@ -34,6 +36,9 @@ pub enum Command {
     Repl(ReplArgs),
     /// Print the language reference: every builtin with its signature, meaning and example.
     Builtins,
+    /// Print this command-line reference (docs/cli.md): every command, its arguments and the
+    /// environment variables teml reads.
+    CliReference,
     /// Search a space of optimization paths (a program with `param(name, choices)`): every
     /// candidate checked for legality, verified and timed; the fastest written back as a
     /// replayable `.teml` script.

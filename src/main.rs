@@ -20,6 +20,10 @@ fn main() {
         Command::Auto(a) => teml::cli::auto(a),
         Command::Job(a) => teml::cli::job(a),
         Command::Export(a) => teml::cli::export(a),
+        Command::CliReference => {
+            print!("{}", teml::cli::cli_reference());
+            0
+        }
         Command::Builtins => {
             print!("{}", teml::cli::reference());
             0

@@ -248,12 +248,58 @@ fn the_language_reference_is_generated_from_the_table() {
     let committed = std::fs::read_to_string(&path).unwrap();
     assert!(
         committed == generated,
-        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test --release --test it cli::):\n{}",
+        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test --profile ci --test it cli::):\n{}",
         crate::common::unified_diff(&committed, &generated, "docs/reference.md", "teml builtins")
     );
     // every example in the table is valid syntax (Rhai ones start with `let`)
     for b in teml::ops::builtins().iter().filter(|b| !b.example.starts_with("let ")) {
         teml::lang::parse(b.example, b.name).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+    }
+}
+
+#[test]
+fn the_command_line_reference_is_generated_from_the_clap_definitions() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    let generated = teml::cli::cli_reference();
+    if std::env::var_os("TEML_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "docs/cli.md is stale: run `teml cli-reference > docs/cli.md` (or TEML_BLESS=1 cargo test --profile ci --test it cli::):\n{}",
+        crate::common::unified_diff(&committed, &generated, "docs/cli.md", "teml cli-reference")
+    );
+    let out = teml(&["cli-reference"], Path::new("."));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), generated);
+    // Every environment variable the sources read is in it.
+    let mut read = std::collections::BTreeSet::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, _) in text.match_indices("\"TEML_") {
+                    let name: String = text[i + 1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_' || c.is_ascii_digit())
+                        .collect();
+                    read.insert(name);
+                }
+            }
+        }
+    }
+    // (TEML_TARGET is the build's own target triple, set by build.rs; `TEML_EXPORT_` begins an
+    // exported header's include guard.)
+    for name in read.iter().filter(|n| n.as_str() != "TEML_TARGET" && !n.ends_with('_')) {
+        assert!(
+            teml::cli::ENVIRONMENT.iter().any(|(v, _)| v == name),
+            "{name} is read by the sources but not documented in teml::cli::ENVIRONMENT (docs/cli.md)"
+        );
     }
 }
 
