@@ -342,6 +342,9 @@ pub fn run(a: &RunArgs) -> i32 {
     if !report_warnings(state, a.program.deny_warnings) {
         return 1;
     }
+    if let Some(note) = space_note(&a.program.file, &state.params.seen, &a.program.params) {
+        eprintln!("{note}");
+    }
     if state.kernels.is_empty() {
         eprintln!("{}: the program has no codegen statement: nothing to run", a.program.file.display());
         return if a.no_run { 0 } else { 1 };
@@ -551,4 +554,27 @@ mod tests {
         let e = crate::tuner::slurm::read_job(&bad).unwrap_err();
         assert!(e.contains("unknown field `spaces`"), "{e}");
     }
+}
+
+/// Under `teml run`, a program with `param` calls is a search space run at one point: which
+/// point, and how to search it (`None` for a program without parameters).
+fn space_note(file: &Path, seen: &[crate::ir::Seen], fixed: &[(String, String)]) -> Option<String> {
+    if seen.is_empty() {
+        return None;
+    }
+    let picks: Vec<String> = seen.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
+    let how = if fixed.is_empty() {
+        "each at its first choice"
+    } else {
+        "at --param's choices, the others at their first"
+    };
+    Some(format!(
+        "note: {} is a search space ({} parameter{}): this run takes one point, {how}: {}; \
+         `teml tune {}` searches it, `--param NAME=VALUE` picks another point",
+        file.display(),
+        seen.len(),
+        if seen.len() == 1 { "" } else { "s" },
+        picks.join(", "),
+        file.display()
+    ))
 }

@@ -531,3 +531,37 @@ fn a_nested_call_in_the_papers_syntax_says_how_to_write_it() {
         "{err}"
     );
 }
+
+/// `teml run` on a search space runs one point and says so, with the command that searches it.
+#[test]
+fn running_a_space_says_which_point_and_suggests_tune() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("p.teml"),
+        "N = 8\nA = tensor([N, N])\nB = tensor([N, N])\nC = einsum(\"ik,kj->ij\", [A, B])\nl = build(C)\n",
+    )
+    .unwrap();
+    let space = d.path().join("s.rhai");
+    std::fs::write(
+        &space,
+        "// program: p.teml\nlet p = stripmine(l, 1, param(\"s\", [2, 4]));\ncodegen(p);\n",
+    )
+    .unwrap();
+    let s = space.to_str().unwrap();
+    let out = teml(&["run", s, "-q"], d.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "is a search space (1 parameter): this run takes one point, each at its first choice: s=2"
+        ),
+        "{err}"
+    );
+    assert!(err.contains(&format!("`teml tune {s}` searches it")), "{err}");
+    let out = teml(&["run", s, "-q", "--param", "s=4"], d.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at --param's choices, the others at their first: s=4"), "{err}");
+    // A program without parameters says nothing of the kind.
+    let out = teml(&["run", d.path().join("p.teml").to_str().unwrap(), "-q"], d.path());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("search space"));
+}
