@@ -468,6 +468,29 @@ const WORKS_CITED: &str = "
 - *Feautrier 1988*: \"Array expansion\", ICS 1988 (privatization: a copy per iteration).
 ";
 
+/// Under `teml run`, a program with `param` calls is a search space run at one point: which
+/// point, and how to search it (`None` for a program without parameters).
+fn space_note(file: &Path, seen: &[crate::ir::Seen], fixed: &[(String, String)]) -> Option<String> {
+    if seen.is_empty() {
+        return None;
+    }
+    let picks: Vec<String> = seen.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
+    let how = if fixed.is_empty() {
+        "each at its first choice"
+    } else {
+        "at --param's choices, the others at their first"
+    };
+    Some(format!(
+        "note: {} is a search space ({} parameter{}): this run takes one point, {how}: {}; \
+         `teml tune {}` searches it, `--param NAME=VALUE` picks another point",
+        file.display(),
+        seen.len(),
+        if seen.len() == 1 { "" } else { "s" },
+        picks.join(", "),
+        file.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,27 +577,4 @@ mod tests {
         let e = crate::tuner::slurm::read_job(&bad).unwrap_err();
         assert!(e.contains("unknown field `spaces`"), "{e}");
     }
-}
-
-/// Under `teml run`, a program with `param` calls is a search space run at one point: which
-/// point, and how to search it (`None` for a program without parameters).
-fn space_note(file: &Path, seen: &[crate::ir::Seen], fixed: &[(String, String)]) -> Option<String> {
-    if seen.is_empty() {
-        return None;
-    }
-    let picks: Vec<String> = seen.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
-    let how = if fixed.is_empty() {
-        "each at its first choice"
-    } else {
-        "at --param's choices, the others at their first"
-    };
-    Some(format!(
-        "note: {} is a search space ({} parameter{}): this run takes one point, {how}: {}; \
-         `teml tune {}` searches it, `--param NAME=VALUE` picks another point",
-        file.display(),
-        seen.len(),
-        if seen.len() == 1 { "" } else { "s" },
-        picks.join(", "),
-        file.display()
-    ))
 }
