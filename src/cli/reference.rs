@@ -80,9 +80,7 @@ fn command(out: &mut String, c: &clap::Command, parent: &str) {
         }
         out.push('\n');
     }
-    let subs: Vec<clap::Command> =
-        c.get_subcommands_mut().filter(|s| !s.is_hide_set()).map(|s| s.clone()).collect();
-    for sub in &subs {
+    for sub in c.get_subcommands().filter(|s| !s.is_hide_set()) {
         command(out, sub, &name);
     }
 }

@@ -321,7 +321,7 @@ pub fn apply(
     steps: &[S],
     env: &[(&str, ArgVal)],
 ) -> Result<Nest, String> {
-    let mut vars: Vec<(String, ArgVal)> = env.iter().map(|(x, a)| (x.to_string(), a.clone())).collect();
+    let mut vars = owned(env);
     vars.push((var.to_string(), ArgVal::Value(Value::Nest(nest.clone()))));
     for st in steps {
         let (x, e) = match st {
@@ -341,11 +341,15 @@ pub fn apply(
 
 /// The nest `e` makes (a call through the registry) from the script variables `env`.
 pub fn nest_of(state: &State, env: &[(&str, ArgVal)], e: &E) -> Result<Nest, String> {
-    let vars: Vec<(String, ArgVal)> = env.iter().map(|(x, a)| (x.to_string(), a.clone())).collect();
-    match eval(state, &vars, e)? {
+    match eval(state, &owned(env), e)? {
         ArgVal::Value(Value::Nest(n)) => Ok(n),
         other => Err(format!("expected a nest from `{e}`, found {}", other.describe())),
     }
+}
+
+/// The script variables `env`, as the probe keeps them.
+fn owned(env: &[(&str, ArgVal)]) -> Vec<(String, ArgVal)> {
+    env.iter().map(|(x, a)| (x.to_string(), a.clone())).collect()
 }
 
 /// The argument the script hands the registry for `e`.

@@ -238,19 +238,24 @@ fn large_kernels_are_verified_at_a_reduced_size() {
     );
 }
 
-#[test]
-fn the_language_reference_is_generated_from_the_table() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md");
-    let generated = teml::cli::reference();
+/// The committed generated doc `rel` equals `generated` (what `command` prints); rewritten
+/// under `TEML_BLESS=1`.
+fn assert_current(rel: &str, generated: &str, command: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     if std::env::var_os("TEML_BLESS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
+        std::fs::write(&path, generated).unwrap();
     }
-    let committed = std::fs::read_to_string(&path).unwrap();
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "docs/reference.md is stale: run `teml builtins > docs/reference.md` (or TEML_BLESS=1 cargo test --profile ci --test it cli::):\n{}",
-        crate::common::unified_diff(&committed, &generated, "docs/reference.md", "teml builtins")
+        "{rel} is stale: run `{command} > {rel}` (or TEML_BLESS=1 cargo test --profile ci --test it cli::):\n{}",
+        crate::common::unified_diff(&committed, generated, rel, command)
     );
+}
+
+#[test]
+fn the_language_reference_is_generated_from_the_table() {
+    assert_current("docs/reference.md", &teml::cli::reference(), "teml builtins");
     // every example in the table is valid syntax (Rhai ones start with `let`)
     for b in teml::ops::builtins().iter().filter(|b| !b.example.starts_with("let ")) {
         teml::lang::parse(b.example, b.name).unwrap_or_else(|e| panic!("{}: {e}", b.name));
@@ -259,17 +264,8 @@ fn the_language_reference_is_generated_from_the_table() {
 
 #[test]
 fn the_command_line_reference_is_generated_from_the_clap_definitions() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
     let generated = teml::cli::cli_reference();
-    if std::env::var_os("TEML_BLESS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "docs/cli.md is stale: run `teml cli-reference > docs/cli.md` (or TEML_BLESS=1 cargo test --profile ci --test it cli::):\n{}",
-        crate::common::unified_diff(&committed, &generated, "docs/cli.md", "teml cli-reference")
-    );
+    assert_current("docs/cli.md", &generated, "teml cli-reference");
     let out = teml(&["cli-reference"], Path::new("."));
     assert_eq!(String::from_utf8_lossy(&out.stdout), generated);
     // Every environment variable the sources read is in it.

@@ -1,7 +1,6 @@
-//! The lift sketch (TeIL Sec. 5): a product of three or more tensors as written or as a
-//! sequence of single contractions in one of its cheapest orders, each contraction scheduled by
-//! the single-nest rules (through `focus`), or two contractions fused block by block
-//! ([`crate::schedule::chain`]); and the parts of nests with several statements at a level.
+//! The parts of nests with several statements at a level: a nest's top-level parts (also the
+//! contractions of a lifted product, `rules/lift_orders.rs`), its distribution into perfect
+//! nests, its innermost loops in lanes, and the sums of a fused nest worth lanes.
 
 use super::*;
 
