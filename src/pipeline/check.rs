@@ -159,6 +159,10 @@ pub(super) struct Prepared {
     written_flops: u64,
     /// Too costly to time as written (a lifted product past [`UNTIMED_FLOPS`]).
     untimed: bool,
+    /// The rewritten program untransformed (a lifted assignment as its sequence of single
+    /// contractions), where some nest was rewritten: what checks the full-size binary when the
+    /// program as written is too costly to (empty otherwise).
+    lifted: Vec<Nest>,
 }
 
 /// The kernel's C, its untransformed nests and the initial data (cropped to the leading block
@@ -190,8 +194,10 @@ fn prepare(
     // A lifted expression as written can cost orders of magnitude more than its sequence
     // (helm as one product: 4e13 flops): past UNTIMED_FLOPS it is verified, never timed.
     let written_flops = flop_count(state, &reference_nests);
-    let untimed = written_flops > UNTIMED_FLOPS && req.nests.iter().any(|n| !n.rewrites.is_empty());
-    Ok(Prepared { name, kernel, reference_nests, store, temps, mag, written_flops, untimed })
+    let rewritten = req.nests.iter().any(|n| !n.rewrites.is_empty());
+    let untimed = written_flops > UNTIMED_FLOPS && rewritten;
+    let lifted = if rewritten { performed(state, req)? } else { Vec::new() };
+    Ok(Prepared { name, kernel, reference_nests, store, temps, mag, written_flops, untimed, lifted })
 }
 
 /// What the kernel's binary and its untransformed build gave.
@@ -424,19 +430,49 @@ fn check_full_size(
             )?;
             let full = match spot.short {
                 None => FullSizeCheck::Oracle { samples: spot.checked },
-                Some(short) => against_untransformed(
-                    state,
-                    &p.reference_nests,
-                    &p.name,
-                    &p.store,
-                    &c.written,
-                    (tol, &widened),
-                    &p.temps,
-                    opts,
-                    p.written_flops,
-                    &mut c.cmp,
-                )?
-                .unwrap_or_else(|why| FullSizeCheck::Nothing { why: format!("{short}, and {why}") }),
+                Some(short) => {
+                    let written = against_untransformed(
+                        state,
+                        &p.reference_nests,
+                        &p.name,
+                        &p.store,
+                        &c.written,
+                        (tol, &widened),
+                        &p.temps,
+                        opts,
+                        p.written_flops,
+                        &mut c.cmp,
+                    )?;
+                    match written {
+                        Ok(full) => full,
+                        Err(why) if !p.lifted.is_empty() => {
+                            // Too costly as written: verified as a chain. The rewrite was checked
+                            // against the expression as written at the reduced size; the
+                            // full-size binary is checked against the rewritten program (its
+                            // sequence of single contractions, untransformed) built on its own.
+                            let lifted_flops = flop_count(state, &p.lifted);
+                            match against_untransformed(
+                                state,
+                                &p.lifted,
+                                &p.name,
+                                &p.store,
+                                &c.written,
+                                (tol, &widened),
+                                &p.temps,
+                                opts,
+                                lifted_flops,
+                                &mut c.cmp,
+                            )? {
+                                Ok(FullSizeCheck::Untransformed { flags }) => {
+                                    FullSizeCheck::Rewritten { flags, why: format!("{short}, and {why}") }
+                                }
+                                Ok(full) => full,
+                                Err(also) => FullSizeCheck::Nothing { why: format!("{short}, {why}, and {also}") },
+                            }
+                        }
+                        Err(why) => FullSizeCheck::Nothing { why: format!("{short}, and {why}") },
+                    }
+                }
             };
             (reference, full)
         }
@@ -602,6 +638,21 @@ pub(super) fn against_untransformed(
     let flags = independent_flags(opts);
     let check_opts = RunOptions { flags: flags.clone(), timing: None, ..opts.clone() };
     let compiled = compiler(&check_opts)?.compile(&base.source, &flags)?;
+    // A rewritten program's temporaries are the kernel's own (no data of the run): they start
+    // at zero, as the kernel's do.
+    let extended;
+    let initial = if base.params.iter().all(|p| initial.contains_key(p.accessed())) {
+        initial
+    } else {
+        let mut fresh = interp::buffers_for(state, reference_nests, &mut |name, _, dims| {
+            if initial.contains_key(name) { Vec::new() } else { vec![0.0; dims.iter().product()] }
+        })
+        .map_err(RunError::Data)?;
+        fresh.retain(|n, _| !initial.contains_key(n));
+        fresh.extend(initial.iter().map(|(n, t)| (n.clone(), t.clone())));
+        extended = fresh;
+        &extended
+    };
     let mut compared = 0usize;
     run_compiled(state, &base, &compiled, initial, &check_opts, None, &mut |i, src| {
         let p = &base.params[i];

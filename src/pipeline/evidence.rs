@@ -58,6 +58,16 @@ pub enum FullSizeCheck {
         /// The flags of that build.
         flags: String,
     },
+    /// Every element, against the rewritten program (a lifted assignment as its sequence of
+    /// single contractions, untransformed) compiled on its own with other flags: a chain, where
+    /// the program as written is too costly to run and the rewrite itself was checked against
+    /// it at a reduced size.
+    Rewritten {
+        /// The flags of that build.
+        flags: String,
+        /// Why the program as written could not check it.
+        why: String,
+    },
     /// Nothing: the full-size binary is not verified.
     Nothing {
         /// Why nothing could check it.
@@ -81,6 +91,11 @@ impl FullSizeCheck {
             )),
             FullSizeCheck::Untransformed { flags } => Some(format!(
                 "full-size kernel checked in full against the untransformed program compiled on its own ({flags})"
+            )),
+            FullSizeCheck::Rewritten { flags, why } => Some(format!(
+                "full-size kernel checked in full against the rewritten program (its single contractions, untransformed) \
+                 compiled on its own ({flags}), the rewrite itself against the expression as written at a reduced size \
+                 (verified as a chain: {why})"
             )),
             FullSizeCheck::Nothing { why } => Some(format!("full-size kernel not checked ({why})")),
         }

@@ -275,3 +275,53 @@ fn cflags_that_redefine_an_extent_are_refused() {
     let o = teml(&["run", "examples/mm.teml", "-D", "N=8", "--cflags", "-O2 -DUNUSED=1"], d.path());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A lifted program whose expression as written is too costly to check at full size (the
+/// tensor network's five-operand product, 8.8e12 flops) is verified as a chain: the rewrite
+/// against the expression as written at a reduced size, the full-size binary in full against the
+/// rewritten program built on its own. A full-size binary that computes something else is caught
+/// by that check: here a compiler that flips a sign of the kernel's last contraction at `-O3`
+/// (the reduced-size check passes, its binary is another one).
+#[test]
+fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_binary_is_caught() {
+    let o = teml(&["run", "examples/tensor_network.teml", "--threads", "2", "--json"], Path::new("."));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let e = evidence(&v, 0);
+    assert_eq!(v["kernels"][0]["verified"], true, "{v}");
+    assert_eq!(e["reference"]["at"], "reduced", "{v}");
+    assert_eq!(e["full_size"]["by"], "rewritten", "{v}");
+    assert_eq!(e["full_size"]["flags"], "-O1", "{v}");
+    assert!(e["full_size"]["why"].as_str().unwrap().contains("too costly to run as a check"), "{v}");
+    let how = v["kernels"][0]["verification"].as_str().unwrap();
+    assert!(how.contains("verified as a chain"), "{how}");
+
+    let d = tempfile::tempdir().unwrap();
+    let cc = d.path().join("cc");
+    std::fs::write(
+        &cc,
+        "#!/bin/sh\nsrc=\nfor a in \"$@\"; do case \"$a\" in *.c) src=\"$a\";; esac; done\n\
+         case \" $* \" in *\" -O3 \"*) ;; *) exec gcc \"$@\";; esac\n\
+         if [ -n \"$src\" ] && grep -q 'R_3\\[' \"$src\"; then\n\
+           sed 's/+= t\\[/-= t[/' \"$src\" > \"$src.wrong.c\"\n\
+           args=; for a in \"$@\"; do case \"$a\" in *.c) args=\"$args $src.wrong.c\";; *) args=\"$args $a\";; esac; done\n\
+           exec gcc $args\n\
+         fi\n\
+         exec gcc \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["run", "examples/tensor_network.teml", "--threads", "2", "--json"])
+        .env("TEML_CACHE_DIR", d.path().join("cache"))
+        .env("CC", &cc)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let how = v["kernels"][0]["verification"].as_str().unwrap();
+    // The `-O3` binary disagreed with the rewritten program: it is not the one reported.
+    assert!(how.contains("compiler defect") && how.contains("computed R["), "{how}");
+    assert!(!how.contains("with `-O3") || how.contains("instead"), "{how}");
+}
