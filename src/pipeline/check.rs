@@ -467,7 +467,9 @@ fn check_full_size(
                                     FullSizeCheck::Rewritten { flags, why: format!("{short}, and {why}") }
                                 }
                                 Ok(full) => full,
-                                Err(also) => FullSizeCheck::Nothing { why: format!("{short}, {why}, and {also}") },
+                                Err(also) => {
+                                    FullSizeCheck::Nothing { why: format!("{short}, {why}, and {also}") }
+                                }
                             }
                         }
                         Err(why) => FullSizeCheck::Nothing { why: format!("{short}, and {why}") },

@@ -515,6 +515,32 @@ fn register_iterators(engine: &mut Engine, shared: &Rc<Shared>) {
     engine.register_fn("constant", move |name: ImmutableString| -> Dynamic {
         sh.state.borrow().constant(&name).map(Dynamic::from).unwrap_or(Dynamic::UNIT)
     });
+    // `constant("N", 512)`: the paper syntax's `N = 512` line, the named constant's default
+    // where -D did not give it.
+    let sh = shared.clone();
+    engine.register_fn("constant", move |name: ImmutableString, value: i64| -> RhaiResult<i64> {
+        let mut state = sh.state.borrow_mut();
+        let ident = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ident {
+            return Err(format!(
+                "constant: argument 1 (name): expected an identifier (a letter or _ first, then letters, digits or _), found \"{name}\""
+            )
+            .into());
+        }
+        if state.const_defs.contains(name.as_str()) {
+            let old = state.constant(&name).unwrap_or(value);
+            return Err(format!(
+                "constant: named constant `{name}` is already defined ({name} = {old}): expected one definition per constant (-D {name}=INT overrides it), found a second"
+            )
+            .into());
+        }
+        if state.constant(&name).is_none() {
+            *state = state.with_const(&name, value);
+        }
+        state.const_defs.insert(name.as_str().into());
+        Ok(state.constant(&name).unwrap_or(value))
+    });
     let sh = shared.clone();
     engine.register_fn("constant_names", move |ts: Dynamic| -> Array {
         let state = sh.state.borrow();

@@ -141,7 +141,11 @@ pub const HELPERS: &[(&str, &str, &str)] = &[
         "with_iters(t, I)",
         "t indexed by I (a declared tensor), or with its free iterators renamed to I position by position (an operation; eq. 14-15 via ops::operand)",
     ),
-    ("constant", "constant(\"N\")", "the value -D gave the named constant N, or ()"),
+    (
+        "constant",
+        "constant(\"N\") | constant(\"N\", default)",
+        "the value -D gave the named constant N, or (); with a default, defines N as the paper syntax's `N = 512` line does (-D overrides it) and gives its value",
+    ),
     (
         "recorded",
         "recorded(p, \"name\", [args])",

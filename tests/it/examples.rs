@@ -146,3 +146,8 @@ fn header_commands_of_the_examples_work_as_written() {
     }
     assert!(ran >= 3, "only {ran} header commands found");
 }
+
+#[test]
+fn tutorial_files_run_and_verify() {
+    assert_eq!(run_all("examples/tutorial", false), 5);
+}

@@ -50,4 +50,5 @@ mod stream;
 mod transform;
 mod trust;
 mod tune;
+mod tutorial;
 mod verification;

@@ -504,3 +504,23 @@ fn an_expression_deeper_than_the_limit_is_a_clear_error() {
     let src = "let A = tensor([8]);\nlet e = vadd(A, A, [[i], [i]]);\nfor k in 0..300 {\n    e = vadd(e, A, [(), [i]]);\n}\nlet s = eq(e, (), [i]);\nlet l = build(s);\n";
     ok(src, &State::new());
 }
+
+/// `constant("N", 512)` is the paper syntax's `N = 512` line: the default where -D gave none,
+/// -D's value otherwise; a second definition and a name that is no identifier are refused at
+/// their line.
+#[test]
+fn constant_with_a_default_defines_a_named_constant_that_d_overrides() {
+    let src = "let n = constant(\"N\", 512);\nlet A = tensor([N, N]);\n";
+    let s = ok(src, &State::new());
+    assert_eq!(s.constant("N"), Some(512));
+    assert!(s.const_defs.contains("N"));
+    let s = ok(src, &State::new().with_const("N", 24));
+    assert_eq!(s.constant("N"), Some(24));
+    let e = err("constant(\"N\", 512);\nconstant(\"N\", 64);\n").to_string();
+    assert!(
+        e.contains("t.rhai:2:") && e.contains("already defined (N = 512)") && e.contains("-D N=INT"),
+        "{e}"
+    );
+    let e = err("constant(\"2N\", 512);\n").to_string();
+    assert!(e.contains("t.rhai:1:") && e.contains("expected an identifier") && e.contains("\"2N\""), "{e}");
+}
