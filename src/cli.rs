@@ -103,6 +103,13 @@ pub fn export(a: &ExportArgs) -> i32 {
         defines: a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect(),
         params: a.program.params.iter().cloned().collect(),
         unchecked: a.program.unchecked,
+        roles: match a.program.roles() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        },
         kernels: a.kernels.clone(),
         out: a.out.clone(),
         flags,
@@ -147,9 +154,35 @@ pub struct ProgramArgs {
     /// Treat warnings (a statement that probably does not mean what it says) as errors.
     #[arg(long)]
     pub deny_warnings: bool,
+    /// Declare tensors results (repeatable, or a comma list: `--result tmp,C`), as
+    /// `result(tmp)` in the program does: kept whole after the kernel, never stored per
+    /// iteration or privatized by the program's path, `teml auto` or a generated space.
+    #[arg(long = "result", value_name = "T", value_delimiter = ',')]
+    pub results: Vec<String>,
+    /// Declare tensors temporaries (repeatable, or a comma list), as `temporary(p, q)` does:
+    /// their values after the kernel are not wanted, so they may be stored per iteration.
+    #[arg(long = "temporary", value_name = "T", value_delimiter = ',')]
+    pub temporaries: Vec<String>,
 }
 
 impl ProgramArgs {
+    /// The roles `--result` and `--temporary` declare, or the name declared both ways.
+    pub fn roles(&self) -> Result<crate::ir::Roles, String> {
+        let mut roles = crate::ir::Roles::new();
+        for (names, role) in
+            [(&self.results, crate::ir::Role::Result), (&self.temporaries, crate::ir::Role::Temporary)]
+        {
+            for t in names {
+                if roles.insert(Name::from(t.as_str()), role).is_some_and(|r| r != role) {
+                    return Err(format!(
+                        "--result and --temporary: expected each tensor in one of them, found `{t}` in both"
+                    ));
+                }
+            }
+        }
+        Ok(roles)
+    }
+
     /// The tuning parameters `--param` fixes.
     pub fn params(&self) -> crate::ir::Params {
         crate::ir::Params { values: self.params.iter().cloned().collect(), ..Default::default() }
@@ -264,8 +297,23 @@ fn parse_path_pair(s: &str) -> Result<(String, PathBuf), String> {
 /// `teml check`: 0 if the program evaluates.
 pub fn check(a: &CheckArgs) -> i32 {
     let defines = a.program.define.iter().map(|(n, v)| (n.as_str(), *v));
-    let state = State { params: a.program.params(), ..State::starting(defines, a.program.unchecked) };
-    match pipeline::eval_file(&a.program.file, &state) {
+    let roles = match a.program.roles() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let consts: BTreeMap<Name, i64> = defines.map(|(n, v)| (Name::from(n), v)).collect();
+    let program = Program::declaring(
+        &a.program.file,
+        consts,
+        a.program.unchecked,
+        a.program.params(),
+        crate::script::Env::default(),
+        roles,
+    );
+    match program.eval() {
         Ok(s) => {
             if !report_warnings(&s, a.program.deny_warnings) {
                 return 1;
@@ -329,8 +377,15 @@ pub fn run(a: &RunArgs) -> i32 {
         RunOptions { timing: Some(Timing { min_time_s: a.min_time, ..Timing::default() }), ..opts.clone() },
         a.json,
     );
+    let roles = match a.program.roles() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let program =
-        Program::with_params(&a.program.file, defines, a.program.unchecked, a.program.params(), env);
+        Program::declaring(&a.program.file, defines, a.program.unchecked, a.program.params(), env, roles);
     let pipe = match Pipeline::new(program, opts) {
         Ok(p) => p,
         Err(e) => {

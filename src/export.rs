@@ -47,6 +47,8 @@ pub struct ExportOptions {
     pub params: BTreeMap<String, String>,
     /// Skip the legality checks (verification still runs).
     pub unchecked: bool,
+    /// The tensors `--result` and `--temporary` declared.
+    pub roles: crate::ir::Roles,
     /// Only these kernels (their names), all when empty.
     pub kernels: Vec<String>,
     /// The directory to write.
@@ -114,12 +116,13 @@ pub struct About {
 /// Exports the kernels of `o.program`: each is verified first (a kernel that does not verify is
 /// not exported), then written and compiled into `o.out`.
 pub fn export(o: &ExportOptions) -> Result<Vec<Exported>, String> {
-    let program = Program::with_params(
+    let program = Program::declaring(
         &o.program,
         o.defines.clone(),
         o.unchecked,
         crate::ir::Params { values: o.params.clone(), ..Default::default() },
         pipeline::script_env_with(RunOptions::default(), true),
+        o.roles.clone(),
     );
     let opts = RunOptions { flags: o.flags.clone(), ..RunOptions::default() };
     let pipe = Pipeline::new(program, opts).map_err(|e| e.with_hint().to_string())?;

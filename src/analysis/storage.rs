@@ -184,7 +184,7 @@ pub fn contract(
     for (k, (_, nest)) in out.iter_mut().enumerate() {
         let candidates: Vec<Name> = temporaries(nest)
             .into_iter()
-            .filter(|t| !keep.contains(t))
+            .filter(|t| !keep.contains(t) && !state.is_result(t))
             .filter(|t| touched.iter().enumerate().all(|(j, ts)| j == k || !ts.contains(t)))
             .collect();
         for t in candidates {

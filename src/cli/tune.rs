@@ -161,8 +161,16 @@ pub struct AutoArgs {
 pub fn auto(a: &AutoArgs) -> i32 {
     let defines: BTreeMap<Name, i64> =
         a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
+    let roles = match a.program.roles() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     if let Some(to) = &a.emit_space {
-        return match crate::tuner::auto::generate(&a.program.file, &defines, a.program.unchecked, to) {
+        return match crate::tuner::auto::generate(&a.program.file, &defines, a.program.unchecked, &roles, to)
+        {
             Ok(g) => {
                 println!(
                     "{}: the generated space ({} parameters)",
@@ -184,6 +192,7 @@ pub fn auto(a: &AutoArgs) -> i32 {
         program: a.program.file.clone(),
         defines,
         unchecked: a.program.unchecked,
+        roles,
         out: a.out.clone().unwrap_or_else(|| PathBuf::from("auto-out").join(&stem)),
         db: if a.no_db { None } else { Some(a.db.clone().unwrap_or_else(crate::tuner::db::default_path)) },
         threads,
@@ -285,6 +294,10 @@ pub fn tune_options(a: &TuneArgs) -> Result<crate::tuner::TuneOptions, i32> {
         rounds: a.rounds,
         anchors: !a.no_anchors,
         unchecked: a.program.unchecked,
+        roles: a.program.roles().map_err(|e| {
+            eprintln!("error: {e}");
+            2
+        })?,
         json: a.json,
         run: RunOptions {
             flags,
@@ -450,6 +463,8 @@ fn export_to(
         defines: defines.clone(),
         params: BTreeMap::new(),
         unchecked,
+        // auto.teml and best.teml hold the declarations (their `result(...)` lines).
+        roles: Default::default(),
         kernels: Vec::new(),
         out: dir.to_path_buf(),
         flags: flags.clone(),

@@ -74,13 +74,15 @@ pub(super) fn plan_kernel(
     if let Some(t) = nests.iter().flat_map(|(_, n)| n.expanded.keys()).find(|t| keep.contains(*t)) {
         return Err(unrealizable(format!(
             "`{t}` has a copy per iteration of a loop (privatize), so its values are not kept after the \
-             kernel; expected no -o for it, or no privatize"
+             kernel; expected no -o for it, or no privatize (`result({t})` in the program, or --result {t}, \
+             declares it a result: then no path privatizes it)"
         )));
     }
     if let Some(t) = local.iter().find(|t| keep.contains(*t)) {
         return Err(unrealizable(format!(
             "`{t}` is stored per iteration of a loop (store_at), so its values are not kept after the \
-             kernel; expected no -o for it, or no store_at"
+             kernel; expected no -o for it, or no store_at (`result({t})` in the program, or --result {t}, \
+             declares it a result: then teml auto and its spaces keep it whole)"
         )));
     }
     let layouts = kernel::one_layout_per_tensor(&nests, &local).map_err(unrealizable)?;

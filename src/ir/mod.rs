@@ -19,7 +19,7 @@ pub use marks::Mark;
 pub use marks::{Annotations, PackLayout};
 pub use params::{Params, Seen};
 pub use rewrite::Rewrite;
-pub use state::{Init, KernelRequest, State, Value, Warnings};
+pub use state::{Init, KernelRequest, Role, Roles, State, Value, Warnings};
 pub use texpr::{
     AssignMode, Before, DType, Dim, Domain, Func, Instance, Iters, Op, Range, Shape, TExpr, TNode, real_leaf,
 };

@@ -55,6 +55,30 @@ pub fn describe_tensor(t: &TNode) -> String {
     }
 }
 
+/// What a tensor is to its program: its values after the kernel are wanted (a result), or
+/// not (a temporary: teml may keep only the part an iteration needs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// `result(T)`: kept whole, `-o T` saves it.
+    Result,
+    /// `temporary(T)`: its values may be dropped after the kernel (storage contraction).
+    Temporary,
+}
+
+impl Role {
+    /// The builtin that declares it.
+    pub fn builtin(self) -> &'static str {
+        match self {
+            Role::Result => "result",
+            Role::Temporary => "temporary",
+        }
+    }
+}
+
+/// Each declared tensor's role.
+pub type Roles = BTreeMap<Name, Role>;
+
 /// The state σ.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
@@ -78,6 +102,18 @@ pub struct State {
     /// path then reaches verification, which reports the mismatch.
     #[serde(default)]
     pub unchecked: bool,
+    /// What the program (`result(T)`, `temporary(T)`) or the command line (`--result`,
+    /// `--temporary`) said each tensor is. A declared result is never contracted (`store_at`,
+    /// `privatize`, code generation's own contraction); a tensor declared neither way is a
+    /// temporary where a later statement of its kernel reads it, a result otherwise
+    /// (docs/guide.md, "Results and temporaries"). The last declaration of a tensor wins; the
+    /// command line's wins over the program's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub roles: Roles,
+    /// The tensors of `roles` the command line declared: they override the program's own
+    /// `result`/`temporary` statements, as `-D` overrides `N = ...`.
+    #[serde(skip)]
+    pub roles_given: std::collections::BTreeSet<Name>,
     /// The tuning parameters of this evaluation (`param(name, choices)`): never saved, never
     /// compared.
     #[serde(skip)]
@@ -190,6 +226,11 @@ impl State {
         let mut s = self.clone();
         s.consts.insert(Arc::from(name), value);
         s
+    }
+
+    /// Whether the program or the command line declared `t` a result (`result(t)`).
+    pub fn is_result(&self, t: &Name) -> bool {
+        self.roles.get(t) == Some(&Role::Result)
     }
 
     /// The value of a named constant.

@@ -2,7 +2,7 @@
 //! evaluation of program files, and the `// program:` line of scripts.
 
 use crate::error::ProgramError;
-use crate::ir::{Name, State};
+use crate::ir::{Name, Roles, State};
 use crate::script::Env;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,11 +46,34 @@ impl Program {
         params: crate::ir::Params,
         env: Env,
     ) -> Program {
+        Program::declaring(path, defines, unchecked, params, env, Roles::new())
+    }
+
+    /// [`Program::with_params`] with the tensors the command line declared results or
+    /// temporaries (`--result`, `--temporary`): declared before the program runs, each must
+    /// name a tensor of it.
+    pub fn declaring(
+        path: &std::path::Path,
+        defines: BTreeMap<Name, i64>,
+        unchecked: bool,
+        params: crate::ir::Params,
+        env: Env,
+        roles: Roles,
+    ) -> Program {
         let p = path.to_path_buf();
         Program::new(&path.display().to_string(), defines, move |consts| {
-            let base = State { unchecked, params: params.clone(), ..State::new() };
+            let given = roles.keys().cloned().collect();
+            let base = State {
+                unchecked,
+                params: params.clone(),
+                roles: roles.clone(),
+                roles_given: given,
+                ..State::new()
+            };
             let state = consts.iter().fold(base, |s, (n, v)| s.with_const(n, *v));
-            eval_file_in(&p, &state, &env)
+            let s = eval_file_in(&p, &state, &env)?;
+            check_declared(&s, &roles, &p)?;
+            Ok(s)
         })
     }
 
@@ -63,6 +86,28 @@ impl Program {
     pub fn eval_with(&self, consts: &BTreeMap<Name, i64>) -> Result<State, ProgramError> {
         (self.eval)(consts)
     }
+}
+
+/// Each tensor the command line declared (`roles`) is one the program has.
+fn check_declared(s: &State, roles: &Roles, path: &std::path::Path) -> Result<(), ProgramError> {
+    for (t, role) in roles {
+        if s.real_tensor(t).is_none() {
+            let mut names: Vec<String> = s
+                .vars
+                .iter()
+                .filter(|(n, _)| s.real_tensor(n).is_some())
+                .map(|(n, _)| n.to_string())
+                .collect();
+            names.truncate(12);
+            return Err(ProgramError::plain(format!(
+                "error: --{} {t}: expected a tensor of {}, found none named `{t}` (its tensors: {})",
+                role.builtin(),
+                path.display(),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Evaluates a program file from `state`: `.rhai` as a Rhai script, anything else in the

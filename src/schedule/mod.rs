@@ -51,6 +51,16 @@ pub fn script(
         text.push_str(&format!("// {f}\n"));
     }
     text.push('\n');
+    // What the program and the command line declared results and temporaries (`--result`):
+    // every point of the space keeps them.
+    if !state.roles.is_empty() {
+        text.push_str(
+            "// the tensors declared results or temporaries (in the program or on the command line)\n",
+        );
+    }
+    for (t, role) in &state.roles {
+        text.push_str(&format!("{}\n", code::S::Call(code::call(role.builtin(), vec![code::value(t)]))));
+    }
     text.push_str(&space.body);
     text.push_str(&codegen_line(&space.outputs, req.nests.len()));
     Ok((text, space))

@@ -322,6 +322,7 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
                 program: base_file.clone(),
                 defines: defines.clone(),
                 unchecked: false,
+                roles: Default::default(),
                 out: dir.path().to_path_buf(),
                 db: None,
                 threads: o.threads,

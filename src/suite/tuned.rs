@@ -20,6 +20,7 @@ pub(super) fn retune_options(
     crate::tuner::TuneOptions {
         space,
         defines: defines.clone(),
+        roles: Default::default(),
         fixed: BTreeMap::new(),
         strategy: crate::tuner::strategy::Strategy::Model,
         seed: 1,

@@ -56,8 +56,13 @@ pub fn program_state(
     program: &Path,
     defines: &BTreeMap<Name, i64>,
     unchecked: bool,
+    roles: &crate::ir::Roles,
 ) -> Result<State, String> {
-    let state = Program::file(program, defines.clone(), unchecked).eval().map_err(|e| e.to_string())?;
+    let env = crate::script::Env::default();
+    let state =
+        Program::declaring(program, defines.clone(), unchecked, Default::default(), env, roles.clone())
+            .eval()
+            .map_err(|e| e.to_string())?;
     if state.kernels.is_empty() {
         return Err(format!(
             "{}: expected a program with a codegen statement (the kernel to schedule), found none",
@@ -88,9 +93,10 @@ pub fn generate(
     program: &Path,
     defines: &BTreeMap<Name, i64>,
     unchecked: bool,
+    roles: &crate::ir::Roles,
     to: &Path,
 ) -> Result<Generated, String> {
-    let state = program_state(program, defines, unchecked)?;
+    let state = program_state(program, defines, unchecked, roles)?;
     let req = &state.kernels[0];
     let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let (text, space) = schedule::script(&state, req, &Machine::this()?, &relative(dir, program))?;
@@ -110,6 +116,8 @@ pub struct AutoOptions {
     pub defines: BTreeMap<Name, i64>,
     /// `--unchecked`.
     pub unchecked: bool,
+    /// The tensors `--result` and `--temporary` declared.
+    pub roles: crate::ir::Roles,
     /// Where space.rhai and auto.teml go.
     pub out: PathBuf,
     /// The tuning database (None: not read).
@@ -153,7 +161,7 @@ pub struct AutoReport {
 pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     let t0 = Instant::now();
     let space_path = o.out.join("space.rhai");
-    let g = generate(&o.program, &o.defines, o.unchecked, &space_path)?;
+    let g = generate(&o.program, &o.defines, o.unchecked, &o.roles, &space_path)?;
     let mut notes = Vec::new();
     // A point is evaluated without the gate each step runs, and its kernel's nests are then
     // checked once, whole: the same verdict (legality depends only on the final nest and the
@@ -161,7 +169,7 @@ pub fn auto(o: &AutoOptions) -> Result<AutoReport, String> {
     let eval = |values: BTreeMap<String, String>| -> Result<State, String> {
         let params = Params { values, ..Params::default() };
         let env = pipeline::script_env_with(pipeline::RunOptions::default(), false);
-        let s = Program::with_params(&g.path, o.defines.clone(), true, params, env)
+        let s = Program::declaring(&g.path, o.defines.clone(), true, params, env, o.roles.clone())
             .eval()
             .map_err(|e| e.to_string())?;
         if !o.unchecked {

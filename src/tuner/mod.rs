@@ -106,6 +106,9 @@ pub struct TuneOptions {
     /// Do not check transformations against the dependences (illegal candidates then reach
     /// verification, which rejects them as mismatches).
     pub unchecked: bool,
+    /// The tensors `--result` and `--temporary` declared.
+    #[serde(default)]
+    pub roles: crate::ir::Roles,
     /// Under `--json`: a script's `print` goes to standard error.
     pub json: bool,
     /// Threads, flags, timing of candidates, time limit of a run, reference limit.
@@ -131,7 +134,7 @@ impl TuneOptions {
     /// measures with the candidates' options.
     fn program(&self, params: Params) -> Program {
         let env = pipeline::script_env_with(self.run.clone(), self.json);
-        Program::with_params(&self.space, self.defines.clone(), self.unchecked, params, env)
+        Program::declaring(&self.space, self.defines.clone(), self.unchecked, params, env, self.roles.clone())
     }
 }
 
@@ -143,7 +146,7 @@ pub fn prepare(o: &TuneOptions) -> Result<(TuneOptions, Option<String>), String>
         && let (Ok(_), seen, _) = evaluate(o, BTreeMap::new(), None)
         && seen.is_empty()
     {
-        let g = auto::generate(&o.space, &o.defines, o.unchecked, &o.out.join("space.rhai"))?;
+        let g = auto::generate(&o.space, &o.defines, o.unchecked, &o.roles, &o.out.join("space.rhai"))?;
         let note = format!(
             "{} asks for no param: searched the space the rules generated from its kernel, {} (edit it and tune it like any space)",
             o.space.display(),

@@ -333,6 +333,20 @@ pub fn replay(space: &Path, state: &State, header: &str) -> Result<String, Strin
         out.push_str(line);
         out.push('\n');
     }
+    // The roles the command line declared (`--result`, `--temporary`): the replay keeps them.
+    let declared: Vec<String> = state
+        .roles
+        .iter()
+        .filter(|(t, r)| own.roles.get(*t) != Some(*r))
+        .map(|(t, r)| format!("{}({t})", r.builtin()))
+        .collect();
+    if !declared.is_empty() {
+        out.push_str("\n# Declared on the command line (--result, --temporary)\n");
+        for l in declared {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
     out.push_str("\n# The tuned path\n");
     for l in &w.lines {
         out.push_str(l);

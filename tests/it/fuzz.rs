@@ -1329,6 +1329,7 @@ fn check_auto(text: &str) -> Result<(), String> {
         program,
         defines: Default::default(),
         unchecked: false,
+        roles: Default::default(),
         out: dir.path().join("auto"),
         db: None,
         threads: 2,

@@ -273,3 +273,29 @@ fn the_repl_warns_about_a_forgotten_sum() {
     let msg = r.handle("C = contract(X, W, [2, 1])").unwrap();
     assert!(!msg.contains("warning"), "{msg}");
 }
+
+/// `result(T)` and `temporary(T)` in the REPL, in both syntaxes: a declared result refuses
+/// `store_at` at its line, and the session goes on.
+#[test]
+fn results_and_temporaries_are_declared_in_the_repl() -> R {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = repl(&d)?;
+    let t = "teml> ";
+    step(&mut p, "A = tensor([4, 4])", "A: tensor", t)?;
+    step(&mut p, "u = tensor([3, 4])", "u: tensor", t)?;
+    step(&mut p, "s = einsum(\"ad,ed->ea\", [A, u])", "s: ", t)?;
+    step(&mut p, "w = einsum(\"ad,ed->ea\", [A, s])", "w: ", t)?;
+    step(&mut p, "l1 = build(s)", "for e in", t)?;
+    step(&mut p, "l2 = build(w)", "for e in", t)?;
+    step(&mut p, "f = fuse_outer(l1, l2, 1)", "for e in", t)?;
+    step(&mut p, "result(s)", "", t)?;
+    step(&mut p, "g = store_at(f, 1, s)", "declared a result", t)?;
+    step(&mut p, ":rhai", "Rhai syntax", "rhai> ")?;
+    step(&mut p, "temporary(s);", "", "rhai> ")?;
+    step(&mut p, "let g = store_at(f, 1, s);", "store_at(s)", "rhai> ")?;
+    step(&mut p, ":teml", "paper syntax", t)?;
+    step(&mut p, ":tree g", "store_at(s)", t)?;
+    p.send_line(":quit")?;
+    p.exp_eof()?;
+    Ok(())
+}

@@ -246,3 +246,83 @@ fn a_block_of_rows_stores_its_rows_transposed_for_the_lanes() {
     assert!(c.contains("*)&teml_T_local[j][i-") && c.contains("*)&teml_T_local[j-1][i-"), "{c}");
     assert!(!c.contains("compiler-vectorized: T"), "{c}");
 }
+
+/// `result(T)` keeps a tensor whole: `store_at` and `privatize` refuse it at their line (both
+/// front-ends), code generation does not contract it, `-o T` saves it; `temporary(T)` after
+/// `result(T)` is refused; a contracted tensor's `-o` names the line that keeps it.
+#[test]
+fn a_declared_result_is_never_contracted_and_o_names_the_line_that_keeps_one() {
+    let d = tempfile::tempdir().unwrap();
+    let f = program(d.path(), "r.teml", &format!("{INTERP}result(t)\ns = store_at(f2, 1, t)\ncodegen(s)\n"));
+    let (ok, out) = teml(d.path(), &["run", &f]);
+    assert!(!ok && out.contains("r.teml:14:21") && out.contains("store_at"), "{out}");
+    assert!(out.contains("`t`, declared a result (`result(t)`)"), "{out}");
+    let rhai = "let A = tensor([N, N]);\nlet u = tensor([E, N, N, N]);\n\
+        let t = einsum(\"ad,edbc->eabc\", [A, u]);\nlet w = einsum(\"bd,eadc->eabc\", [A, t]);\n\
+        let f = fuse_outer(build(t), build(w), 1);\nresult(t);\nlet s = store_at(f, 1, t);\n";
+    let g = program(d.path(), "r.rhai", rhai);
+    let (ok, out) = teml(d.path(), &["check", &g, "-D", "N=4", "-D", "E=3"]);
+    assert!(!ok && out.contains("r.rhai:7:") && out.contains("declared a result"), "{out}");
+    // code generation's own contraction leaves it whole; `w` is still local
+    let h = program(d.path(), "k.teml", &format!("{INTERP}result(t)\ncodegen(f2)\n"));
+    let (ok, c) = teml(d.path(), &["run", &h, "--no-run", "-q"]);
+    assert!(ok && !c.contains("teml_t_local") && c.contains("teml_w_local"), "{c}");
+    let saved = format!("t={}", d.path().join("t.npy").display());
+    let (ok, out) = teml(d.path(), &["run", &h, "-q", "-o", &saved]);
+    assert!(ok && out.contains("verified"), "{out}");
+    // the same from the command line
+    let k = program(d.path(), "c.teml", &format!("{INTERP}codegen(f2)\n"));
+    let (ok, c) = teml(d.path(), &["run", &k, "--no-run", "-q", "--result", "t"]);
+    assert!(ok && !c.contains("teml_t_local") && c.contains("teml_w_local"), "{c}");
+    // the last declaration wins; the command line's wins over the program's
+    let e =
+        program(d.path(), "e.teml", &format!("{INTERP}result(t)\ntemporary(w, t)\nx = store_at(f2, 1, t)\n"));
+    let (ok, out) = teml(d.path(), &["check", &e]);
+    assert!(ok, "{out}");
+    let (ok, out) = teml(d.path(), &["check", &e, "--result", "t"]);
+    assert!(!ok && out.contains("e.teml:15:") && out.contains("declared a result"), "{out}");
+    let (ok, out) = teml(d.path(), &["check", &k, "--result", "t", "--temporary", "t"]);
+    assert!(!ok && out.contains("found `t` in both"), "{out}");
+    let (ok, out) = teml(d.path(), &["check", &k, "--result", "tt"]);
+    assert!(
+        !ok && out.contains("--result tt: expected a tensor of")
+            && out.contains("its tensors: A, t, u, v, w"),
+        "{out}"
+    );
+    // a tensor the path stores per iteration: -o names the line that keeps it
+    let s = program(d.path(), "s.teml", &format!("{INTERP}s = store_at(f2, 1, t)\ncodegen(s)\n"));
+    let (ok, out) = teml(d.path(), &["run", &s, "-q", "-o", &saved]);
+    assert!(!ok && out.contains("`result(t)` in the program, or --result t"), "{out}");
+}
+
+/// `teml auto` says which tensors it treated as temporaries and the line that keeps each; a
+/// result declared in the program or with `--result` stays whole, the replay (`auto.teml`, which
+/// holds the command line's declaration) saves it with `-o`.
+#[test]
+fn auto_keeps_declared_results_whole_and_names_the_temporaries_it_contracts() {
+    let d = tempfile::tempdir().unwrap();
+    let f = program(d.path(), "i.teml", &format!("{INTERP}codegen(l1, l2, l3)\n"));
+    let out_dir = d.path().join("a");
+    let (ok, out) =
+        teml(d.path(), &["auto", &f, "--threads", "1", "--no-db", "--out", out_dir.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(out.contains("t, w stored per iteration") && out.contains("`result(t)`, `result(w)`"), "{out}");
+    let (ok, out) = teml(
+        d.path(),
+        &["auto", &f, "--threads", "1", "--no-db", "--out", out_dir.to_str().unwrap(), "--result", "t"],
+    );
+    assert!(ok && out.contains("verified"), "{out}");
+    assert!(out.contains("; w stored per iteration") && !out.contains("t, w stored"), "{out}");
+    let path = out_dir.join("auto.teml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\nresult(t)\n") && !text.contains("store_at(l5, 1, t)"), "{text}");
+    let npy = d.path().join("t.npy");
+    let (ok, out) =
+        teml(d.path(), &["run", path.to_str().unwrap(), "-q", "-o", &format!("t={}", npy.display())]);
+    assert!(ok && out.contains("verified") && npy.exists(), "{out}");
+    // declared a temporary in the program: the reason says so
+    let g = program(d.path(), "j.teml", &format!("{INTERP}temporary(t, w)\ncodegen(l1, l2, l3)\n"));
+    let (ok, out) =
+        teml(d.path(), &["auto", &g, "--threads", "1", "--no-db", "--out", out_dir.to_str().unwrap()]);
+    assert!(ok && out.contains("declared temporary: t, w"), "{out}");
+}

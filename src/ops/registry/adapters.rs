@@ -467,21 +467,57 @@ pub(super) fn b_registers(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(nest_value(transform::registers(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
 }
 
+pub(super) fn b_result(s: &State, a: &[ArgVal]) -> Result<State> {
+    declare(s, a, crate::ir::Role::Result)
+}
+
+pub(super) fn b_temporary(s: &State, a: &[ArgVal]) -> Result<State> {
+    declare(s, a, crate::ir::Role::Temporary)
+}
+
+/// `result(T, ...)` / `temporary(T, ...)`: each tensor's role. A later declaration replaces
+/// an earlier one (the lines `auto.teml` and generated spaces add after the program's text);
+/// one the command line gave (`--result`, `--temporary`) stays, as `-D` overrides `N = ...`.
+fn declare(s: &State, a: &[ArgVal], role: crate::ir::Role) -> Result<State> {
+    let b = role.builtin();
+    let sig = if role == crate::ir::Role::Result { "result(T1, T2, ...)" } else { "temporary(T1, T2, ...)" };
+    let a = Args::new(b, s, a, 1, usize::MAX, sig)?;
+    let mut out = s.clone();
+    for pos in 1..=a.args.len() {
+        let t = a.real_tensor_name(pos)?;
+        if !s.roles_given.contains(&t) {
+            out.roles.insert(t, role);
+        }
+    }
+    Ok(out)
+}
+
+/// Refuses contracting a declared result (`store_at`, `privatize`): its values are kept.
+fn not_a_declared_result(s: &State, b: &str, pos: usize, t: &Name) -> Result<()> {
+    if s.is_result(t) {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(pos, "tensor"),
+            "a temporary (a tensor the program does not declare a result)",
+            format!("`{t}`, declared a result (`result({t})`): its values after the kernel are kept whole"),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn b_store_at(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("store_at", s, a, 3, 4, "store_at(l, r, T) or store_at(l, r, T, order)")?;
     let order = a.order(4)?;
-    Ok(nest_value(transform::store_at(
-        s,
-        &a.nest(1, "nest")?,
-        a.int(2, "level")?,
-        &a.real_tensor_name(3)?,
-        &order,
-    )?))
+    let t = a.real_tensor_name(3)?;
+    not_a_declared_result(s, "store_at", 3, &t)?;
+    Ok(nest_value(transform::store_at(s, &a.nest(1, "nest")?, a.int(2, "level")?, &t, &order)?))
 }
 
 pub(super) fn b_privatize(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("privatize", s, a, 3, 3, "privatize(l, r, T)")?;
-    Ok(nest_value(transform::privatize(s, &a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))
+    let t = a.real_tensor_name(3)?;
+    not_a_declared_result(s, "privatize", 3, &t)?;
+    Ok(nest_value(transform::privatize(s, &a.nest(1, "nest")?, a.int(2, "level")?, &t)?))
 }
 
 pub(super) fn b_in_place(s: &State, a: &[ArgVal]) -> Result<Value> {

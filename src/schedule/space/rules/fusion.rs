@@ -123,14 +123,8 @@ pub(in crate::schedule::space) fn fusion_arms(
             parts.extend(kept[s..].iter().cloned());
             let flags: Vec<E> = (0..parts.len()).map(|k| E::Bool(k == s)).collect();
             let parts = vec![set(local("parts"), E::List(parts)), set(local("fused"), E::List(flags))];
-            let stored = if contracted {
-                format!(
-                    "; {} stored per iteration (storage contraction)",
-                    temps.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
-                )
-            } else {
-                String::new()
-            };
+            let stored =
+                if contracted { format!("; {}", contracted_reason(state, &temps)) } else { String::new() };
             let (tag, why) = if whole {
                 (
                     format!("all@{r}"),
@@ -187,6 +181,31 @@ pub(in crate::schedule::space) fn fusion_arms(
         }
     }
     Ok((choices, arms, fused_at))
+}
+
+/// What storage contraction keeps of `temps` and why each may lose its values: declared a
+/// temporary, or (declared neither way) read by a later nest, with the line that keeps it.
+pub(in crate::schedule::space) fn contracted_reason(state: &State, temps: &[Name]) -> String {
+    let names = |ts: &[&Name]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+    let (declared, assumed): (Vec<&Name>, Vec<&Name>) =
+        temps.iter().partition(|t| state.roles.get(*t) == Some(&crate::ir::Role::Temporary));
+    let mut why = Vec::new();
+    if !declared.is_empty() {
+        why.push(format!("declared temporary: {}", names(&declared)));
+    }
+    if !assumed.is_empty() {
+        let keep: Vec<String> = assumed.iter().map(|t| format!("`result({t})`")).collect();
+        why.push(format!(
+            "temporaries because a later nest reads them and the program declares neither way: {} (to keep one whole: {})",
+            names(&assumed),
+            keep.join(", ")
+        ));
+    }
+    format!(
+        "{} stored per iteration (storage contraction; {})",
+        names(&temps.iter().collect::<Vec<_>>()),
+        why.join("; ")
+    )
 }
 
 /// The longest run of three or more consecutive nests (first and last index) whose pairs
