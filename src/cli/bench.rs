@@ -64,6 +64,14 @@ pub struct BenchArgs {
     /// note), the tasks' tuning-database records merged into the database.
     #[arg(long, value_name = "DIR", conflicts_with = "tune")]
     pub tuned_from: Option<PathBuf>,
+    /// Each kernel's rows, one JSON line appended as the kernel finishes (an interrupted run
+    /// leaves the finished ones behind; `--resume` reads them back).
+    #[arg(long, value_name = "FILE", default_value = "bench-out/rows.jsonl")]
+    pub rows: PathBuf,
+    /// Rerun only the kernels whose rows the rows file does not hold yet (same suite, --quick
+    /// and --threads); the table and the JSON show them all.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `teml bench`.
@@ -99,6 +107,8 @@ pub fn bench(a: &BenchArgs) -> i32 {
         tune: a.tune.then_some(a.tune_budget),
         db: if a.tune || a.tuned_from.is_some() { Some(crate::tuner::db::default_path()) } else { None },
         tuned_from: a.tuned_from.clone(),
+        rows: Some(a.rows.clone()),
+        resume: a.resume,
     };
     if a.slurm {
         // The bench job: the same bench, its tuned row from the array's winners.
@@ -133,9 +143,28 @@ pub fn bench(a: &BenchArgs) -> i32 {
             }
         };
     }
-    let bar = indicatif::ProgressBar::new_spinner();
+    // Said before it starts, and each kernel's rows as it finishes: on a terminal above a
+    // spinner, off it as plain lines (standard error: standard output carries the table or
+    // the JSON).
+    use std::io::IsTerminal;
+    let terminal = std::io::stderr().is_terminal();
+    eprintln!("teml bench: {}", crate::suite::plan(&o));
+    let bar = if terminal { indicatif::ProgressBar::new_spinner() } else { indicatif::ProgressBar::hidden() };
     bar.enable_steady_tick(Duration::from_millis(120));
-    let report = crate::suite::run(&o, &mut |what| bar.set_message(what.to_string()));
+    let report = crate::suite::run(
+        &o,
+        &mut |what| {
+            if terminal {
+                bar.set_message(what.to_string())
+            } else if what.starts_with('[') {
+                eprintln!("{what}");
+            }
+        },
+        &mut |k, secs| {
+            let line = crate::suite::finished_line(k, secs);
+            if terminal { bar.println(line) } else { eprintln!("{line}") }
+        },
+    );
     bar.finish_and_clear();
     let results = &report.kernels;
     let ok = results.iter().all(|k| k.variants.iter().all(|v| v.verified && v.error.is_none()));

@@ -411,7 +411,23 @@ pub fn job(a: &JobArgs) -> i32 {
 /// Runs the search of `o` with its progress bar, prints the report, and exports the winner to
 /// `export` where asked.
 fn search(o: &crate::tuner::TuneOptions, export: Option<&Path>, export_name: Option<String>) -> i32 {
-    let bar = indicatif::ProgressBar::new(o.budget as u64);
+    // Said at the start; off a terminal each measured candidate's count and the best so far as
+    // a plain line (the log keeps every candidate: the same command resumes from it).
+    use std::io::IsTerminal;
+    let terminal = std::io::stderr().is_terminal();
+    let limit =
+        o.time_budget.map_or(String::new(), |d| format!(", at most {:.0} s of search", d.as_secs_f64()));
+    eprintln!(
+        "teml tune: up to {} candidates{limit}, then the leaders re-measured; each candidate goes to {} as it is measured (the same command resumes from it)",
+        o.budget,
+        o.log.display()
+    );
+    let bar = if terminal {
+        indicatif::ProgressBar::new(o.budget as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut said = (usize::MAX, String::new());
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
@@ -422,6 +438,10 @@ fn search(o: &crate::tuner::TuneOptions, export: Option<&Path>, export_name: Opt
         bar.set_position(p.done as u64);
         let best = p.best.map_or(String::new(), |(t, k)| format!(" · best {:.3} ms ({k})", t * 1e3));
         bar.set_message(format!("{} rejected{best} · {}", p.rejected, p.phase));
+        if !terminal && (said.0 != p.done || said.1 != p.phase) {
+            eprintln!("[{}/{}] {} rejected{best} · {}", p.done, p.budget, p.rejected, p.phase);
+            said = (p.done, p.phase.to_string());
+        }
     });
     bar.finish_and_clear();
     let report = match result {

@@ -68,6 +68,119 @@ pub struct BenchOptions {
     /// The tuned row from a re-tune on Slurm (`--tuned-from DIR`, the merge job's): each
     /// kernel's `DIR/kernels/K/best.teml`, its database records merged into `db`.
     pub tuned_from: Option<PathBuf>,
+    /// Each finished kernel's rows, one JSON line each, appended as it finishes: what an
+    /// interrupted run leaves behind, and what `resume` reads back (`None`: not written).
+    pub rows: Option<PathBuf>,
+    /// Rerun only the kernels whose rows `rows` does not hold already (same suite, sizes and
+    /// threads).
+    pub resume: bool,
+}
+
+/// One line of the rows file: a finished kernel, with what it ran under and how long it took.
+#[derive(Serialize, serde::Deserialize)]
+struct Row {
+    suite: String,
+    quick: bool,
+    threads: usize,
+    wall_s: f64,
+    result: KernelResult,
+}
+
+/// The rows of earlier runs in `path` that `o` would run again (same suite, quick or not,
+/// threads), by kernel: the last of each.
+fn earlier_rows(o: &BenchOptions, path: &std::path::Path) -> BTreeMap<String, Row> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let suite = format!("{:?}", o.suite);
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Row>(l).ok())
+        .filter(|r| r.suite == suite && r.quick == o.quick && r.threads == o.threads)
+        .map(|r| (r.result.kernel.clone(), r))
+        .collect()
+}
+
+/// Seconds a kernel takes when no earlier row says: a rough default (on 2 cores, a few
+/// seconds at the `--quick` sizes, minutes at the bench's, plus a re-tune's budget).
+fn default_seconds(o: &BenchOptions) -> f64 {
+    let base = if o.quick { 5.0 } else { 150.0 };
+    base + o.tune.unwrap_or(0.0)
+}
+
+/// What the run will do and about how long it will take, said before it starts: the kernels
+/// to run, those `--resume` keeps, and the estimate (the rows file's times of the same
+/// kernels where it has them).
+pub fn plan(o: &BenchOptions) -> String {
+    let kernels = selected(o);
+    let earlier = o.rows.as_deref().map(|p| earlier_rows(o, p)).unwrap_or_default();
+    let kept: Vec<&str> = if o.resume {
+        kernels.iter().copied().filter(|k| earlier.contains_key(*k)).collect()
+    } else {
+        Vec::new()
+    };
+    let todo: Vec<&str> = kernels.iter().copied().filter(|k| !kept.contains(k)).collect();
+    let (mut secs, mut known) = (0.0, 0);
+    for k in &todo {
+        match earlier.get(*k) {
+            Some(r) => {
+                secs += r.wall_s;
+                known += 1;
+            }
+            None => secs += default_seconds(o),
+        }
+    }
+    let how = match known {
+        0 => format!("about {:.0} s a kernel", default_seconds(o)),
+        n if n == todo.len() => "from the last run's times".to_string(),
+        n => format!("{n} from the last run's times, the rest about {:.0} s each", default_seconds(o)),
+    };
+    let mut line = format!(
+        "{} kernel{} to run, expected about {} ({how})",
+        todo.len(),
+        if todo.len() == 1 { "" } else { "s" },
+        duration(secs)
+    );
+    if !kept.is_empty() {
+        line.push_str(&format!(
+            "; {} kept from {} (--resume): {}",
+            kept.len(),
+            o.rows.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+            kept.join(", ")
+        ));
+    }
+    if let Some(p) = &o.rows {
+        line.push_str(&format!("; each kernel's rows go to {} as it finishes", p.display()));
+    }
+    line
+}
+
+/// `95 s`, `12 min`, `1.5 h`.
+fn duration(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.0} s")
+    } else if secs < 5400.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.1} h", secs / 3600.0)
+    }
+}
+
+/// One line of a finished kernel: each variant's verified time and speedup, or why it has none.
+pub fn finished_line(k: &KernelResult, wall_s: f64) -> String {
+    let rows: Vec<String> = k
+        .variants
+        .iter()
+        .map(|v| match (&v.error, v.median_s) {
+            (Some(e), _) => format!("{} failed ({})", v.variant, e.lines().next().unwrap_or("")),
+            (None, Some(t)) if v.verified => match v.speedup {
+                Some(s) if v.variant != "untransformed" => {
+                    format!("{} {:.3} ms ({s:.2}x)", v.variant, t * 1e3)
+                }
+                _ => format!("{} {:.3} ms", v.variant, t * 1e3),
+            },
+            (None, _) if !v.verified => format!("{} NOT VERIFIED", v.variant),
+            _ => format!("{} (not timed)", v.variant),
+        })
+        .collect();
+    format!("{}: {} [{:.0} s]", k.kernel, rows.join(", "), wall_s)
 }
 
 /// The kernels `o` runs.
@@ -194,11 +307,15 @@ fn time_interleaved(timers: &[(usize, Timer)], results: &mut [VariantResult], ti
 }
 
 /// Runs the bench: probes, every kernel, probes again; `progress` hears what is about to run.
-pub fn run(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Report {
+pub fn run(
+    o: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+    finished: &mut dyn FnMut(&KernelResult, f64),
+) -> Report {
     progress("probing the machine");
     let mut machine: Vec<roofline::Machine> =
         roofline::probe(&o.run, o.threads, o.quick).into_iter().collect();
-    let mut kernels = run_kernels(o, progress);
+    let mut kernels = run_kernels(o, progress, finished);
     progress("probing the machine again");
     machine.extend(roofline::probe(&o.run, o.threads, o.quick));
     // The bound at the better of the two probes (the machine is shared).
@@ -288,9 +405,20 @@ fn apply_roofline(m: &roofline::Machine, k: &mut KernelResult) {
     }
 }
 
-fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelResult> {
+fn run_kernels(
+    o: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+    finished: &mut dyn FnMut(&KernelResult, f64),
+) -> Vec<KernelResult> {
     let mut out = Vec::new();
     let kernels = selected(o);
+    let mut earlier = match (&o.rows, o.resume) {
+        (Some(p), true) => earlier_rows(o, p),
+        _ => BTreeMap::new(),
+    };
+    if let Some(dir) = o.rows.as_deref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::create_dir_all(dir);
+    }
     let (timing, rounds) = if o.quick {
         (Timing { warmup: 0, min_time_s: 0.0, min_reps: 1, max_reps: 1 }, 1)
     } else {
@@ -299,7 +427,13 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
     let opts = RunOptions { timing: Some(timing), time_untransformed: false, ..o.run.clone() };
     let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { compiler::polly() };
     let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
-    for k in kernels {
+    for (done, k) in kernels.iter().copied().enumerate() {
+        if let Some(r) = earlier.remove(k) {
+            out.push(r.result);
+            continue;
+        }
+        progress(&format!("[{}/{}] {k}", done + 1, kernels.len()));
+        let started = std::time::Instant::now();
         let (base_file, defines) = setup(o, k);
         let mut kr = KernelResult {
             kernel: k.to_string(),
@@ -475,6 +609,22 @@ fn run_kernels(o: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Vec<KernelRe
             }
             _ => {}
         }
+        let wall_s = started.elapsed().as_secs_f64();
+        if let Some(p) = &o.rows {
+            let row = Row {
+                suite: format!("{:?}", o.suite),
+                quick: o.quick,
+                threads: o.threads,
+                wall_s,
+                result: kr.clone(),
+            };
+            let line = serde_json::to_string(&row).unwrap_or_default();
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+        finished(&kr, wall_s);
         out.push(kr);
     }
     out

@@ -4,7 +4,7 @@
 use super::*;
 
 /// One variant of one kernel.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct VariantResult {
     /// `untransformed`, `pluto`, `paper` or `best`.
     pub variant: String,
@@ -57,7 +57,7 @@ impl VariantResult {
 }
 
 /// One kernel.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct KernelResult {
     /// Its name in Table 1.
     pub kernel: String,

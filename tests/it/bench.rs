@@ -121,3 +121,71 @@ fn a_kernel_of_another_suite_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("error: --kernel: expected one of 2mm, 3mm, adi,"), "{err}");
 }
+
+/// A bench says at the start what it will run and about how long, prints each kernel's rows
+/// as it finishes (plain lines off a terminal), appends them to the rows file, leaves the
+/// finished ones there when interrupted, and `--resume` reruns only the missing kernels.
+#[test]
+fn a_bench_reports_as_it_goes_keeps_its_rows_when_interrupted_and_resumes() {
+    let d = tempfile::tempdir().unwrap();
+    let rows = d.path().join("rows.jsonl");
+    let bench_to = |rows: &std::path::Path, kernels: &[&str], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_teml"));
+        c.args(["bench", "--quick", "--threads", "2", "--no-anchors", "--json", "--rows"])
+            .arg(rows)
+            .args(extra)
+            .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        for k in kernels {
+            c.args(["--kernel", k]);
+        }
+        c
+    };
+    let bench = |kernels: &[&str], extra: &[&str]| bench_to(&rows, kernels, extra);
+    let o = bench(&["mm", "tmm"], &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.starts_with("teml bench: 2 kernels to run, expected about "), "{err}");
+    assert!(
+        err.contains("[1/2] mm\n") && err.contains("\nmm: untransformed ") && err.contains("\ntmm: "),
+        "{err}"
+    );
+    let lines = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default().lines().count();
+    assert_eq!(lines(&rows), 2);
+    // resumed with one more kernel: only that one runs; the JSON has all three
+    let o = bench(&["mm", "tmm", "bmm"], &["--resume"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 kernel to run") && err.contains("2 kept from") && err.contains("mm, tmm"),
+        "{err}"
+    );
+    assert!(err.contains("[3/3] bmm") && !err.contains("[1/3] mm"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> =
+        v["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mm", "tmm", "bmm"]);
+    assert_eq!(lines(&rows), 3);
+    // interrupted after its first kernel: the finished rows stay, each a whole JSON line
+    let rows2 = d.path().join("rows2.jsonl");
+    let mut c = bench_to(&rows2, &["mm", "tmm", "bmm", "mttkrp"], &[]);
+    let mut child =
+        c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while lines(&rows2) == 0 && start.elapsed().as_secs() < 120 && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&rows2).unwrap();
+    assert!(!text.is_empty());
+    for l in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert!(row["result"]["kernel"].is_string() && row["wall_s"].is_number(), "{l}");
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
