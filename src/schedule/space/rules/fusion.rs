@@ -255,8 +255,14 @@ mod tests {
                    T = mul(A, A, [[i], [i]] -> [i])\nB = add(T, A, [[i], [i]] -> [i])\nl1 = build(T)\nl2 = build(B)\n";
         let c = choices(src);
         assert!(c[0].starts_with("\"all@1\": every nest fused at level 1"), "{c:?}");
-        assert!(c[0].contains("T stored per iteration (storage contraction)"), "{c:?}");
+        assert!(c[0].contains("T stored per iteration (storage contraction; temporaries because"), "{c:?}");
+        assert!(c[0].contains("(to keep one whole: `result(T)`)"), "{c:?}");
         assert_eq!(c.last().map(String::as_str), Some("\"none\": not fused"));
+        // Declared a result, T stays whole: fused, nothing contracted.
+        let kept = choices(&format!("{src}result(T)\n"));
+        assert!(kept[0].starts_with("\"all@1\"") && !kept[0].contains("stored per iteration"), "{kept:?}");
+        let declared = choices(&format!("{src}temporary(T)\n"));
+        assert!(declared[0].contains("declared temporary: T)"), "{declared:?}");
         // B reads T one element ahead: fused, it would read T[i+1] before it is written.
         let src = "N = 256\nA = tensor([N])\nT = tensor([N+1])\nB = tensor([N])\n\
                    T = mul(T, T, [[i], [i]] -> [i])\nB = add(T, A, [[i+1], [i]] -> [i])\nl1 = build(T)\nl2 = build(B)\n";
