@@ -157,6 +157,22 @@ pub fn prepare(o: &TuneOptions) -> Result<(TuneOptions, Option<String>), String>
     Ok((o.clone(), None))
 }
 
+/// Why a script's space has a single point: it asks for no `param` (a note for the report).
+fn single_point(o: &TuneOptions) -> Option<String> {
+    if o.generated || o.space.extension().and_then(|e| e.to_str()) == Some("teml") {
+        return None;
+    }
+    match evaluate(o, BTreeMap::new(), None) {
+        (Ok(_), seen, _) if seen.is_empty() => Some(format!(
+            "{} asks for no param: its space is one point, the script as written, so there was nothing to search \
+             (add `param(\"name\", [choices])` where a choice is open, or give teml tune a .teml program to search \
+             the space the rules generate from its kernel)",
+            o.space.display()
+        )),
+        _ => None,
+    }
+}
+
 /// A contender of the final, interleaved re-measurement.
 #[derive(Clone, Debug, Serialize)]
 pub struct Contender {
@@ -358,7 +374,11 @@ pub fn tune(o: &TuneOptions, progress: &mut dyn FnMut(&Progress)) -> Result<Tune
         r.notes.insert(0, note);
         return Ok(r);
     }
+    let single = if o.collect.is_none() { single_point(o) } else { None };
     let mut t = Tuning::start(o, progress)?;
+    if let Some(n) = single {
+        t.report.notes.insert(0, n);
+    }
     if o.collect.is_some() {
         t.adopt_logged()?;
     }

@@ -407,3 +407,25 @@ fn the_winner_is_exported_with_export() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("--export"), "{e}");
 }
+
+/// A script that asks for no `param` has a space of one point: the search says so, and what
+/// to do, instead of a winner with no choices.
+#[test]
+fn a_space_with_no_param_says_why_there_was_nothing_to_search() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("one.rhai");
+    std::fs::write(&f, "let A = tensor([8]);\nlet B = eq(A, [i], [i]);\ncodegen(build(B));\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["tune", f.to_str().unwrap(), "--budget", "2", "--threads", "1", "--no-db", "--out"])
+        .arg(d.path().join("out"))
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .output()
+        .unwrap();
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("asks for no param: its space is one point")
+            && out.contains("param(\"name\", [choices])"),
+        "{out}"
+    );
+}
