@@ -48,6 +48,7 @@ mod stdlib_tensors;
 mod storage;
 mod stream;
 mod transform;
+mod troubleshooting;
 mod trust;
 mod tune;
 mod tutorial;
