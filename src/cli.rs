@@ -105,10 +105,7 @@ pub fn export(a: &ExportArgs) -> i32 {
         unchecked: a.program.unchecked,
         roles: match a.program.roles() {
             Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 2;
-            }
+            Err(code) => return code,
         },
         kernels: a.kernels.clone(),
         out: a.out.clone(),
@@ -166,17 +163,19 @@ pub struct ProgramArgs {
 }
 
 impl ProgramArgs {
-    /// The roles `--result` and `--temporary` declare, or the name declared both ways.
-    pub fn roles(&self) -> Result<crate::ir::Roles, String> {
+    /// The roles `--result` and `--temporary` declare; a name declared both ways is an error,
+    /// printed, and the command's exit status.
+    pub fn roles(&self) -> Result<crate::ir::Roles, i32> {
         let mut roles = crate::ir::Roles::new();
         for (names, role) in
             [(&self.results, crate::ir::Role::Result), (&self.temporaries, crate::ir::Role::Temporary)]
         {
             for t in names {
                 if roles.insert(Name::from(t.as_str()), role).is_some_and(|r| r != role) {
-                    return Err(format!(
-                        "--result and --temporary: expected each tensor in one of them, found `{t}` in both"
-                    ));
+                    eprintln!(
+                        "error: --result and --temporary: expected each tensor in one of them, found `{t}` in both"
+                    );
+                    return Err(2);
                 }
             }
         }
@@ -299,10 +298,7 @@ pub fn check(a: &CheckArgs) -> i32 {
     let defines = a.program.define.iter().map(|(n, v)| (n.as_str(), *v));
     let roles = match a.program.roles() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     let consts: BTreeMap<Name, i64> = defines.map(|(n, v)| (Name::from(n), v)).collect();
     let program = Program::declaring(
@@ -379,10 +375,7 @@ pub fn run(a: &RunArgs) -> i32 {
     );
     let roles = match a.program.roles() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     let program =
         Program::declaring(&a.program.file, defines, a.program.unchecked, a.program.params(), env, roles);

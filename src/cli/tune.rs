@@ -163,10 +163,7 @@ pub fn auto(a: &AutoArgs) -> i32 {
         a.program.define.iter().map(|(n, v)| (Name::from(n.as_str()), *v)).collect();
     let roles = match a.program.roles() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     if let Some(to) = &a.emit_space {
         return match crate::tuner::auto::generate(&a.program.file, &defines, a.program.unchecked, &roles, to)
@@ -294,10 +291,7 @@ pub fn tune_options(a: &TuneArgs) -> Result<crate::tuner::TuneOptions, i32> {
         rounds: a.rounds,
         anchors: !a.no_anchors,
         unchecked: a.program.unchecked,
-        roles: a.program.roles().map_err(|e| {
-            eprintln!("error: {e}");
-            2
-        })?,
+        roles: a.program.roles()?,
         json: a.json,
         run: RunOptions {
             flags,

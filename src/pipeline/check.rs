@@ -126,7 +126,7 @@ pub(super) fn check_at_size(
     // The outputs move into the comparison (never held twice).
     let outs = std::mem::take(&mut ran.outs);
     let mut compared = compare_outputs(state, req, &mut prepared, outs, &check)?;
-    let (reference, full_size) = check_full_size(state, &prepared, &mut compared, opts, check)?;
+    let (reference, full_size) = check_full_size(state, req, &prepared, &mut compared, opts, check)?;
     let note = describe(&prepared, &compared, &reference, &full_size, opts);
     report(state, req, label, opts, prepared, ran, compared, (reference, full_size), note)
 }
@@ -159,10 +159,6 @@ pub(super) struct Prepared {
     written_flops: u64,
     /// Too costly to time as written (a lifted product past [`UNTIMED_FLOPS`]).
     untimed: bool,
-    /// The rewritten program untransformed (a lifted assignment as its sequence of single
-    /// contractions), where some nest was rewritten: what checks the full-size binary when the
-    /// program as written is too costly to (empty otherwise).
-    lifted: Vec<Nest>,
 }
 
 /// The kernel's C, its untransformed nests and the initial data (cropped to the leading block
@@ -194,10 +190,8 @@ fn prepare(
     // A lifted expression as written can cost orders of magnitude more than its sequence
     // (helm as one product: 4e13 flops): past UNTIMED_FLOPS it is verified, never timed.
     let written_flops = flop_count(state, &reference_nests);
-    let rewritten = req.nests.iter().any(|n| !n.rewrites.is_empty());
-    let untimed = written_flops > UNTIMED_FLOPS && rewritten;
-    let lifted = if rewritten { performed(state, req)? } else { Vec::new() };
-    Ok(Prepared { name, kernel, reference_nests, store, temps, mag, written_flops, untimed, lifted })
+    let untimed = written_flops > UNTIMED_FLOPS && req.nests.iter().any(|n| !n.rewrites.is_empty());
+    Ok(Prepared { name, kernel, reference_nests, store, temps, mag, written_flops, untimed })
 }
 
 /// What the kernel's binary and its untransformed build gave.
@@ -401,6 +395,7 @@ fn compare_outputs(
 /// every written tensor, every element against the untransformed program compiled on its own.
 fn check_full_size(
     state: &State,
+    req: &KernelRequest,
     p: &Prepared,
     c: &mut Compared,
     opts: &RunOptions,
@@ -431,38 +426,22 @@ fn check_full_size(
             let full = match spot.short {
                 None => FullSizeCheck::Oracle { samples: spot.checked },
                 Some(short) => {
-                    let written = against_untransformed(
-                        state,
-                        &p.reference_nests,
-                        &p.name,
-                        &p.store,
-                        &c.written,
-                        (tol, &widened),
-                        &p.temps,
-                        opts,
-                        p.written_flops,
-                        &mut c.cmp,
-                    )?;
-                    match written {
+                    let mut against = |nests: &[Nest], flops: u64| {
+                        let check = (tol, &widened as &dyn Fn(&Name) -> f64);
+                        against_untransformed(
+                            state, nests, &p.name, &p.store, &c.written, check, &p.temps, opts, flops,
+                            &mut c.cmp,
+                        )
+                    };
+                    match against(&p.reference_nests, p.written_flops)? {
                         Ok(full) => full,
-                        Err(why) if !p.lifted.is_empty() => {
+                        Err(why) if req.nests.iter().any(|n| !n.rewrites.is_empty()) => {
                             // Too costly as written: verified as a chain. The rewrite was checked
                             // against the expression as written at the reduced size; the
                             // full-size binary is checked against the rewritten program (its
                             // sequence of single contractions, untransformed) built on its own.
-                            let lifted_flops = flop_count(state, &p.lifted);
-                            match against_untransformed(
-                                state,
-                                &p.lifted,
-                                &p.name,
-                                &p.store,
-                                &c.written,
-                                (tol, &widened),
-                                &p.temps,
-                                opts,
-                                lifted_flops,
-                                &mut c.cmp,
-                            )? {
+                            let lifted = performed(state, req)?;
+                            match against(&lifted, flop_count(state, &lifted))? {
                                 Ok(FullSizeCheck::Untransformed { flags }) => {
                                     FullSizeCheck::Rewritten { flags, why: format!("{short}, and {why}") }
                                 }

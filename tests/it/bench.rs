@@ -175,7 +175,8 @@ fn a_bench_reports_as_it_goes_keeps_its_rows_when_interrupted_and_resumes() {
     while lines(&rows2) == 0 && start.elapsed().as_secs() < 120 && child.try_wait().unwrap().is_none() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    unsafe { libc_kill(child.id() as i32, 2) };
+    // SAFETY: a signal to the child this test spawned and has not waited for yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let _ = child.wait();
     let text = std::fs::read_to_string(&rows2).unwrap();
     assert!(!text.is_empty());
@@ -183,9 +184,4 @@ fn a_bench_reports_as_it_goes_keeps_its_rows_when_interrupted_and_resumes() {
         let row: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
         assert!(row["result"]["kernel"].is_string() && row["wall_s"].is_number(), "{l}");
     }
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
