@@ -307,7 +307,24 @@ fn sizes_of(pipe: &Pipeline, which: &KernelRef, inner: &str, kernel: &CKernel) -
 
 /// The C spelling of a parameter's pointer type in the public function.
 fn c_pointer(dtype: DType, written: bool) -> String {
-    format!("{}{} *", if written { "" } else { "const " }, dtype.c_name())
+    format!("{}{} *", if written { "" } else { "const " }, public_c_type(dtype))
+}
+
+/// The C type of an element in the public header: a 16-bit float is its pattern, `uint16_t`
+/// (docs/types.md); the others as the kernel stores them.
+fn public_c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bf16 | DType::F16 => "uint16_t",
+        d => d.c_name(),
+    }
+}
+
+/// The element type in the header's words: `bf16 (uint16_t patterns)`, `float`.
+fn public_type_words(dtype: DType) -> String {
+    match dtype {
+        DType::Bf16 | DType::F16 => format!("{dtype} (uint16_t patterns)"),
+        d => d.c_name().to_string(),
+    }
 }
 
 /// A parameter's shape in words, e.g. `[N][N]`.
@@ -496,7 +513,7 @@ fn header(
         };
         let over =
             p.holds.as_ref().map(|x| format!("; holds {x} at entry, {} at exit", p.name)).unwrap_or_default();
-        let _ = writeln!(h, " *   {}: {} {}, {usage}{over}", p.c_name, p.dtype.c_name(), shape(p));
+        let _ = writeln!(h, " *   {}: {} {}, {usage}{over}", p.c_name, public_type_words(p.dtype), shape(p));
     }
     let _ =
         writeln!(h, " * Returns TEML_OK (0), TEML_ERR_SIZE ({ERR_SIZE}) or TEML_ERR_NULL ({ERR_NULL}).\n */");
@@ -613,7 +630,14 @@ fn rust_crate(
     std::fs::create_dir_all(root.join("src"))
         .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
     let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let rs_type = |d: DType| if d == DType::Float { "f32" } else { "f64" };
+    let rs_type = |d: DType| match d {
+        DType::Double => "f64",
+        DType::Float => "f32",
+        DType::Bf16 | DType::F16 => "u16",
+        DType::I32 => "i32",
+        DType::I8 => "i8",
+        DType::U8 => "u8",
+    };
     let consts: Vec<String> = kernel.const_c_names.clone();
     let mut ffi: Vec<String> = consts.iter().map(|c| format!("{c}: i64")).collect();
     ffi.extend(
@@ -735,7 +759,16 @@ fn py_expr(d: &crate::ir::Expr) -> String {
 }
 
 fn python(name: &str, kernel: &CKernel, sizes: &Sizes) -> String {
-    let np_type = |d: DType| if d == DType::Float { "float32" } else { "float64" };
+    // bf16 has no NumPy type: its arrays are uint16 patterns (docs/types.md).
+    let np_type = |d: DType| match d {
+        DType::Double => "float64",
+        DType::Float => "float32",
+        DType::Bf16 => "uint16",
+        DType::F16 => "float16",
+        DType::I32 => "int32",
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+    };
     let consts: Vec<String> = kernel.consts.iter().map(|c| c.to_string()).collect();
     let outputs: Vec<&crate::codegen::Param> = kernel.params.iter().filter(|p| p.written).collect();
     let mut py = String::new();

@@ -85,8 +85,9 @@ struct CStmt {
     first: Option<Vec<Lin>>,
     /// Conditions `g >= 0`: the statement runs only where all hold.
     when: Vec<Lin>,
-    /// The target holds `float`: stored values are rounded, as the kernel stores them.
-    float: bool,
+    /// The target's element type: stored values are rounded (or wrapped) to it, as the
+    /// kernel stores them.
+    store: DType,
 }
 
 #[derive(Clone, Debug)]
@@ -198,8 +199,8 @@ impl Compiler<'_> {
                     None => None,
                 };
                 let when = lw.when.iter().map(|x| self.lin(x)).collect::<Result<Vec<_>, _>>()?;
-                let float = lw.target.dtype == DType::Float;
-                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first, when, float }))
+                let store = lw.target.dtype;
+                Ok(Node::Stmt(CStmt { buf, at, update: lw.update, rhs, first, when, store }))
             }
             LNode::Loop(l) => {
                 let lb = self.bound(&l.lb)?;
@@ -337,8 +338,8 @@ impl<const A: u8> Machine<'_, A> {
                     .ok_or_else(|| format!("write out of bounds at offset {off}"))?;
                 let first = s.first.as_ref().is_some_and(|xs| xs.iter().all(|x| x.eval(&self.env) == 0));
                 *slot = if first { v } else { Self::ARITH.update(s.update, *slot, v) };
-                if s.float && A == 0 {
-                    *slot = *slot as f32 as f64;
+                if s.store != DType::Double && A == 0 {
+                    *slot = s.store.round(*slot);
                 }
                 self.count += 1;
                 if self.count.is_multiple_of(1 << 20) && crate::runtime::interrupt::requested() {
@@ -455,7 +456,8 @@ pub fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Uniform values of magnitude in [0.5, 1.5) and of either sign: away from zero (divisors), and
+/// Uniform values of magnitude in [0.5, 1.5) (an integer type: whole numbers 1 to 8; `u8`
+/// only positive) and of either sign: away from zero (divisors), and
 /// of both signs, so that sums cancel and a dropped or doubled term shows (docs/verification.md).
 /// Seeded per tensor name; the magnitudes are those of [`random_positive_data`].
 pub fn random_data(seed: u64, name: &str, n: usize, dtype: DType) -> Vec<f64> {
@@ -474,9 +476,14 @@ fn seeded(seed: u64, name: &str, n: usize, dtype: DType, signed: bool) -> Vec<f6
     (0..n)
         .map(|_| {
             let r = splitmix(&mut s);
-            let x = 0.5 + (r >> 11) as f64 / (1u64 << 53) as f64;
-            let x = if signed && r & 1 == 1 { -x } else { x };
-            if dtype == DType::Float { x as f32 as f64 } else { x }
+            // An integer type: whole magnitudes 1..=8, never 0 (a dropped term shows).
+            let x = if dtype.is_integer() {
+                1.0 + ((r >> 11) % 8) as f64
+            } else {
+                0.5 + (r >> 11) as f64 / (1u64 << 53) as f64
+            };
+            let x = if signed && r & 1 == 1 && dtype != DType::U8 { -x } else { x };
+            dtype.round(x)
         })
         .collect()
 }

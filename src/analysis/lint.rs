@@ -61,6 +61,105 @@ fn extent_of(e: &TExpr, v: &Name) -> Option<String> {
     None
 }
 
+/// Every warning of a bound statement, in order: [`forgotten_sum`], [`integer_range`].
+pub fn warnings(state: &State, stmt: &TExpr) -> Vec<String> {
+    forgotten_sum(state, stmt).into_iter().chain(integer_range(state, stmt)).collect()
+}
+
+/// An assignment to an integer tensor whose value the extents and the operands' types let
+/// reach past the target's range: a sum of `K` products of `u8 * i8` can reach
+/// `K * 255 * 128`, past `i32` from `K = 65794`; an `i32` value stored into `i8` keeps its low
+/// eight bits (a narrowing). The kernel wraps as C's conversion does, and so does the
+/// reference, so such a kernel still verifies: the warning says that the data may not mean
+/// what it says. `None` where the value stays in range, or its bound is unknown (a float
+/// operand, a function, an accumulation onto the target).
+pub fn integer_range(state: &State, stmt: &TExpr) -> Option<String> {
+    let (target, value) = (stmt.target()?, stmt.value()?);
+    let (lo, hi) = target.dtype.int_range()?;
+    let tid = target.id()?;
+    // An update of the target (`C[i][j] += A[i][k] * B[k][j]`, how a contraction is bound)
+    // adds its value once per value of the iterators the target is not indexed by.
+    let result: BTreeSet<Name> = target.index_vars().into_iter().collect();
+    let reads_target = value.indexed_leaves().iter().any(|l| l.id() == Some(tid));
+    let mut terms = 1.0;
+    if reads_target {
+        for v in value.index_vars().into_iter().filter(|v| !result.contains(v) && state.constant(v).is_none())
+        {
+            terms *= summed_extent(state, value, &v)?;
+        }
+    }
+    let reach = max_magnitude(state, value, tid)? * terms;
+    if reach <= hi.min(-lo) {
+        return None;
+    }
+    // The type the value computes in: its operands' promotion (the target it updates aside).
+    let mut computed: Option<crate::ir::DType> = None;
+    value.visit(&mut |n| {
+        if let crate::ir::Op::Id(t) = &n.op
+            && t != tid
+        {
+            computed = Some(computed.map_or(n.dtype.compute(), |d| d.promote(n.dtype)));
+        }
+    });
+    let computed = computed?;
+    let narrowing = computed != target.dtype;
+    let what = if narrowing {
+        format!(
+            "a narrowing: `{tid}` is {} (from {lo} to {hi}) and its value, computed in {}, can reach {reach:.3e}: \
+             only its low {} bits are kept",
+            target.dtype,
+            computed,
+            target.dtype.size() * 8
+        )
+    } else {
+        format!(
+            "an integer overflow: the value stored in `{tid}` ({}) can reach {reach:.3e} with these extents, past \
+             its range ({lo} to {hi}); it wraps",
+            target.dtype
+        )
+    };
+    Some(what)
+}
+
+/// The largest magnitude `e` can take from its operands' integer ranges and the extents it
+/// sums over, or `None` where that is not known.
+/// The target `tid` itself counts 0 (the update's sum starts from it).
+fn max_magnitude(state: &State, e: &TExpr, tid: &Name) -> Option<f64> {
+    use crate::ir::{Func, Op};
+    let kids = || e.children.iter().map(|c| max_magnitude(state, c, tid)).collect::<Option<Vec<f64>>>();
+    match &e.op {
+        Op::Id(t) if t == tid => Some(0.0),
+        Op::Id(_) => e.dtype.int_range().map(|(lo, hi)| lo.abs().max(hi.abs())),
+        Op::Lit(x) => Some(x.abs()),
+        Op::Add | Op::Sub => kids().map(|k| k.iter().sum()),
+        Op::Mul => kids().map(|k| k.iter().product()),
+        Op::Div => kids().map(|k| k[0]),
+        Op::Call(Func::Max | Func::Min | Func::Abs) => kids().map(|k| k.into_iter().fold(0.0, f64::max)),
+        Op::Contract(vs) => {
+            let terms: f64 = vs.iter().map(|v| summed_extent(state, e, v)).product::<Option<f64>>()?;
+            kids().map(|k| k.iter().product::<f64>() * terms)
+        }
+        _ => None,
+    }
+}
+
+/// The extent of the summed iterator `v` of a contraction: the extent of a dimension of an
+/// operand that `v` indexes alone.
+fn summed_extent(state: &State, e: &TExpr, v: &Name) -> Option<f64> {
+    for leaf in e.indexed_leaves() {
+        let Some(xs) = leaf.index_list() else { continue };
+        for (d, x) in xs.iter().enumerate() {
+            if x.as_var().is_some_and(|n| n == v)
+                && let Some(Dim::Known(ext)) = leaf.shape.dims().and_then(|ds| ds.get(d))
+                && let Ok(n) = ext.eval(&|c| state.constant(c))
+            {
+                return Some(n as f64);
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,6 +105,13 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<
         });
         leaves.extend(reads.iter().map(|r| (r, false)));
         for (leaf, write) in leaves {
+            if !matches!(leaf.dtype, DType::Double | DType::Float) {
+                return Err(format!(
+                    "explicit vectors are of float or double elements, and `{}` is {}",
+                    leaf.id().map(|t| t.to_string()).unwrap_or_default(),
+                    leaf.dtype
+                ));
+            }
             match dtype {
                 None => dtype = Some(leaf.dtype),
                 Some(d) if d != leaf.dtype => {

@@ -77,6 +77,8 @@ pub(super) struct Reg {
     pub(super) var: String,
     /// Its C type.
     pub(super) ty: String,
+    /// The element type of the memory it stands for.
+    pub(super) dtype: DType,
     /// What it is looked up by: the memory, and for a sum, the block of lanes.
     pub(super) key: String,
     /// Written in the band (stored back after it).
@@ -167,7 +169,7 @@ impl NestPrinter<'_> {
             // A sum's first variable starts from the element (lane 0), the others from 0.
             let init = match r.summed {
                 None if !r.gather.is_empty() => format!("({}){{{}}}", r.ty, r.gather.join(", ")),
-                None => r.mem.clone(),
+                None => super::prelude::loaded(r.dtype, &r.mem),
                 Some(_) if loaded.contains(&r.mem.as_str()) => {
                     if r.ty.starts_with("teml_") {
                         format!("({}){{0}}", r.ty)
@@ -177,7 +179,11 @@ impl NestPrinter<'_> {
                 }
                 Some(_) => {
                     loaded.push(&r.mem);
-                    if r.ty.starts_with("teml_") { format!("({}){{{}}}", r.ty, r.mem) } else { r.mem.clone() }
+                    if r.ty.starts_with("teml_") {
+                        format!("({}){{{}}}", r.ty, r.mem)
+                    } else {
+                        super::prelude::loaded(r.dtype, &r.mem)
+                    }
                 }
             };
             self.line(depth + 1, &format!("{} {} = {init};", r.ty, r.var));
@@ -192,7 +198,7 @@ impl NestPrinter<'_> {
                 continue;
             }
             if r.summed.is_none() {
-                self.line(depth + 1, &format!("{} = {};", r.mem, r.var));
+                self.line(depth + 1, &format!("{} = {};", r.mem, super::prelude::stored(r.dtype, &r.var)));
                 continue;
             }
             if stored.contains(&r.mem.as_str()) {
@@ -208,10 +214,8 @@ impl NestPrinter<'_> {
                     _ => q.var.clone(),
                 })
                 .collect();
-            self.line(
-                depth + 1,
-                &format!("{} = {};  /* the lanes' partial sums */", r.mem, parts.join(" + ")),
-            );
+            let sum = super::prelude::stored(r.dtype, &parts.join(" + "));
+            self.line(depth + 1, &format!("{} = {sum};  /* the lanes' partial sums */", r.mem));
         }
         self.line(depth, "}");
         Ok(())
@@ -323,15 +327,17 @@ impl NestPrinter<'_> {
                 self.helpers.hsums.insert((dtype, w));
                 (vtype(dtype, w), true, Some((dtype, w)))
             }
-            Some((dtype, w, _)) => (dtype.c_name().to_string(), false, Some((dtype, w))),
+            Some((dtype, w, _)) => (dtype.compute().c_name().to_string(), false, Some((dtype, w))),
             None if width > 1 => (vtype(dtype, width), true, None),
-            None => (dtype.c_name().to_string(), false, None),
+            // A 16-bit float element is kept as a float (converted when loaded and stored).
+            None => (dtype.compute().c_name().to_string(), false, None),
         };
         if !gather.is_empty() {
             self.helpers.vtypes.insert((dtype, width));
         }
         let band = &mut self.bands[b];
-        band.regs.push(Reg { mem: memory, key, var: var.clone(), ty, written: write, summed, gather });
+        let dtype = leaf.dtype;
+        band.regs.push(Reg { mem: memory, key, var: var.clone(), ty, dtype, written: write, summed, gather });
         Ok((var, vector))
     }
 }

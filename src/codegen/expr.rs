@@ -108,6 +108,14 @@ impl NestPrinter<'_> {
                 };
                 let (ls, rs) = (float_lit(l, ls), float_lit(r, rs));
                 let ls = if prec(l) < p { format!("({ls})") } else { ls };
+                // A quotient of integers is the real quotient (docs/types.md), as the
+                // reference computes it; a store into an integer truncates it.
+                let ls =
+                    if t.op == Op::Div && l.dtype.compute().is_integer() && r.dtype.compute().is_integer() {
+                        format!("(double){ls}")
+                    } else {
+                        ls
+                    };
                 let rp = prec(r) < p || (prec(r) == p && matches!(t.op, Op::Sub | Op::Div));
                 let rs = if rp { format!("({rs})") } else { rs };
                 format!("{ls} {} {rs}", t.op.symbol())
@@ -160,7 +168,7 @@ impl NestPrinter<'_> {
             _ if t.is_tensor_leaf() => {
                 let (text, is_vec) = self.mem(t, lane, false)?;
                 *vector |= is_vec;
-                text
+                self.value_of(t, &text)
             }
             _ => self.c_leaf(t),
         })

@@ -62,11 +62,72 @@ pub(super) const STREAM_FENCE: &str =
 
 /// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
 pub(super) fn vtype(dtype: DType, w: usize) -> String {
-    format!("teml_{}{w}", if dtype == DType::Float { "f" } else { "d" })
+    let t = match dtype {
+        DType::Float => "f",
+        DType::Double => "d",
+        other => other.name(),
+    };
+    format!("teml_{t}{w}")
 }
+
+/// `text` (an element of `dtype` as stored) as a value of its compute type: a 16-bit float
+/// converted to float; an integer or a float is its own value (C widens the 8-bit integers).
+pub(super) fn loaded(dtype: DType, text: &str) -> String {
+    match dtype {
+        DType::Bf16 => format!("teml_bf16_to_float({text})"),
+        DType::F16 => format!("teml_fp16_to_float({text})"),
+        _ => text.to_string(),
+    }
+}
+
+/// `value` (of `dtype`'s compute type) as stored in an element of `dtype`: a 16-bit float
+/// rounded to nearest even; an integer narrowed as C converts.
+pub(super) fn stored(dtype: DType, value: &str) -> String {
+    match dtype {
+        DType::Bf16 => format!("teml_float_to_bf16({value})"),
+        DType::F16 => format!("teml_float_to_fp16({value})"),
+        _ => value.to_string(),
+    }
+}
+
+/// The 16-bit float types' patterns and their conversions (docs/types.md). bf16 is the high
+/// half of a float: widening is a shift, narrowing rounds to nearest even (a NaN stays NaN).
+pub(super) const BF16: &str = "typedef uint16_t teml_bf16;  /* a bfloat16's 16-bit pattern */\n\
+static inline float teml_bf16_to_float(teml_bf16 x) { union { uint32_t u; float f; } c = { (uint32_t)x << 16 }; return c.f; }\n\
+static inline teml_bf16 teml_float_to_bf16(float f)\n{\n  \
+union { float f; uint32_t u; } c = { f };\n  \
+if ((c.u & 0x7fffffffu) > 0x7f800000u) return (teml_bf16)((c.u >> 16) | 0x40u);  /* NaN */\n  \
+return (teml_bf16)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);  /* to nearest, ties to even */\n}\n";
+
+/// IEEE half: through the compiler's `_Float16` where it has one (F16C or AVX512-FP16
+/// instructions at `-march=native`), else in integer arithmetic.
+pub(super) const F16: &str = "typedef uint16_t teml_fp16;  /* an IEEE half's 16-bit pattern */\n\
+#if defined(__FLT16_MAX__)\n\
+static inline float teml_fp16_to_float(teml_fp16 x) { union { teml_fp16 u; _Float16 h; } c = { x }; return (float)c.h; }\n\
+static inline teml_fp16 teml_float_to_fp16(float f) { union { _Float16 h; teml_fp16 u; } c = { (_Float16)f }; return c.u; }\n\
+#else\n\
+static inline float teml_fp16_to_float(teml_fp16 x)\n{\n  \
+uint32_t s = (uint32_t)(x & 0x8000u) << 16, e = (x >> 10) & 0x1fu, m = x & 0x3ffu;\n  \
+union { uint32_t u; float f; } c;\n  \
+if (e == 0) { float v = (float)m * 5.9604644775390625e-8f; return s ? -v : v; }\n  \
+c.u = s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));\n  \
+return c.f;\n}\n\
+static inline teml_fp16 teml_float_to_fp16(float f)\n{\n  \
+union { float f; uint32_t u; } c = { f };\n  \
+uint32_t s = (c.u >> 16) & 0x8000u, a = c.u & 0x7fffffffu;\n  \
+if (a > 0x7f800000u) return (teml_fp16)(s | 0x7e00u);\n  \
+if (a >= 0x477ff000u) return (teml_fp16)(s | 0x7c00u);\n  \
+if (a < 0x38800000u) {\n    \
+float v = (c.f < 0 ? -c.f : c.f) * 16777216.0f; uint32_t m = (uint32_t)v; float r = v - (float)m;\n    \
+if (r > 0.5f || (r == 0.5f && (m & 1u))) m++;\n    \
+return (teml_fp16)(s | m);\n  }\n  \
+return (teml_fp16)(s | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));\n}\n\
+#endif\n";
 
 #[derive(Default)]
 pub(super) struct Helpers {
+    /// The element types of the kernel's tensors (their typedefs and conversions).
+    pub(super) types: BTreeSet<DType>,
     pub(super) min: bool,
     pub(super) max: bool,
     pub(super) floordiv: bool,
@@ -94,6 +155,16 @@ pub(super) struct Helpers {
 /// how to bind it), the integer helpers and the vector helpers the kernel asked for.
 pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: &CNames) -> String {
     let mut src = String::new();
+    if helpers.types.iter().any(|d| !matches!(d, DType::Double | DType::Float)) {
+        src.push_str("#include <stdint.h>\n");
+        if helpers.types.contains(&DType::Bf16) {
+            src.push_str(BF16);
+        }
+        if helpers.types.contains(&DType::F16) {
+            src.push_str(F16);
+        }
+        src.push('\n');
+    }
     if helpers.math {
         src.push_str("#include <math.h>\n");
         if !helpers.packs && helpers.streams.is_empty() {

@@ -117,7 +117,8 @@ impl NestPrinter<'_> {
             (Update::Max | Update::Min, _) => {
                 self.helpers.math = true;
                 let f = if lw.update == Update::Max { Func::Max } else { Func::Min };
-                format!("{}({lhs}, {rhs})", f.c_name(lw.target.dtype))
+                let old = self.value_of(&lw.target, &lhs);
+                format!("{}({old}, {rhs})", f.c_name(lw.target.dtype.compute()))
             }
             _ => rhs,
         };
@@ -138,7 +139,7 @@ impl NestPrinter<'_> {
             }
             _ => None,
         };
-        let text = streamed.unwrap_or_else(|| format!("{lhs} {op} {rhs};"));
+        let text = streamed.unwrap_or_else(|| self.update_text(&lw.target, &lhs, op, &rhs));
         match self.test(&lw.when) {
             Some(test) => {
                 self.line(depth, &test);
@@ -179,6 +180,33 @@ impl NestPrinter<'_> {
         };
         self.line(depth, &format!("{target} = {zero};"));
         Ok(())
+    }
+
+    /// Whether `text` is a variable the printer keeps an element in (a band's register, a
+    /// reduction's private accumulator): it holds the element's value in its compute type.
+    pub(super) fn is_variable(&self, text: &str) -> bool {
+        self.bands.iter().any(|b| b.regs.iter().any(|r| r.var == text))
+            || self.accs.vars.values().any(|v| v == text)
+    }
+
+    /// The value `text` holds: an element of `leaf`'s tensor as stored is converted to its
+    /// compute type ([`loaded`]); a variable already holds it.
+    pub(super) fn value_of(&self, leaf: &TNode, text: &str) -> String {
+        if self.is_variable(text) { text.to_string() } else { loaded(leaf.dtype, text) }
+    }
+
+    /// `lhs op rhs;` where `lhs` stands for an element of `target`'s tensor: into a 16-bit
+    /// float element, the update computes in float and rounds once, as stored.
+    pub(super) fn update_text(&self, target: &TNode, lhs: &str, op: &str, rhs: &str) -> String {
+        let dtype = target.dtype;
+        if !matches!(dtype, DType::Bf16 | DType::F16) || self.is_variable(lhs) {
+            return format!("{lhs} {op} {rhs};");
+        }
+        let value = match op.strip_suffix('=').filter(|o| !o.is_empty()) {
+            Some(o) => format!("{} {o} ({rhs})", loaded(dtype, lhs)),
+            None => rhs.to_string(),
+        };
+        format!("{lhs} = {};", stored(dtype, &value))
     }
 
     pub(super) fn header(&mut self, l: &Loop) -> String {
@@ -255,12 +283,16 @@ impl NestPrinter<'_> {
             for t in targets {
                 let var = format!("teml_acc{}", *self.accs.count);
                 *self.accs.count += 1;
-                let ty = t.leaf.dtype.c_name();
+                // In the type the element's values are computed in (float for a bf16 one).
+                let ty = t.leaf.dtype.compute().c_name();
                 // A sum starts at 0; a max or a min at what the element (or the enclosing
                 // accumulator) holds.
                 let init = match (t.op, self.accs.vars.get(&t.access)) {
                     (Update::Max | Update::Min, Some(o)) => o.clone(),
-                    (Update::Max | Update::Min, None) => self.mem(&t.leaf, None, false)?.0,
+                    (Update::Max | Update::Min, None) => {
+                        let m = self.mem(&t.leaf, None, false)?.0;
+                        self.value_of(&t.leaf, &m)
+                    }
                     _ => "0".to_string(),
                 };
                 self.line(depth, &format!("{ty} {var} = {init};"));
@@ -315,7 +347,8 @@ impl NestPrinter<'_> {
                     (Update::Sub, None) => "-=",
                     _ => "+=",
                 };
-                self.line(depth, &format!("{target} {combine} {var};"));
+                let text = self.update_text(&leaf, &target, combine, &var);
+                self.line(depth, &text);
                 match outer {
                     Some(o) => self.accs.vars.insert(leaf.access(), o),
                     None => self.accs.vars.remove(&leaf.access()),
@@ -333,6 +366,7 @@ pub(super) fn kernel(state: &State, name: &str, plan: &KernelPlan, target: &Targ
     let names = &plan.names;
     let mut body = String::new();
     let mut helpers = Helpers { names: names.clone(), ..Helpers::default() };
+    helpers.types = plan.params.iter().map(|p| p.dtype).collect();
     let mut acc_count = 0;
     // Each laid-out tensor: its buffer, filled from the tensor at entry.
     let mut laid: BTreeMap<Name, (String, crate::ir::Layout)> = BTreeMap::new();

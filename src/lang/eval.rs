@@ -86,11 +86,11 @@ pub fn eval_one(
                 }
             };
             let mut s = result.map_err(|e| locate(program, stmt, call, target_ref, e))?;
-            if let Some(crate::ir::Value::Tensor(t)) = s.get(&target.name)
-                && let Some(w) = crate::analysis::lint::forgotten_sum(&s, t)
-            {
-                let here = Located::at(&program.file, &program.src, call.name.span.start, 1, "");
-                s.warnings.0.push(format!("{}:{}:{}: {w}", here.file, here.line, here.col));
+            if let Some(crate::ir::Value::Tensor(t)) = s.get(&target.name) {
+                for w in crate::analysis::lint::warnings(&s, t) {
+                    let here = Located::at(&program.file, &program.src, call.name.span.start, 1, "");
+                    s.warnings.0.push(format!("{}:{}:{}: {w}", here.file, here.line, here.col));
+                }
             }
             Ok(s)
         }

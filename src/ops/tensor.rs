@@ -525,18 +525,17 @@ fn finish_assign(builtin: &str, stmt: &TExpr, reads_itself: bool) -> Result<TExp
     Ok(std::sync::Arc::new(TNode { op: Op::Assign(mode), ..(**stmt).clone() }))
 }
 
-/// The type of a value read without the tensor being defined (□): float when every tensor
-/// operand is float; `None` when it has no other tensor operand.
+/// The type of a value read without the tensor being defined (□): the promotion of its
+/// tensor operands ([`DType::promote`]: `bf16 * bf16` sums in float, `u8 * i8` in `i32`);
+/// `None` when it has no other tensor operand.
 fn operand_dtype(y: Option<&TExpr>) -> Option<DType> {
-    let mut any = false;
-    let mut all_float = true;
+    let mut out: Option<DType> = None;
     y?.visit(&mut |n| {
         if let Op::Id(_) = n.op {
-            any = true;
-            all_float &= n.dtype == DType::Float;
+            out = Some(out.map_or(n.dtype.compute(), |d| d.promote(n.dtype)));
         }
     });
-    any.then_some(if all_float { DType::Float } else { DType::Double })
+    out
 }
 
 /// `vcontract(t0, t1, [r0, r1])` (Sec. 4.2.3, fundamental): the virtual sum over the shared

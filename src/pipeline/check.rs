@@ -301,7 +301,22 @@ type RewriteBounds = Vec<(Name, String, f64, f64, usize)>;
 /// The absolute floor of the comparison of `name`: the data's magnitude `mag`, or a rewrite's
 /// rounding bound over the tolerance of `least` where one wrote it (docs/algebra.md).
 fn widened(bounds: &RewriteBounds, least: DType, name: &Name, mag: f64) -> f64 {
+    if tolerance(least) == 0.0 {
+        return mag;
+    }
     bounds.iter().filter(|(r, ..)| r == name).map(|(_, _, b, _, _)| b / tolerance(least)).fold(mag, f64::max)
+}
+
+/// The least precise arithmetic of a kernel (docs/types.md): the type of its written tensors
+/// as stored, and the type its operands are computed in (a bf16 operand is exact in float, a
+/// bf16 result is rounded to bf16), the one of the largest unit roundoff. Every output is
+/// compared at it: a kernel with any float tensor at float's, an integer kernel exactly.
+pub(crate) fn least_precise(params: &[crate::codegen::Param]) -> DType {
+    params
+        .iter()
+        .map(|p| if p.written { p.dtype } else { p.dtype.compute() })
+        .max_by(|a, b| a.unit_roundoff().total_cmp(&b.unit_roundoff()))
+        .unwrap_or(DType::Double)
 }
 
 /// Runs the reference (the untransformed statements, in place on the initial data) and
@@ -318,10 +333,7 @@ fn compare_outputs(
         Check::Full { instances } | Check::Reduced { instances } => (true, *instances),
         Check::Sampled { instances, .. } => (false, *instances),
     };
-    // A kernel with any float tensor computes some values in float: every output is compared
-    // at float tolerance.
-    let least =
-        if p.kernel.params.iter().any(|p| p.dtype == DType::Float) { DType::Float } else { DType::Double };
+    let least = least_precise(&p.kernel.params);
     // Each written element's rounding bound, from the initial data (before the reference turns
     // it into its outputs). Past ROUNDING_BOUND_INSTANCES the two extra interpreter runs would
     // cost more than they are worth: the relative tolerance applies, and the report says so.
@@ -494,7 +506,9 @@ fn describe(
     if let Some(t) = tolerance_note(&c.tolerances, c.least) {
         note.push_str(&t);
     }
-    if c.checked_in_full && !c.bounded {
+    if c.checked_in_full && !c.bounded && c.least.is_integer() {
+        note.push_str("; compared exactly (integers)");
+    } else if c.checked_in_full && !c.bounded {
         note.push_str(&format!(
             "; compared within {:.0e} relative (no rounding bounds past {ROUNDING_BOUND_INSTANCES:.0e} interpreted \
              instances)",

@@ -25,6 +25,11 @@ pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::Double => 1e-9,
         DType::Float => 1e-3,
+        // 2^-8 and 2^-11 are a 16-bit float's own rounding: a few of them.
+        DType::Bf16 => 4e-2,
+        DType::F16 => 5e-3,
+        // Integer results are exact.
+        DType::I32 | DType::I8 | DType::U8 => 0.0,
     }
 }
 
@@ -100,10 +105,7 @@ impl Comparison {
 
 /// The unit roundoff of `dtype` (half its machine epsilon).
 pub fn unit_roundoff(dtype: DType) -> f64 {
-    match dtype {
-        DType::Double => f64::EPSILON / 2.0,
-        DType::Float => f32::EPSILON as f64 / 2.0,
-    }
+    dtype.unit_roundoff()
 }
 
 /// For each tensor of `names` that the untransformed `nests` write, each element's rounding
@@ -198,6 +200,10 @@ pub fn tolerance_note(used: &[(crate::ir::Name, (usize, usize))], dtype: DType) 
     let relative: Vec<String> =
         used.iter().filter(|(_, (_, t))| *t > 0).map(|(n, _)| n.to_string()).collect();
     let mut parts = Vec::new();
+    if dtype.is_integer() {
+        let all: Vec<String> = used.iter().map(|(n, _)| n.to_string()).collect();
+        return (!all.is_empty()).then(|| format!("; compared {} exactly (integers)", all.join(", ")));
+    }
     if !bounded.is_empty() {
         parts.push(format!(
             "{} within each element's rounding bound (2 γ_n Σ|terms|, {dtype})",

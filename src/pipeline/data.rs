@@ -51,6 +51,19 @@ fn initial_data_cropped(
     let from_file = |path: &std::path::Path| -> Result<Vec<f64>, RunError> {
         let a = runtime::npy::read_npy(path)?;
         let shape: Vec<usize> = a.shape.iter().map(|&d| d as usize).collect();
+        let found = a.data.dtype();
+        // A double file for a float tensor is rounded (as before the other types): any other
+        // pair of types is refused, so that no data is silently narrowed or reinterpreted.
+        if found != dtype && !(found == DType::Double && dtype == DType::Float) {
+            return Err(RunError::Data(format!(
+                "{}: expected dtype {} ({}) for tensor `{name}`, declared {dtype}, found {} ({})",
+                path.display(),
+                runtime::npy::descr(dtype),
+                runtime::npy::numpy_name(dtype),
+                runtime::npy::descr(found),
+                runtime::npy::numpy_name(found),
+            )));
+        }
         let fits = crop && shape.len() == dims.len() && shape.iter().zip(dims).all(|(f, d)| f >= d);
         if shape != dims && !fits {
             return Err(RunError::Data(format!(
@@ -62,13 +75,13 @@ fn initial_data_cropped(
         if shape != dims {
             v = leading_block(&v, &shape, dims);
         }
-        Ok(if dtype == DType::Float { v.into_iter().map(|x| x as f32 as f64).collect() } else { v })
+        Ok(v.into_iter().map(|x| dtype.round(x)).collect())
     };
     if let Some(p) = opts.inputs.get(name) {
         return from_file(p);
     }
     match state.inits.get(name) {
-        Some(Init::Value(x)) => Ok(vec![if dtype == DType::Float { *x as f32 as f64 } else { *x }; n]),
+        Some(Init::Value(x)) => Ok(vec![dtype.round(*x); n]),
         Some(Init::Npy(p)) => from_file(std::path::Path::new(p)),
         Some(Init::Random) | None if positive => Ok(random_positive_data(opts.seed, name, n, dtype)),
         Some(Init::Random) | None => Ok(random_data(opts.seed, name, n, dtype)),
@@ -95,46 +108,51 @@ fn leading_block(data: &[f64], shape: &[usize], dims: &[usize]) -> Vec<f64> {
 }
 
 pub(super) fn element_bytes(dtype: DType) -> usize {
-    match dtype {
-        DType::Double => 8,
-        DType::Float => 4,
-    }
+    dtype.size()
 }
 
 /// Writes `t`'s elements into `dst` in the kernel's layout (its element type, native order).
 pub(super) fn write_bytes(t: &Tensor, dst: &mut [u8]) {
-    match t.dtype {
-        DType::Double => {
-            for (c, x) in dst.chunks_exact_mut(8).zip(&t.data) {
-                c.copy_from_slice(&x.to_ne_bytes());
-            }
-        }
-        DType::Float => {
-            for (c, x) in dst.chunks_exact_mut(4).zip(&t.data) {
-                c.copy_from_slice(&(*x as f32).to_ne_bytes());
-            }
-        }
+    let size = t.dtype.size();
+    for (c, &x) in dst.chunks_exact_mut(size).zip(&t.data) {
+        encode(x, t.dtype, c);
+    }
+}
+
+/// `x` (a value of `dtype`) as `dtype`'s bytes, in native order, into `c` (its size).
+fn encode(x: f64, dtype: DType, c: &mut [u8]) {
+    match dtype {
+        DType::Double => c.copy_from_slice(&x.to_ne_bytes()),
+        DType::Float => c.copy_from_slice(&(x as f32).to_ne_bytes()),
+        DType::Bf16 => c.copy_from_slice(&half::bf16::from_f64(x).to_bits().to_ne_bytes()),
+        DType::F16 => c.copy_from_slice(&half::f16::from_f64(x).to_bits().to_ne_bytes()),
+        DType::I32 => c.copy_from_slice(&(dtype.round(x) as i32).to_ne_bytes()),
+        DType::I8 => c.copy_from_slice(&(dtype.round(x) as i8).to_ne_bytes()),
+        DType::U8 => c.copy_from_slice(&(dtype.round(x) as u8).to_ne_bytes()),
+    }
+}
+
+/// The value of one element's bytes `c` (`dtype`'s size, native order).
+fn decode(c: &[u8], dtype: DType) -> f64 {
+    let two = || u16::from_ne_bytes([c[0], c[1]]);
+    match dtype {
+        DType::Double => f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])),
+        DType::Float => f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+        DType::Bf16 => half::bf16::from_bits(two()).to_f64(),
+        DType::F16 => half::f16::from_bits(two()).to_f64(),
+        DType::I32 => i32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64,
+        DType::I8 => c[0] as i8 as f64,
+        DType::U8 => c[0] as f64,
     }
 }
 
 /// The values of a buffer's bytes, one at a time (no copy of the whole buffer).
 pub(super) fn values(b: &[u8], dtype: DType) -> impl Iterator<Item = f64> + '_ {
-    let size = if dtype == DType::Double { 8 } else { 4 };
-    b.chunks_exact(size).map(move |c| match dtype {
-        DType::Double => f64::from_ne_bytes(c.try_into().unwrap_or([0; 8])),
-        DType::Float => f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64,
-    })
+    b.chunks_exact(dtype.size()).map(move |c| decode(c, dtype))
 }
 
 pub(super) fn from_bytes(b: &[u8], dtype: DType) -> Vec<f64> {
-    match dtype {
-        DType::Double => {
-            b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).collect()
-        }
-        DType::Float => {
-            b.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap_or([0; 4])) as f64).collect()
-        }
-    }
+    values(b, dtype).collect()
 }
 
 /// The initial data of every tensor the nests use: the `-i` files, `init` statements, else the
@@ -170,13 +188,7 @@ pub fn save_npy(store: &Buffers, name: &str, path: &std::path::Path) -> Result<(
         .get(name)
         .ok_or_else(|| RunError::Data(format!("-o {name}: no tensor `{name}` was computed or used")))?;
     let shape: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
-    match t.dtype {
-        DType::Double => runtime::npy::write_npy_f64(path, &shape, &t.data)?,
-        DType::Float => {
-            let v: Vec<f32> = t.data.iter().map(|&x| x as f32).collect();
-            runtime::npy::write_npy_f32(path, &shape, &v)?
-        }
-    }
+    runtime::npy::write_npy_as(path, &shape, &t.data, t.dtype)?;
     Ok(())
 }
 

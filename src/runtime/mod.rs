@@ -51,5 +51,5 @@ pub use exec::{
     BUFFER_ALIGN, BufferSpec, RunOutcome, RunSpec, TimeStats, Timing, WORKER_ARG, run_kernel,
     run_kernel_with, worker_exe,
 };
-pub use npy::{NpyArray, NpyData, read_npy, write_npy_f32, write_npy_f64};
+pub use npy::{NpyArray, NpyData, read_npy, write_npy_as, write_npy_f32, write_npy_f64};
 pub use worker::worker_main;

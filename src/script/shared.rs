@@ -90,10 +90,10 @@ impl Shared {
         let s2 = ops::assign(&self.state.borrow(), name, None, v.clone())?;
         let bound = s2.get(name).cloned().unwrap_or(v);
         if top {
-            if let Value::Tensor(t) = &bound
-                && let Some(w) = crate::analysis::lint::forgotten_sum(&s2, t)
-            {
-                self.warned.borrow_mut().push((name.to_string(), w));
+            if let Value::Tensor(t) = &bound {
+                for w in crate::analysis::lint::warnings(&s2, t) {
+                    self.warned.borrow_mut().push((name.to_string(), w));
+                }
             }
             *self.state.borrow_mut() = s2;
         }

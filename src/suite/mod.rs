@@ -18,7 +18,7 @@ pub mod chart;
 pub mod numpy;
 pub mod roofline;
 
-use crate::ir::{DType, Name, State};
+use crate::ir::{Name, State};
 use crate::pipeline::{self, Pipeline, Program, RunOptions, Timing};
 use crate::runtime::compiler;
 use serde::Serialize;
@@ -557,12 +557,7 @@ fn run_kernels(
                             && x.dims == y.dims
                         {
                             let mut cmp = pipeline::Comparison::default();
-                            let tol =
-                                pipeline::tolerance(if x.dtype == DType::Float || y.dtype == DType::Float {
-                                    DType::Float
-                                } else {
-                                    DType::Double
-                                });
+                            let tol = pipeline::tolerance(x.dtype).max(pipeline::tolerance(y.dtype));
                             // Each variant was verified element by element against the program
                             // (docs/verification.md); here the floor is the tensor's own scale,
                             // not a magnitude assumed of the data.

@@ -98,14 +98,7 @@ pub fn run(
     for (n, t) in &initial {
         let p = dir.path().join(format!("in_{n}.npy"));
         let shape: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
-        match t.dtype {
-            DType::Double => crate::runtime::npy::write_npy_f64(&p, &shape, &t.data),
-            DType::Float => {
-                let v: Vec<f32> = t.data.iter().map(|&x| x as f32).collect();
-                crate::runtime::npy::write_npy_f32(&p, &shape, &v)
-            }
-        }
-        .map_err(|e| e.to_string())?;
+        crate::runtime::npy::write_npy_as(&p, &shape, &t.data, t.dtype).map_err(|e| e.to_string())?;
         inputs.insert(n.to_string(), p.display().to_string().into());
     }
     let (min_reps, min_time, max_reps) = if quick { (1, 0.0, 1) } else { (5, 0.5, 200) };

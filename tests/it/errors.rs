@@ -42,7 +42,7 @@ fn wrong_kind_loop_for_tensor_and_back() {
     let e = fails(&base(), "x", "tensor", vec![id("int"), shape("3")]);
     assert_eq!(
         e,
-        "tensor: argument 1 (element type): expected an element type: double or float, found `int`"
+        "tensor: argument 1 (element type): expected an element type: double, float, bf16, f16, i32, i8, u8, found `int`"
     );
 }
 

@@ -52,4 +52,5 @@ mod troubleshooting;
 mod trust;
 mod tune;
 mod tutorial;
+mod types;
 mod verification;

@@ -348,14 +348,19 @@ impl<'a> Args<'a> {
     }
 
     pub(super) fn dtype(&self, pos: usize) -> Result<DType> {
-        match self.word(pos).map(|w| &**w) {
-            Some("double") => Ok(DType::Double),
-            Some("float") => Ok(DType::Float),
-            _ => match self.get(pos) {
-                ArgVal::Str(s) if s == "double" => Ok(DType::Double),
-                ArgVal::Str(s) if s == "float" => Ok(DType::Float),
-                _ => Err(self.wrong(pos, "element type", "an element type: double or float")),
+        let word = match self.word(pos) {
+            Some(w) => Some(w.to_string()),
+            None => match self.get(pos) {
+                ArgVal::Str(s) => Some(s.to_string()),
+                _ => None,
             },
+        };
+        match word.as_deref().and_then(DType::from_name) {
+            Some(d) => Ok(d),
+            None => {
+                let all: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+                Err(self.wrong(pos, "element type", &format!("an element type: {}", all.join(", "))))
+            }
         }
     }
 }
