@@ -48,13 +48,18 @@ pub fn forgotten_sum(state: &State, stmt: &TExpr) -> Option<String> {
 
 /// The extent of iterator `v` where an operand of `e` is indexed by `v` alone.
 fn extent_of(e: &TExpr, v: &Name) -> Option<String> {
+    extent_expr(e, v).map(|x| x.to_string())
+}
+
+/// The extent expression of the dimension of an operand of `e` that `v` indexes alone.
+fn extent_expr(e: &TExpr, v: &Name) -> Option<crate::ir::Expr> {
     for leaf in e.indexed_leaves() {
         let Some(xs) = leaf.index_list() else { continue };
         for (d, x) in xs.iter().enumerate() {
             if x.as_var().is_some_and(|n| n == v)
                 && let Some(Dim::Known(ext)) = leaf.shape.dims().and_then(|ds| ds.get(d))
             {
-                return Some(ext.to_string());
+                return Some(ext.clone());
             }
         }
     }
@@ -143,21 +148,9 @@ fn max_magnitude(state: &State, e: &TExpr, tid: &Name) -> Option<f64> {
     }
 }
 
-/// The extent of the summed iterator `v` of a contraction: the extent of a dimension of an
-/// operand that `v` indexes alone.
+/// The extent of the summed iterator `v` of a contraction, at the named constants' values.
 fn summed_extent(state: &State, e: &TExpr, v: &Name) -> Option<f64> {
-    for leaf in e.indexed_leaves() {
-        let Some(xs) = leaf.index_list() else { continue };
-        for (d, x) in xs.iter().enumerate() {
-            if x.as_var().is_some_and(|n| n == v)
-                && let Some(Dim::Known(ext)) = leaf.shape.dims().and_then(|ds| ds.get(d))
-                && let Ok(n) = ext.eval(&|c| state.constant(c))
-            {
-                return Some(n as f64);
-            }
-        }
-    }
-    None
+    extent_expr(e, v)?.eval(&|c| state.constant(c)).ok().map(|n| n as f64)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The value types: index expressions, tensor-expression trees, loop trees and the state.
 //! This layer knows nothing of parsing, C or scripting.
 
+pub mod dtype;
 pub mod expr;
 pub mod history;
 pub mod loops;

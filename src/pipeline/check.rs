@@ -4,7 +4,7 @@
 use super::compare::{
     Comparison, compare, compare_bounded, compare_within, magnitude, spot_check, tolerance, tolerance_note,
 };
-use super::data::{element_bytes, from_bytes, initial_store_cropped};
+use super::data::{from_bytes, initial_store_cropped};
 use super::evidence::{Artifact, Evidence, FullSizeCheck, ReferenceCheck, inputs_hash, source_hash};
 use super::options::{RunError, RunOptions};
 use super::report::KernelReport;
@@ -229,12 +229,8 @@ fn run_builds(state: &State, p: &Prepared, opts: &RunOptions) -> Result<Ran, Run
     let inputs = inputs_hash(kernel, store);
     // With large data the timed runs of both builds come first, each in its own job, and the
     // checked runs after: the kernel's outputs are never held beside timing snapshots.
-    let bytes: usize = kernel
-        .params
-        .iter()
-        .filter_map(|p| store.get(&p.name))
-        .map(|t| t.data.len() * element_bytes(t.dtype))
-        .sum();
+    let bytes: usize =
+        kernel.params.iter().filter_map(|p| store.get(&p.name)).map(|t| t.data.len() * t.dtype.size()).sum();
     let split = opts.timing.is_some() && bytes >= SPLIT_TIMING_BYTES;
     let (mut time, mut base_time) = (None, None);
     if split {

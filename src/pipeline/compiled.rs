@@ -1,6 +1,6 @@
 //! Compiling a kernel and running its binary in a worker process: the buffers checked against
 //! the C's extents first, the outputs handed back as they come.
-use super::data::{element_bytes, write_bytes};
+use super::data::write_bytes;
 use super::options::{RunError, RunOptions};
 use crate::codegen::{CKernel, ENTRY};
 use crate::interp::Buffers;
@@ -69,7 +69,7 @@ pub(super) fn run_compiled(
         buffers.push(BufferSpec {
             read_only: !p.written,
             fresh: p.fresh,
-            ..BufferSpec::new(p.name.to_string(), t.data.len() * element_bytes(t.dtype))
+            ..BufferSpec::new(p.name.to_string(), t.data.len() * t.dtype.size())
         });
         tensors.push(t);
     }

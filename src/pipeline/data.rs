@@ -107,10 +107,6 @@ fn leading_block(data: &[f64], shape: &[usize], dims: &[usize]) -> Vec<f64> {
     out
 }
 
-pub(super) fn element_bytes(dtype: DType) -> usize {
-    dtype.size()
-}
-
 /// Writes `t`'s elements into `dst` in the kernel's layout (its element type, native order).
 pub(super) fn write_bytes(t: &Tensor, dst: &mut [u8]) {
     let size = t.dtype.size();

@@ -79,20 +79,7 @@ fn the_rhai_front_end_and_auto_take_the_types_too() {
 #[test]
 fn a_bf16_kernel_that_drops_one_term_of_a_thousand_is_caught() {
     let d = tempfile::tempdir().unwrap();
-    let cc = d.path().join("cc");
-    std::fs::write(
-        &cc,
-        "#!/bin/sh\nsrc=\nfor a in \"$@\"; do case \"$a\" in *.c) src=\"$a\";; esac; done\n\
-         if [ -n \"$src\" ] && grep -q 'k1 <= (K-1)' \"$src\"; then\n\
-           sed 's/k1 <= (K-1)/k1 <= (K-2)/' \"$src\" > \"$src.wrong.c\"\n\
-           args=; for a in \"$@\"; do case \"$a\" in *.c) args=\"$args $src.wrong.c\";; *) args=\"$args $a\";; esac; done\n\
-           exec gcc $args\n\
-         fi\n\
-         exec gcc \"$@\"\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cc = editing_cc(d.path(), "k1 <= (K-1)", "s/k1 <= (K-1)/k1 <= (K-2)/", false);
     let f = program(
         d.path(),
         "drop.teml",

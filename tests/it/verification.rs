@@ -297,21 +297,7 @@ fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_bin
     assert!(how.contains("verified as a chain"), "{how}");
 
     let d = tempfile::tempdir().unwrap();
-    let cc = d.path().join("cc");
-    std::fs::write(
-        &cc,
-        "#!/bin/sh\nsrc=\nfor a in \"$@\"; do case \"$a\" in *.c) src=\"$a\";; esac; done\n\
-         case \" $* \" in *\" -O3 \"*) ;; *) exec gcc \"$@\";; esac\n\
-         if [ -n \"$src\" ] && grep -q 'R_3\\[' \"$src\"; then\n\
-           sed 's/+= t\\[/-= t[/' \"$src\" > \"$src.wrong.c\"\n\
-           args=; for a in \"$@\"; do case \"$a\" in *.c) args=\"$args $src.wrong.c\";; *) args=\"$args $a\";; esac; done\n\
-           exec gcc $args\n\
-         fi\n\
-         exec gcc \"$@\"\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cc = crate::common::editing_cc(d.path(), "R_3\\[", "s/+= t\\[/-= t[/", true);
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
         .args(["run", "examples/tensor_network.teml", "--threads", "2", "--json"])
         .env("TEML_CACHE_DIR", d.path().join("cache"))

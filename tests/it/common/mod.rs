@@ -276,3 +276,27 @@ pub fn small_integers(s: &State, nest: &Nest) -> teml::interp::Buffers {
 pub fn proptest_cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(default)
 }
+
+/// A C compiler at `dir/cc` that compiles, instead of any source that contains `grep`, that
+/// source edited by the `sed` expression `sed` (at `-O3` only, with `only_o3`), and anything
+/// else as gcc does: a wrong binary that verification must catch.
+pub fn editing_cc(dir: &std::path::Path, grep: &str, sed: &str, only_o3: bool) -> std::path::PathBuf {
+    let cc = dir.join("cc");
+    let o3 = if only_o3 { "case \" $* \" in *\" -O3 \"*) ;; *) exec gcc \"$@\";; esac\n" } else { "" };
+    std::fs::write(
+        &cc,
+        format!(
+            "#!/bin/sh\nsrc=\nfor a in \"$@\"; do case \"$a\" in *.c) src=\"$a\";; esac; done\n{o3}\
+             if [ -n \"$src\" ] && grep -q '{grep}' \"$src\"; then\n\
+               sed '{sed}' \"$src\" > \"$src.wrong.c\"\n\
+               args=; for a in \"$@\"; do case \"$a\" in *.c) args=\"$args $src.wrong.c\";; *) args=\"$args $a\";; esac; done\n\
+               exec gcc $args\n\
+             fi\n\
+             exec gcc \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cc
+}
