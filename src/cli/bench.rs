@@ -21,8 +21,11 @@ pub struct BenchArgs {
     /// Which kernels: `paper` (Table 1: untransformed, Polly, Pluto's, the paper's, the best
     /// and the tuned paths, and the lifted one where a kernel has it) or `polybench` (the 30
     /// PolyBench/C 4.2.1 kernels at scaled LARGE sizes: untransformed, Polly, the Pluto-like
-    /// path, the tuned path).
-    #[arg(long, value_name = "SUITE", default_value = "paper", value_parser = ["paper", "polybench"])]
+    /// path, the tuned path) or `precision` (mm and a convolution in float, bf16 and int8:
+    /// untransformed and `teml auto`'s path, beside numpy's float, PyTorch's bf16 where it is
+    /// installed, and a probe of each instruction the host has: float FMA, vdpbf16ps, vpdpbusd,
+    /// AMX tiles).
+    #[arg(long, value_name = "SUITE", default_value = "paper", value_parser = ["paper", "polybench", "precision"])]
     pub suite: String,
     /// The repository holding `examples/` and `scripts/` (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -76,8 +79,7 @@ pub struct BenchArgs {
 
 /// `teml bench`.
 pub fn bench(a: &BenchArgs) -> i32 {
-    let suite =
-        if a.suite == "polybench" { crate::suite::Suite::PolyBench } else { crate::suite::Suite::Paper };
+    let suite = crate::suite::Suite::named(&a.suite).unwrap_or_default();
     for k in &a.kernels {
         if !suite.kernels().contains(&k.as_str()) {
             eprintln!(
@@ -177,7 +179,7 @@ pub fn bench(a: &BenchArgs) -> i32 {
     if a.json {
         let json = serde_json::json!({
             "quick": a.quick, "threads": a.threads, "ok": ok, "host": report.host,
-            "machine": report.machine, "kernels": results,
+            "machine": report.machine, "instructions": report.instructions, "kernels": results,
         });
         println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
     } else {

@@ -114,7 +114,11 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("chart.svg");
-        svg(&Report { host: "test".into(), machine: Vec::new(), kernels: vec![k] }, &path).unwrap();
+        svg(
+            &Report { host: "test".into(), machine: Vec::new(), instructions: Vec::new(), kernels: vec![k] },
+            &path,
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let fill = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
         let count = |name: &str| {

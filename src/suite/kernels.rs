@@ -41,6 +41,38 @@ pub const POLYBENCH: &[&str] = &[
     "trmm",
 ];
 
+/// The kernels of `teml bench --suite precision` (`examples/precision/`): mm and a 2-D
+/// convolution in float, in bf16 summed in float and in u8 x i8 summed in i32, each bounded by
+/// the probe of the fastest instruction the host has for its types
+/// ([`super::instructions::peak_for`]).
+pub const PRECISION: &[(&str, Precision)] = &[
+    ("mm_float", Precision::Float),
+    ("mm_bf16", Precision::Bf16),
+    ("mm_int8", Precision::Int8),
+    ("conv_float", Precision::Float),
+    ("conv_bf16", Precision::Bf16),
+    ("conv_int8", Precision::Int8),
+];
+
+/// The names of [`PRECISION`]'s kernels.
+const PRECISION_NAMES: &[&str] = &["mm_float", "mm_bf16", "mm_int8", "conv_float", "conv_bf16", "conv_int8"];
+
+/// The sizes of the precision suite: mm at 2048^3 (the float, bf16 and int8 targets' size), the
+/// convolution at its files' default (a ResNet-like 3x3 layer of 128 channels, batch 4).
+pub const PRECISION_SIZES: &[(&str, &[(&str, i64)])] = &[
+    ("mm_float", &[("N", 2048)]),
+    ("mm_bf16", &[("N", 2048)]),
+    ("mm_int8", &[("N", 2048)]),
+    ("conv_float", &[("NB", 4), ("CO", 128), ("CI", 128), ("H", 28), ("KH", 3)]),
+    ("conv_bf16", &[("NB", 4), ("CO", 128), ("CI", 128), ("H", 28), ("KH", 3)]),
+    ("conv_int8", &[("NB", 4), ("CO", 128), ("CI", 128), ("H", 28), ("KH", 3)]),
+];
+
+/// The precision of a kernel of the precision suite (`None` for any other kernel).
+pub fn precision_of(k: &str) -> Option<Precision> {
+    PRECISION.iter().find(|(n, _)| *n == k).map(|(_, p)| *p)
+}
+
 /// Which kernels `teml bench` runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Suite {
@@ -51,14 +83,35 @@ pub enum Suite {
     /// Pluto-like path (`scripts/polybench/pluto/<k>.rhai`) and the tuned path
     /// (`scripts/polybench/tuned/<k>.teml`), at [`POLYBENCH_SIZES`].
     PolyBench,
+    /// The precisions ([`PRECISION`]): the untransformed kernel and `teml auto`'s path of each,
+    /// beside numpy (float), PyTorch (bf16, where installed) and the instruction probes.
+    Precision,
 }
 
 impl Suite {
+    /// Every suite, in the order `--suite` lists them.
+    pub const ALL: [Suite; 3] = [Suite::Paper, Suite::PolyBench, Suite::Precision];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Paper => "paper",
+            Suite::PolyBench => "polybench",
+            Suite::Precision => "precision",
+        }
+    }
+
+    /// The suite `--suite name` names.
+    pub fn named(name: &str) -> Option<Suite> {
+        Suite::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// Its kernels, in the order they run.
     pub fn kernels(self) -> &'static [&'static str] {
         match self {
             Suite::Paper => KERNELS,
             Suite::PolyBench => POLYBENCH,
+            Suite::Precision => PRECISION_NAMES,
         }
     }
 
@@ -67,6 +120,7 @@ impl Suite {
         match self {
             Suite::Paper => root.join("examples").join(format!("{k}.teml")),
             Suite::PolyBench => root.join("examples/polybench").join(format!("{k}.teml")),
+            Suite::Precision => root.join("examples/precision").join(format!("{k}.teml")),
         }
     }
 
@@ -90,6 +144,7 @@ impl Suite {
                 ("pluto", root.join("scripts/polybench/pluto").join(format!("{k}.rhai"))),
                 ("tuned", root.join("scripts/polybench/tuned").join(format!("{k}.teml"))),
             ],
+            Suite::Precision => vec![("untransformed", self.base(root, k))],
         }
     }
 
@@ -98,6 +153,7 @@ impl Suite {
         let table = match self {
             Suite::Paper => SIZES,
             Suite::PolyBench => POLYBENCH_SIZES,
+            Suite::Precision => PRECISION_SIZES,
         };
         table
             .iter()

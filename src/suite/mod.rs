@@ -15,6 +15,7 @@
 
 use crate::interp::Buffers;
 pub mod chart;
+pub mod instructions;
 pub mod numpy;
 pub mod roofline;
 
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 mod kernels;
 mod report;
 mod tuned;
+pub use instructions::Precision;
 pub use kernels::*;
 pub use report::*;
 pub use tuned::*;
@@ -313,18 +315,31 @@ pub fn run(
     finished: &mut dyn FnMut(&KernelResult, f64),
 ) -> Report {
     progress("probing the machine");
+    let precision = o.suite == Suite::Precision;
     let mut machine: Vec<roofline::Machine> =
         roofline::probe(&o.run, o.threads, o.quick).into_iter().collect();
+    let mut probes = if precision { instructions::probe(&o.run, o.threads, o.quick) } else { Vec::new() };
     let mut kernels = run_kernels(o, progress, finished);
     progress("probing the machine again");
     machine.extend(roofline::probe(&o.run, o.threads, o.quick));
+    if precision {
+        probes = instructions::better(probes, instructions::probe(&o.run, o.threads, o.quick));
+    }
     // The bound at the better of the two probes (the machine is shared).
     if let Some(m) = machine.iter().copied().reduce(|a, b| roofline::Machine {
         threads: a.threads,
         peak_gflops: a.peak_gflops.max(b.peak_gflops),
         bandwidth_gbs: a.bandwidth_gbs.max(b.bandwidth_gbs),
     }) {
-        kernels.iter_mut().for_each(|k| apply_roofline(&m, k));
+        for k in kernels.iter_mut() {
+            match precision_of(&k.kernel) {
+                None => apply_roofline(&m, k),
+                Some(p) => apply_precision_roofline(&m, p, &probes, k),
+            }
+        }
+    }
+    if precision {
+        compare_precisions(&mut kernels);
     }
     let cc = crate::runtime::Compiler::detect().map(|c| c.identity().to_string()).unwrap_or_default();
     let host = format!(
@@ -332,7 +347,70 @@ pub fn run(
         crate::runtime::machine::Machine::host().host_line(),
         o.run.flags.opt.join(" ")
     );
-    Report { host, machine, kernels }
+    Report { host, machine, instructions: probes, kernels }
+}
+
+/// The roofline of a kernel of the precision suite: its compute bound at the probe of the
+/// fastest instruction the host has for its types (the dot products, AMX), not double FMA's;
+/// none where the host ran no probe of its types (int8 without VNNI or AMX), with a note.
+fn apply_precision_roofline(
+    m: &roofline::Machine,
+    p: Precision,
+    probes: &[instructions::Measured],
+    k: &mut KernelResult,
+) {
+    match instructions::peak_for(p, probes) {
+        Some(probe) => {
+            let at = roofline::Machine { peak_gflops: probe.gops.unwrap_or(m.peak_gflops), ..*m };
+            apply_roofline(&at, k);
+            k.notes.push(format!(
+                "% roofline against the {} probe ({}: {:.1} G/s), the fastest instruction of its types on this host",
+                probe.name,
+                probe.instruction,
+                probe.gops.unwrap_or_default()
+            ));
+        }
+        None => {
+            for v in &mut k.variants {
+                v.bound_s = None;
+                v.roofline = None;
+            }
+            k.bound_s = None;
+            k.notes.push(
+                "no roofline bound: this host ran no probe of these types (no vpdpbusd, no AMX int8), and \
+                 plain C's i32 multiply-adds have none"
+                    .into(),
+            );
+        }
+    }
+}
+
+/// Each kernel of the precision suite against the float kernel of its family (`mm_bf16`
+/// against `mm_float`): `teml auto`'s time, as a note (the targets' ratios).
+fn compare_precisions(kernels: &mut [KernelResult]) {
+    let auto = |k: &KernelResult| k.variants.iter().find(|v| v.variant == "auto" && v.verified)?.median_s;
+    let floats: Vec<(String, f64)> = kernels
+        .iter()
+        .filter(|k| precision_of(&k.kernel) == Some(Precision::Float))
+        .filter_map(|k| Some((k.kernel.clone(), auto(k)?)))
+        .collect();
+    for k in kernels.iter_mut() {
+        let family = k.kernel.split('_').next().unwrap_or_default().to_string();
+        let Some((name, float)) = floats.iter().find(|(n, _)| *n == format!("{family}_float")) else {
+            continue;
+        };
+        if k.kernel == *name {
+            continue;
+        }
+        if let Some(t) = auto(k) {
+            k.notes.push(format!(
+                "auto: {:.2}x the speed of {name}'s auto path ({:.2} ms against {:.2} ms)",
+                float / t,
+                t * 1e3,
+                float * 1e3
+            ));
+        }
+    }
 }
 
 /// Each variant's fraction of its roofline bound on machine `m`: the bound of the operations
@@ -426,7 +504,13 @@ fn run_kernels(
     };
     let opts = RunOptions { timing: Some(timing), time_untransformed: false, ..o.run.clone() };
     let polly = if o.no_anchors { Err("--no-anchors".to_string()) } else { compiler::polly() };
-    let numpy = if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available() };
+    let numpy =
+        if o.no_anchors { Err("--no-anchors".to_string()) } else { numpy::available(numpy::Library::Numpy) };
+    let torch = if o.no_anchors || o.suite != Suite::Precision {
+        Err("--no-anchors".to_string())
+    } else {
+        numpy::available(numpy::Library::Torch)
+    };
     for (done, k) in kernels.iter().copied().enumerate() {
         if let Some(r) = earlier.remove(k) {
             out.push(r.result);
@@ -583,26 +667,36 @@ fn run_kernels(
                 _ => None,
             };
         }
-        // numpy (BLAS, einsum) on the baseline's inputs, checked against its outputs.
+        // numpy (BLAS, einsum) and PyTorch (bf16) on the baseline's inputs, checked against
+        // its outputs.
         let base_time = kr.variants.first().and_then(|v| v.median_s);
-        let numpy = if o.suite == Suite::Paper { numpy.clone() } else { Err(String::new()) };
-        match (&numpy, &baseline_state, &base, base_time) {
-            (Ok(py), Some(st), Some((b, _)), Some(t)) => {
-                progress(&format!("{k}: numpy"));
-                let nopts = RunOptions { threads: Some(o.threads), ..opts.clone() };
-                match numpy::run(py, k, st, &nopts, b, o.quick) {
-                    Ok(Some(mut r)) => {
-                        r.speedup = r.median_s.map(|m| t / m);
-                        kr.variants.push(r);
+        for (lib, found) in [(numpy::Library::Numpy, &numpy), (numpy::Library::Torch, &torch)] {
+            if o.suite == Suite::PolyBench || !lib.has(k) {
+                continue;
+            }
+            match (found, &baseline_state, &base, base_time) {
+                (Ok(py), Some(st), Some((b, _)), Some(t)) => {
+                    progress(&format!("{k}: {}", lib.name()));
+                    let nopts = RunOptions { threads: Some(o.threads), ..opts.clone() };
+                    match numpy::run(py, lib, k, st, &nopts, b, o.quick) {
+                        Ok(Some(mut r)) => {
+                            r.speedup = r.median_s.map(|m| t / m);
+                            kr.variants.push(r);
+                        }
+                        Ok(None) => {}
+                        Err(e) => kr.notes.push(format!("{}: {e}", lib.name())),
                     }
-                    Ok(None) => {}
-                    Err(e) => kr.notes.push(format!("numpy: {e}")),
                 }
+                (Err(why), _, _, _) => kr.notes.push(missing(lib.name(), why, lib.install())),
+                _ => {}
             }
-            (Err(why), _, _, _) if !why.is_empty() => {
-                kr.notes.push(missing("numpy", why, "pip install numpy"))
-            }
-            _ => {}
+        }
+        if precision_of(k) == Some(Precision::Int8) && !o.no_anchors {
+            kr.notes.push(
+                "no library anchor for u8 x i8: numpy's integer matmul has no BLAS, and the bench reaches no \
+                 u8 x i8 library"
+                    .into(),
+            );
         }
         let wall_s = started.elapsed().as_secs_f64();
         if let Some(p) = &o.rows {
@@ -680,7 +774,12 @@ mod tests {
             "{:?}",
             k.notes
         );
-        let table = table(&Report { host: String::new(), machine: vec![m], kernels: vec![k] });
+        let table = table(&Report {
+            host: String::new(),
+            machine: vec![m],
+            instructions: Vec::new(),
+            kernels: vec![k],
+        });
         assert!(table.contains("125% (above the bound: see the note)"), "{table}");
     }
 
@@ -753,7 +852,12 @@ mod tests {
             "{:?}",
             untraced.notes
         );
-        let table = table(&Report { host: String::new(), machine: vec![m], kernels: vec![failed] });
+        let table = table(&Report {
+            host: String::new(),
+            machine: vec![m],
+            instructions: Vec::new(),
+            kernels: vec![failed],
+        });
         assert!(table.contains("| best | 2 |"), "{table}");
     }
 

@@ -11,11 +11,14 @@ use crate::pipeline::{self, RunOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The kernels in numpy, keyed by their Table 1 names; each returns the tensors it computes.
-const SCRIPT: &str = r#"
+/// The kernels in numpy, keyed by their bench names; each returns the tensors it computes.
+const NUMPY: &str = r#"
 import json, sys, time
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view as sw
+
+def prepare(T): return T
+def finish(a): return a
 
 def mm(T): return {"C": T["A"] @ T["B"]}
 def tmm(T): return {"C": T["A"].T @ T["B"]}
@@ -43,9 +46,37 @@ def helm(T):
     return {"v": np.einsum("dc,eabd->eabc", S, t5, optimize=True)}
 def blur(T): return {"B": sw(T["A"], (3, 3)).sum(axis=(-1, -2)) / 9.0}
 def coars(T): return {"C": T["Ixx"] * T["Iyy"] - T["Ixy"] * T["Ixy"]}
+# The precision suite in float32 (sgemm; the convolution through im2col windows and BLAS).
+def mm_float(T): return {"C": T["A"] @ T["B"]}
+def conv_float(T):
+    kh = T["W"].shape[2]
+    win = sw(T["I"], (kh, kh), axis=(2, 3))
+    return {"O": np.einsum("nchwxy,ocxy->nohw", win, T["W"], optimize=True)}
+"#;
 
+/// The precision suite's bf16 kernels in PyTorch (its CPU matmul and conv2d in bf16: oneDNN,
+/// with AVX512-BF16 or AMX where the host has them); the `.npy` inputs are bf16 patterns
+/// (`uint16`), viewed as `torch.bfloat16` once, before the timing.
+const TORCH: &str = r#"
+import json, os, sys, time
+import numpy as np
+import torch
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+def prepare(T):
+    return {n: torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16) if a.dtype == np.uint16
+            else torch.from_numpy(a) for n, a in T.items()}
+def finish(a): return a.float().numpy()
+
+def mm_bf16(T): return {"C": T["A"] @ T["B"]}
+def conv_bf16(T): return {"O": torch.nn.functional.conv2d(T["I"], T["W"])}
+"#;
+
+/// The timing loop both libraries share: `spec.json` names the kernel, its inputs and the
+/// timing; the outputs go to `out_<name>.npy` as float64.
+const HARNESS: &str = r#"
 spec = json.load(open(sys.argv[1]))
-T = {n: np.load(p) for n, p in spec["inputs"].items()}
+T = prepare({n: np.load(p) for n, p in spec["inputs"].items()})
 f = globals()[spec["kernel"]]
 out = f(T)
 times, t0 = [], time.perf_counter()
@@ -57,35 +88,86 @@ while True:
     if enough or len(times) >= spec["max_reps"]:
         break
 for n, a in out.items():
-    np.save(spec["dir"] + "/out_" + n + ".npy", np.ascontiguousarray(a, dtype=np.float64))
+    np.save(spec["dir"] + "/out_" + n + ".npy", np.ascontiguousarray(finish(a), dtype=np.float64))
 times.sort()
 print(json.dumps({"times_s": times, "outputs": list(out)}))
 "#;
 
-/// `python3` with numpy, or why not.
-pub fn available() -> Result<PathBuf, String> {
+/// A Python library an anchor runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// numpy (BLAS, einsum): the paper suite's kernels and the precision suite's float ones.
+    Numpy,
+    /// PyTorch on the CPU: the precision suite's bf16 kernels.
+    Torch,
+}
+
+impl Library {
+    /// The variant's name in the report, and the module Python imports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::Numpy => "numpy",
+            Library::Torch => "torch",
+        }
+    }
+
+    /// The line that installs it.
+    pub fn install(self) -> &'static str {
+        match self {
+            Library::Numpy => "pip install numpy",
+            Library::Torch => "pip install torch --index-url https://download.pytorch.org/whl/cpu",
+        }
+    }
+
+    /// The script: its kernels, then the timing loop.
+    fn script(self) -> String {
+        let kernels = match self {
+            Library::Numpy => NUMPY,
+            Library::Torch => TORCH,
+        };
+        format!("{kernels}{HARNESS}")
+    }
+
+    /// Whether it has a form of kernel `k`.
+    pub fn has(self, k: &str) -> bool {
+        self.script().contains(&format!("def {k}("))
+    }
+
+    /// How its outputs are rounded: PyTorch's bf16 products are bf16 (compared within bf16's
+    /// rounding), numpy's in their operands' type.
+    fn rounded_to(self) -> Option<DType> {
+        match self {
+            Library::Numpy => None,
+            Library::Torch => Some(DType::Bf16),
+        }
+    }
+}
+
+/// `python3` with `lib`, or why not.
+pub fn available(lib: Library) -> Result<PathBuf, String> {
     let py = std::env::var("TEML_PYTHON").unwrap_or_else(|_| "python3".into());
     let out = Command::new(&py)
-        .args(["-c", "import numpy; print(numpy.__version__)"])
+        .args(["-c", &format!("import {m}; print({m}.__version__)", m = lib.name())])
         .output()
         .map_err(|e| format!("`{py}` cannot run ({e})"))?;
     if !out.status.success() {
-        return Err(format!("`{py}` has no numpy"));
+        return Err(format!("`{py}` has no {}", lib.name()));
     }
     Ok(PathBuf::from(py))
 }
 
-/// Runs kernel `k` in numpy on the inputs of `state` (the baseline program), compares with the
-/// baseline's outputs; `None` for a kernel numpy has no form for.
+/// Runs kernel `k` in `lib` on the inputs of `state` (the baseline program), compares with the
+/// baseline's outputs; `None` for a kernel `lib` has no form for.
 pub fn run(
     py: &Path,
+    lib: Library,
     k: &str,
     state: &State,
     opts: &RunOptions,
     baseline: &Buffers,
     quick: bool,
 ) -> Result<Option<VariantResult>, String> {
-    if !SCRIPT.contains(&format!("def {k}(")) {
+    if !lib.has(k) {
         return Ok(None);
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -109,7 +191,7 @@ pub fn run(
     let spec_path = dir.path().join("spec.json");
     std::fs::write(&spec_path, spec.to_string()).map_err(|e| e.to_string())?;
     let script = dir.path().join("kernel.py");
-    std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
+    std::fs::write(&script, lib.script()).map_err(|e| e.to_string())?;
     let threads = opts.threads.unwrap_or(1).to_string();
     let out = Command::new(py)
         .arg(&script)
@@ -145,7 +227,14 @@ pub fn run(
         spread: Some(if median > 0.0 { stats.spread() } else { 0.0 }),
         flops,
         gflops: Some(flops as f64 / median / 1e9),
-        ..VariantResult::new("numpy", "numpy (matmul / einsum)", opts.threads.unwrap_or(1))
+        ..VariantResult::new(
+            lib.name(),
+            match lib {
+                Library::Numpy => "numpy (matmul / einsum)",
+                Library::Torch => "PyTorch (CPU, bf16 matmul / conv2d)",
+            },
+            opts.threads.unwrap_or(1),
+        )
     };
     let mag = pipeline::magnitude(&initial);
     for name in v["outputs"].as_array().into_iter().flatten().filter_map(|x| x.as_str()) {
@@ -153,15 +242,9 @@ pub fn run(
             .map_err(|e| e.to_string())?;
         let Some(want) = baseline.get(name) else { continue };
         let mut cmp = pipeline::Comparison::default();
-        pipeline::compare_within(
-            name,
-            &want.dims,
-            got.data.to_f64(),
-            &want.data,
-            pipeline::tolerance(DType::Double),
-            mag,
-            &mut cmp,
-        );
+        // Within the rounding of the baseline's type, or of the library's outputs where coarser.
+        let tol = lib.rounded_to().map_or(0.0, pipeline::tolerance).max(pipeline::tolerance(want.dtype));
+        pipeline::compare_within(name, &want.dims, got.data.to_f64(), &want.data, tol, mag, &mut cmp);
         if let Some(w) = cmp.worst {
             r.verified = false;
             r.median_s = None;

@@ -82,6 +82,9 @@ pub struct Report {
     pub host: String,
     /// The probes, at the start and at the end of the run (the machine is shared: compare).
     pub machine: Vec<roofline::Machine>,
+    /// The instruction probes (the precision suite's; empty otherwise): the better of the
+    /// start's and the end's.
+    pub instructions: Vec<instructions::Measured>,
     /// The kernels.
     pub kernels: Vec<KernelResult>,
 }
@@ -97,6 +100,12 @@ pub fn table(report: &Report) -> String {
             m.peak_gflops,
             m.bandwidth_gbs
         ));
+    }
+    if let Some(m) = report.instructions.first() {
+        s.push_str(&format!("Instruction probes ({} threads, the better of two runs):\n", m.threads));
+        for m in &report.instructions {
+            s.push_str(&format!("- {}\n", instructions::line(m)));
+        }
     }
     s.push_str(
         "\n| kernel | sizes | variant | threads | median | spread | GFLOP/s | % roofline | speedup over sequential C | vs Polly | verified |\n\

@@ -103,7 +103,7 @@ pub fn slurm_job(
         dir.display().to_string(),
     ]);
     Ok(crate::cluster::Job {
-        name: format!("teml-bench-{}", if o.suite == Suite::PolyBench { "polybench" } else { "paper" }),
+        name: format!("teml-bench-{}", o.suite.name()),
         what: format!(
             "teml bench --tune on Slurm: one array task per kernel ({}), each re-tuning it for {secs:.0} s, then the bench on one node",
             names.join(", ")

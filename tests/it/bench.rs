@@ -185,3 +185,97 @@ fn a_bench_reports_as_it_goes_keeps_its_rows_when_interrupted_and_resumes() {
         assert!(row["result"]["kernel"].is_string() && row["wall_s"].is_number(), "{l}");
     }
 }
+
+/// `teml bench --suite precision --quick`: mm and the convolution in float, bf16 and int8 each
+/// run and verify (untransformed and `teml auto`'s path), numpy's float32 beside the float
+/// kernels where numpy is installed; every instruction probe has a figure where the host's
+/// flags list its instruction, and says what the host lacks where they do not (printed: which
+/// ran here and which were skipped); each kernel is bounded by its types' probe, and the bf16
+/// and int8 kernels are compared with the float ones.
+#[test]
+fn the_quick_precision_suite_runs_every_type_beside_the_instruction_probes() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
+        .args(["bench", "--suite", "precision", "--quick", "--json", "--threads", "2", "--rows"])
+        .arg(d.path().join("rows.jsonl"))
+        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], true);
+    let kernels = v["kernels"].as_array().unwrap();
+    let names: Vec<&str> = kernels.iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mm_float", "mm_bf16", "mm_int8", "conv_float", "conv_bf16", "conv_int8"]);
+    let numpy = std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .is_ok_and(|s| s.success());
+    for k in kernels {
+        let name = k["kernel"].as_str().unwrap();
+        let vs = k["variants"].as_array().unwrap();
+        let variants: Vec<&str> = vs.iter().map(|x| x["variant"].as_str().unwrap()).collect();
+        assert_eq!(&variants[..2], ["untransformed", "auto"], "{k}");
+        if name.ends_with("_float") && numpy {
+            assert!(variants.contains(&"numpy"), "numpy beside {name}: {k}");
+        }
+        for x in vs {
+            assert_eq!(x["verified"], true, "{x}");
+            assert!(x["median_s"].as_f64().is_some_and(|t| t > 0.0), "{x}");
+        }
+        let notes: Vec<&str> = k["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        if !name.ends_with("_float") {
+            let family = name.split('_').next().unwrap();
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.starts_with("auto: ") && n.contains(&format!("{family}_float's auto path"))),
+                "{name}: {notes:?}"
+            );
+        }
+        if name.ends_with("_int8") && !notes.iter().any(|n| n.starts_with("% roofline against")) {
+            assert!(
+                notes.iter().any(|n| n.starts_with("no roofline bound: this host ran no probe")),
+                "{notes:?}"
+            );
+        } else {
+            assert!(k["bound_s"].as_f64().is_some_and(|b| b > 0.0), "{name}: {notes:?}");
+        }
+    }
+    let flags = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .map(|l| l.split(':').nth(1).unwrap_or("").split_whitespace().map(String::from).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let has = |f: &str| flags.iter().any(|x| x == f);
+    let probes = v["instructions"].as_array().unwrap();
+    let want: [(&str, &[&str]); 6] = [
+        ("vfmadd231pd", &[]),
+        ("vfmadd231ps", &[]),
+        ("vdpbf16ps", &["avx512_bf16"]),
+        ("vpdpbusd", &["avx512_vnni"]),
+        ("tdpbf16ps", &["amx_tile", "amx_bf16"]),
+        ("tdpbusd", &["amx_tile", "amx_int8"]),
+    ];
+    assert_eq!(probes.len(), want.len(), "{probes:?}");
+    for (p, (instruction, needs)) in probes.iter().zip(want) {
+        assert_eq!(p["instruction"], instruction, "{p}");
+        let present = needs.iter().all(|f| has(f)) || (instruction == "vpdpbusd" && has("avx_vnni"));
+        if present {
+            assert!(p["gops"].as_f64().is_some_and(|g| g > 0.0), "the host has {instruction}: {p}");
+            eprintln!("probe {instruction}: ran here, {} G/s", p["gops"]);
+        } else {
+            let why = p["absent"].as_str().unwrap();
+            let lacking: Vec<&str> = needs.iter().copied().filter(|f| !has(f)).collect();
+            assert!(
+                why.starts_with("this host (") && why.ends_with(&format!("lacks {}", lacking.join(" and "))),
+                "{p}"
+            );
+            assert!(p["gops"].is_null(), "{p}");
+            eprintln!("probe {instruction}: SKIPPED on this host ({why})");
+        }
+    }
+}
