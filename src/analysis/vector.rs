@@ -4,7 +4,9 @@
 //! `#pragma omp simd`.
 //!
 //! A loop marked `vectorize` that isl shows carries no dependence is printed with explicit
-//! vectors when its body is statements only, every tensor it accesses has one element type, and
+//! vectors when its body is statements only, every element it accesses is computed in one lane
+//! type ([`lane_type`]: bf16 reads widened into float lanes, i8 and u8 reads into i32 lanes;
+//! every store of the lanes' own type), and
 //! every access is either contiguous in the loop (the loop's iterator appears only in the last
 //! index, with coefficient 1: a vector load or store) or, for a read, does not depend on it (a
 //! broadcast). Its lanes are then:
@@ -105,17 +107,20 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<
         });
         leaves.extend(reads.iter().map(|r| (r, false)));
         for (leaf, write) in leaves {
-            if !matches!(leaf.dtype, DType::Double | DType::Float) {
-                return Err(format!(
-                    "explicit vectors are of float or double elements, and `{}` is {}",
+            let lanes = lane_type(leaf.dtype, write).map_err(|why| {
+                format!(
+                    "{why}, and `{}` is {}",
                     leaf.id().map(|t| t.to_string()).unwrap_or_default(),
                     leaf.dtype
-                ));
-            }
+                )
+            })?;
             match dtype {
-                None => dtype = Some(leaf.dtype),
-                Some(d) if d != leaf.dtype => {
-                    return Err(format!("loop `{}` mixes {d} and {} elements", l.iter, leaf.dtype));
+                None => dtype = Some(lanes),
+                Some(d) if d != lanes => {
+                    return Err(format!(
+                        "loop `{}` mixes {d} and {lanes} lanes ({} elements)",
+                        l.iter, leaf.dtype
+                    ));
                 }
                 _ => {}
             }
@@ -131,7 +136,43 @@ pub fn contiguous_summing(l: &Loop, sums: &[Name], layouts: &Layouts) -> Result<
             }
         }
     }
-    dtype.ok_or_else(|| format!("loop `{}` accesses no tensor", l.iter))
+    let dtype = dtype.ok_or_else(|| format!("loop `{}` accesses no tensor", l.iter))?;
+    if dtype.is_integer() {
+        // Integer lanes take the arithmetic of the statements as written: no literal (a
+        // double beside integer vectors), no quotient (the real one) and no call.
+        for x in &l.body {
+            if let LNode::Stmt(s) = x
+                && let Some(lw) = lower(s)
+            {
+                let mut other = None;
+                lw.rhs.visit(&mut |n| {
+                    if matches!(n.op, crate::ir::Op::Lit(_) | crate::ir::Op::Div | crate::ir::Op::Call(_)) {
+                        other.get_or_insert_with(|| n.to_string());
+                    }
+                });
+                if let Some(n) = other {
+                    return Err(format!(
+                        "integer lanes hold products and sums of elements, and `{s}` has `{n}`"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(dtype)
+}
+
+/// The lanes an element of `stored` type is computed in: doubles in double lanes, floats and
+/// bf16s in float lanes (a bf16 read is widened, 8 or 16 at a time), the integers in i32 lanes
+/// (an 8-bit read is widened: u8 by zeros, i8 by its sign). A store holds its lanes' own type
+/// (a narrowing store of lanes is not written), and f16 has no lanes.
+pub fn lane_type(stored: DType, write: bool) -> Result<DType, String> {
+    if write && stored.is_narrow() {
+        return Err("explicit vectors store double, float or i32 lanes".into());
+    }
+    if stored == DType::F16 {
+        return Err("explicit vectors widen bf16, i8 and u8 reads, not f16".into());
+    }
+    Ok(stored.compute())
 }
 
 /// Whether `leaf` is a lane access of the loop over `iter` (`Some(true)`: contiguous,
@@ -294,6 +335,18 @@ fn blocks(n: i64, width: usize) -> Vec<(i64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn narrow_reads_are_widened_into_their_compute_lanes_and_never_stored() {
+        assert_eq!(lane_type(DType::Bf16, false), Ok(DType::Float));
+        assert_eq!(lane_type(DType::U8, false), Ok(DType::I32));
+        assert_eq!(lane_type(DType::I8, false), Ok(DType::I32));
+        assert_eq!(lane_type(DType::I32, true), Ok(DType::I32));
+        assert_eq!(lane_type(DType::Float, true), Ok(DType::Float));
+        assert!(lane_type(DType::Bf16, true).unwrap_err().contains("store double, float or i32 lanes"));
+        assert!(lane_type(DType::I8, true).is_err());
+        assert!(lane_type(DType::F16, false).unwrap_err().contains("not f16"));
+    }
 
     #[test]
     fn lanes_are_cut_into_vectors_then_halves_then_scalars() {

@@ -248,8 +248,22 @@ impl NestPrinter<'_> {
             _ => (leaf.clone(), 1, leaf.dtype),
         };
         let element = self.c_leaf(&leaf);
+        // Lanes of a narrower type than they are computed in (bf16 in float lanes, i8 and u8
+        // in i32 lanes): read widened, never stored (`analysis::vector::lane_type`).
+        let widened = width > 1 && leaf.dtype != dtype;
+        if widened && (write || !gather.is_empty()) {
+            return Err(format!(
+                "{} in {dtype} lanes: explicit vectors widen {} elements where they are read contiguously",
+                leaf.access(),
+                leaf.dtype
+            ));
+        }
         let memory = if !gather.is_empty() {
             format!("{{{}}}", gather.join(", "))
+        } else if widened {
+            self.helpers.vtypes.insert((dtype, width));
+            self.helpers.widens.insert((leaf.dtype, dtype, width));
+            format!("{}(&{element})", super::prelude::widen_name(leaf.dtype, dtype, width))
         } else if width > 1 {
             self.helpers.vtypes.insert((dtype, width));
             format!("*({} *)&{element}", vtype(dtype, width))
@@ -257,6 +271,13 @@ impl NestPrinter<'_> {
             element
         };
         let band = leaf.id().and_then(|t| self.bands.iter().rposition(|b| b.tensors.contains(t)));
+        if widened && band.is_some() {
+            return Err(format!(
+                "cannot keep `{}` in registers: its {} elements are widened into {dtype} lanes as they are read",
+                leaf.id().map(|t| t.to_string()).unwrap_or_default(),
+                leaf.dtype
+            ));
+        }
         if !gather.is_empty() && band.is_none() {
             return Err(format!(
                 "{} is not contiguous in the lanes of `{}`: expected a tensor a `registers` band keeps",

@@ -40,7 +40,7 @@ pub(super) fn stream_helper(dtype: DType, w: usize) -> String {
     let (isa, prefix) = match bits {
         512 => ("__AVX512F__", "_mm512"),
         256 => ("__AVX__", "_mm256"),
-        128 if dtype == DType::Double => ("__SSE2__", "_mm"),
+        128 if dtype == DType::Double || dtype.is_integer() => ("__SSE2__", "_mm"),
         128 => ("__SSE__", "_mm"),
         _ => ("", ""),
     };
@@ -48,9 +48,23 @@ pub(super) fn stream_helper(dtype: DType, w: usize) -> String {
     let body = if isa.is_empty() {
         format!("  {plain}\n")
     } else {
-        let (suffix, m) = if dtype == DType::Double { ("pd", "d") } else { ("ps", "") };
+        let (suffix, m) = match dtype {
+            DType::Double => ("pd", "d"),
+            DType::Float => ("ps", ""),
+            _ => (
+                if bits == 128 {
+                    "si128"
+                } else if bits == 256 {
+                    "si256"
+                } else {
+                    "si512"
+                },
+                "i",
+            ),
+        };
         format!(
-            "#if defined({isa})\n  {prefix}_stream_{suffix}(({ty} *)p, (__m{bits}{m})v);\n#else\n  {plain}\n#endif\n"
+            "#if defined({isa})\n  {prefix}_stream_{suffix}(({ptr} *)p, (__m{bits}{m})v);\n#else\n  {plain}\n#endif\n",
+            ptr = if dtype.is_integer() { format!("__m{bits}i") } else { ty.to_string() }
         )
     };
     format!("static inline void teml_stream_{vt}(void *p, {vt} v)\n{{\n{body}}}\n")
@@ -60,14 +74,51 @@ pub(super) fn stream_helper(dtype: DType, w: usize) -> String {
 pub(super) const STREAM_FENCE: &str =
     "static inline void teml_stream_fence(void)\n{\n#if defined(__SSE__)\n  _mm_sfence();\n#endif\n}\n";
 
-/// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles.
+/// The name of the vector type of `w` lanes of `dtype`: `teml_d8` is 8 doubles, `teml_f16` 16
+/// floats, `teml_i32x8` 8 i32s.
 pub(super) fn vtype(dtype: DType, w: usize) -> String {
-    let t = match dtype {
-        DType::Float => "f",
-        DType::Double => "d",
-        other => other.name(),
-    };
-    format!("teml_{t}{w}")
+    match dtype {
+        DType::Float => format!("teml_f{w}"),
+        DType::Double => format!("teml_d{w}"),
+        other => format!("teml_{}x{w}", other.name()),
+    }
+}
+
+/// What the functions that widen lanes as they are read are called (`teml_widen_...`).
+pub(super) const WIDEN_PREFIX: &str = "teml_widen_";
+
+/// The function that reads `w` contiguous elements of `from` as a vector of `to` lanes:
+/// `teml_widen_bf16_f8`.
+pub(super) fn widen_name(from: DType, to: DType, w: usize) -> String {
+    format!("{WIDEN_PREFIX}{}_{}", from.name(), vtype(to, w).trim_start_matches("teml_"))
+}
+
+/// The C of [`widen_name`]: the elements loaded as a vector of their own type (unaligned, may
+/// alias), converted lane by lane (`__builtin_convertvector`: GCC 9 and Clang); a bf16 is the
+/// high half of its float, so widened by a shift. With AVX2 this is one `vpmovzxwd` and one
+/// `vpslld` per 8 bf16s, one `vpmovsxbd` (i8) or `vpmovzxbd` (u8) per 8 bytes.
+pub(super) fn widen_helper(from: DType, to: DType, w: usize) -> String {
+    let (vt, name) = (vtype(to, w), widen_name(from, to, w));
+    let (src, bytes, align) = (from.c_name(), w * from.size(), from.size());
+    let narrow = format!("teml_{}x{w}_in_memory", from.name());
+    let mut c = format!(
+        "typedef {src} {narrow} __attribute__((vector_size({bytes}), aligned({align}), may_alias));
+"
+    );
+    if from == DType::Bf16 {
+        let wide = format!("teml_u32x{w}_bits");
+        let _ = writeln!(c, "typedef uint32_t {wide} __attribute__((vector_size({})));", w * 4);
+        let _ = writeln!(
+            c,
+            "static inline {vt} {name}(const {src} *p) {{ return ({vt})(__builtin_convertvector(*(const {narrow} *)p, {wide}) << 16); }}"
+        );
+    } else {
+        let _ = writeln!(
+            c,
+            "static inline {vt} {name}(const {src} *p) {{ return __builtin_convertvector(*(const {narrow} *)p, {vt}); }}"
+        );
+    }
+    c
 }
 
 /// `text` (an element of `dtype` as stored) as a value of its compute type: a 16-bit float
@@ -137,6 +188,8 @@ pub(super) struct Helpers {
     pub(super) splats: BTreeSet<(DType, usize)>,
     /// Sums of the lanes of a vector used (partial sums stored).
     pub(super) hsums: BTreeSet<(DType, usize)>,
+    /// Reads widened into lanes of a wider type: (stored type, lane type, lanes).
+    pub(super) widens: BTreeSet<(DType, DType, usize)>,
     /// `fmax` / `fmin` lane by lane: (element type, lanes, max).
     pub(super) extremes: BTreeSet<(DType, usize, bool)>,
     /// Streaming stores of vectors used (`stream`).
@@ -240,6 +293,9 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
                 src,
                 "static inline {ty} teml_hsum_{vt}({vt} v) {{ {ty} s = 0; for (int l = 0; l < {w}; l++) s += v[l]; return s; }}"
             );
+        }
+        for (from, to, w) in &helpers.widens {
+            src.push_str(&widen_helper(*from, *to, *w));
         }
         for (dtype, w, max) in &helpers.extremes {
             src.push_str(&extreme_helper(*dtype, *w, *max));

@@ -238,18 +238,35 @@ impl Workload {
         self.reads().all(|a| a.stride(iter).is_none_or(|s| s == 0) || a.contiguous_in(iter))
     }
 
-    /// The element type most accesses have (the kernel's arithmetic).
+    /// The type most accesses are computed in (the kernel's arithmetic, its lanes): double,
+    /// float (bf16 and f16 too) or i32 (the 8-bit integers too); double where none has most.
     pub fn dtype(&self) -> DType {
-        let floats = self.accesses.iter().filter(|a| a.dtype == DType::Float).count();
-        if floats * 2 > self.accesses.len() { DType::Float } else { DType::Double }
+        let count = |d: DType| self.accesses.iter().filter(|a| a.dtype.compute() == d).count();
+        [DType::Float, DType::I32]
+            .into_iter()
+            .find(|&d| count(d) * 2 > self.accesses.len())
+            .unwrap_or(DType::Double)
     }
 
-    /// The key of the workload in the tuning database: its statements and the extents of its
-    /// loops and tensors, independent of names given to variables.
+    /// The key of the workload in the tuning database: its statements, the extents of its
+    /// loops and tensors, independent of names given to variables, and the element types of
+    /// its tensors where any is not double (`| C:float A:bf16 B:bf16`: a float mm and a
+    /// double one are two workloads; a double one keeps the key it always had).
     pub fn key(&self) -> String {
         let loops: Vec<String> =
             self.loops.iter().map(|l| format!("{}:{}", l.iter, l.extent.unwrap_or(-1))).collect();
-        format!("{} | {}", self.statements.join("; "), loops.join(" "))
+        let mut key = format!("{} | {}", self.statements.join("; "), loops.join(" "));
+        if self.accesses.iter().any(|a| a.dtype != DType::Double) {
+            let mut types: Vec<String> = Vec::new();
+            for a in &self.accesses {
+                let t = format!("{}:{}", a.tensor, a.dtype);
+                if !types.contains(&t) {
+                    types.push(t);
+                }
+            }
+            key.push_str(&format!(" | {}", types.join(" ")));
+        }
+        key
     }
 
     /// The statements alone (the same workload at another shape shares them).
@@ -300,5 +317,32 @@ mod tests {
         assert_eq!(after("[[i, 0, M-1], [j, 0, M-1]]"), [None, None, None]);
         assert_eq!(after("[[i, 0, M-1], [j, 0, i]]")[1], None);
         assert_eq!(after("[[i, 0, M-1], [j, 2*i, M-1]]")[1], None);
+    }
+
+    /// The tuning database keys a workload by its element types: a float or bf16 product is
+    /// not the double one (whose key is unchanged), and the lanes follow the compute type.
+    #[test]
+    fn the_key_and_the_lanes_follow_the_element_types() {
+        let shape = |types: (&str, &str, &str)| {
+            let (a, b, c) = types;
+            let src = format!(
+                "N = 64\nA = tensor({a}[N, N])\nB = tensor({b}[N, N])\nC = tensor({c}[N, N])\n\
+                 P = vmul(A, B, [[i, k], [k, j]])\nC = add(C, P, [[i, j], ] -> [i, j])\nl = build(C)\n"
+            );
+            let state = crate::lang::eval(&src, "t.teml", &State::new()).unwrap();
+            let Some(Value::Nest(n)) = state.get("l") else { panic!("no nest l") };
+            Workload::shape(&state, n).unwrap()
+        };
+        let double = shape(("", "", ""));
+        assert!(!double.key().contains("double"), "{}", double.key());
+        assert_eq!(double.dtype(), DType::Double);
+        let float = shape(("float, ", "float, ", "float, "));
+        let bf16 = shape(("bf16, ", "bf16, ", "float, "));
+        let int8 = shape(("u8, ", "i8, ", "i32, "));
+        assert!(float.key().ends_with(" | C:float A:float B:float"), "{}", float.key());
+        assert!(bf16.key().ends_with(" | C:float A:bf16 B:bf16"), "{}", bf16.key());
+        assert!(int8.key().ends_with(" | C:i32 A:u8 B:i8"), "{}", int8.key());
+        assert!(double.key() != float.key() && float.key() != bf16.key());
+        assert_eq!((float.dtype(), bf16.dtype(), int8.dtype()), (DType::Float, DType::Float, DType::I32));
     }
 }

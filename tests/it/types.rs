@@ -184,3 +184,69 @@ fn an_unknown_element_type_names_every_type() {
         &["bad.teml:1:", "expected an element type: double, float, bf16, f16, i32, i8, u8, found `int4`"],
     );
 }
+
+/// A register tile of a product of narrow operands: bf16 reads widened into float lanes, u8 and
+/// i8 reads into i32 lanes (`teml_widen_...`, one conversion per vector of B), the result's
+/// block in vector registers of the compute type; partial tiles and tails included, at the
+/// host's vector width and at 128 and 512 bits (vector extensions of any width build on every
+/// GCC target), each verified. A narrow result cannot be kept in lanes and says why; `teml
+/// auto` takes the register tile for both.
+#[test]
+fn narrow_operands_are_read_widened_into_lanes_of_their_compute_type() {
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        ("bf16", "bf16", "float", "teml_widen_bf16_f"),
+        ("u8", "i8", "i32", "teml_widen_i8_i32x"),
+        ("i8", "u8", "i32", "teml_widen_u8_i32x"),
+    ];
+    for (k, (a, b, c, widen)) in cases.iter().enumerate() {
+        let src = format!(
+            "M = 37\nN = 45\nK = 61\nA = tensor({a}, [M, K])\nB = tensor({b}, [K, N])\nC = tensor({c}, [M, N])\n\
+             C = contract(A, B, [[2, 1]])\nl = build(C)\np = register_tile(l, C, 4, 16, 32, 2)\ncodegen(p)\n"
+        );
+        let f = program(d.path(), &format!("rt{k}.teml"), &src);
+        for bits in [None, Some("128"), Some("512")] {
+            let c_file = d.path().join(format!("rt{k}_{}.c", bits.unwrap_or("host")));
+            let c_path = c_file.to_str().unwrap();
+            let (ok, out) = teml_bits(d.path(), bits, &["run", &f, "--threads", "2", "--emit-c", c_path]);
+            assert!(ok && out.contains(": verified"), "{a} x {b} at {bits:?}: {out}");
+            let code = std::fs::read_to_string(&c_file).unwrap();
+            assert!(code.contains("static inline teml_") && code.contains(widen), "{code}");
+            assert!(
+                code.lines().any(|l| l.trim_start().starts_with("teml_C0 += ") && l.contains(widen)),
+                "the register block multiplies widened lanes: {code}"
+            );
+        }
+    }
+    // A bf16 result: its lanes would be stored narrowed.
+    let f = program(
+        d.path(),
+        "narrow.teml",
+        "N = 64\nA = tensor(bf16, [N, N])\nB = tensor(bf16, [N, N])\nC = tensor(bf16, [N, N])\n\
+         C = contract(A, B, [[2, 1]])\nl = build(C)\np = register_tile(l, C, 4, 16, 32, 2)\ncodegen(p)\n",
+    );
+    let o = teml_in(d.path(), &["check", &f]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("explicit vectors store double, float or i32 lanes, and `C` is bf16")
+            && err.contains("narrow.teml:7:5"),
+        "{err}"
+    );
+    // teml auto takes the register tile for bf16 and for u8 x i8.
+    for (a, b) in [("bf16", "bf16"), ("u8", "i8")] {
+        let f = program(
+            d.path(),
+            &format!("auto_{a}.teml"),
+            &format!(
+                "N = 128\nA = tensor({a}, [N, N])\nB = tensor({b}, [N, N])\nC = contract(A, B, [[2, 1]])\nl = build(C)\ncodegen(l)\n"
+            ),
+        );
+        let out_dir = d.path().join(format!("auto_{a}"));
+        let o =
+            teml_in(d.path(), &["auto", &f, "--no-db", "--threads", "2", "--out", out_dir.to_str().unwrap()]);
+        let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success() && out.contains(": verified"), "{out}");
+        assert!(out.contains("sketch = register_tile"), "{out}");
+    }
+}

@@ -18,7 +18,12 @@ pub(super) struct Tile {
     /// The operand contiguous in j (packed as panels), and the one indexed by i and k.
     pub(super) b: Option<Name>,
     pub(super) a: Option<(Name, usize)>,
+    /// The result's element type: the lanes and accumulators.
     pub(super) dtype: crate::ir::DType,
+    /// Bytes of an element of the operands as stored, `b`'s and `a`'s (the result's where
+    /// the operand is not known): what the cache blocks hold (bf16 operands, half a float's).
+    pub(super) b_bytes: u64,
+    pub(super) a_bytes: u64,
     /// A triangle's tiles off the diagonal ([`triangle_like`]): its row tiles on threads.
     pub(super) triangle: bool,
 }
@@ -141,6 +146,8 @@ pub(super) fn matmul_why(w: &Workload, t: &Access) -> Result<Tile, String> {
         b: b.map(|a| a.tensor.clone()),
         a: a.map(|a| (a.tensor.clone(), a.index.len())),
         dtype: t.dtype,
+        b_bytes: b.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
+        a_bytes: a.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
         triangle: false,
     })
 }
@@ -174,10 +181,11 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
             })
             .collect(),
     );
-    // kc: the panel of B (kc x nr) stays in L1, A's mr x kc in L1 too.
-    let elem = t.dtype.size() as u64;
+    // kc: the panel of B (kc x nr) stays in L1, A's mr x kc in L1 too, each at its operand's
+    // element size.
+    let elem = t.b_bytes;
     let l1 = m.caches[0].max(16 << 10);
-    let fit = (l1 / 2 / (elem * (2 * lanes as u64 + 8))).max(16) as i64;
+    let fit = (l1 / 2 / (t.b_bytes * 2 * lanes as u64 + t.a_bytes * 8)).max(16) as i64;
     let mut kcs: Vec<i64> = vec![fit.min(t.k_extent), 128, 256, t.k_extent];
     kcs.retain(|&k| k <= t.k_extent && k > 0);
     out.param(
