@@ -485,3 +485,23 @@ fn lanes_along_a_strided_dimension_are_gathered_around_the_band() {
     let (ok, out) = teml(d.path(), "512", &["run", &h, "--no-run"]);
     assert!(!ok && out.contains("may be the same element"), "{out}");
 }
+
+/// A register tile or block of one row (`mr = 1`): one copy of the row, nothing to jam, the
+/// row's lanes still kept in registers; it used to be refused by the `fuse_inner` inside.
+#[test]
+fn a_register_tile_and_a_register_block_of_one_row_verify() {
+    let d = tempfile::tempdir().unwrap();
+    let f = program(
+        d.path(),
+        "one_row.teml",
+        "M = 5\nN = 52\nK = 66\nA = tensor([M, K])\nB = tensor([K, N])\nC = contract(A, B, [2, 1])\n\
+         l = build(C)\np = register_tile(l, C, 1, 16, 32, 2)\nq = parallelize(p, 3)\ncodegen(q)\n\
+         r = register_block(l, C, 1, 2, 1, 16)\ncodegen(r)\n",
+    );
+    for bits in ["512", "256"] {
+        let (ok, out) = teml(d.path(), bits, &["run", &f, "--threads", "2", "-q"]);
+        assert!(ok && out.matches(": verified").count() == 2, "{bits} bits: {out}");
+    }
+    let (ok, out) = teml(d.path(), "256", &["run", &f, "--no-run"]);
+    assert!(ok && out.contains("{ /* C in registers across `k1` */"), "{out}");
+}
