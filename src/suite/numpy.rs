@@ -84,14 +84,20 @@ while True:
     s = time.perf_counter()
     out = f(T)
     times.append(time.perf_counter() - s)
-    enough = len(times) >= spec["min_reps"] and time.perf_counter() - t0 >= spec["min_time"]
-    if enough or len(times) >= spec["max_reps"]:
+    spent = time.perf_counter() - t0
+    enough = len(times) >= spec["min_reps"] and spent >= spec["min_time"]
+    if enough or len(times) >= spec["max_reps"] or spent >= spec["max_time"]:
         break
 for n, a in out.items():
     np.save(spec["dir"] + "/out_" + n + ".npy", np.ascontiguousarray(finish(a), dtype=np.float64))
 times.sort()
 print(json.dumps({"times_s": times, "outputs": list(out)}))
 "#;
+
+/// Seconds of timed runs after which an anchor stops, whatever its count of runs (a library
+/// without a fast path for the type, PyTorch's bf16 matmul on a host without AVX512-BF16,
+/// takes tens of seconds a run).
+const MAX_TIME_S: f64 = 20.0;
 
 /// A Python library an anchor runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,7 +192,7 @@ pub fn run(
     let (min_reps, min_time, max_reps) = if quick { (1, 0.0, 1) } else { (5, 0.5, 200) };
     let spec = serde_json::json!({
         "kernel": k, "inputs": inputs, "dir": dir.path().display().to_string(),
-        "min_reps": min_reps, "min_time": min_time, "max_reps": max_reps,
+        "min_reps": min_reps, "min_time": min_time, "max_reps": max_reps, "max_time": MAX_TIME_S,
     });
     let spec_path = dir.path().join("spec.json");
     std::fs::write(&spec_path, spec.to_string()).map_err(|e| e.to_string())?;

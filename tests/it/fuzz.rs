@@ -351,7 +351,15 @@ impl Gen<'_> {
     fn input(&mut self, dims: &[Ext]) -> Option<String> {
         let name = self.name("A");
         let list: Vec<&str> = dims.iter().map(|e| e.text.as_str()).collect();
-        let ty = if self.c.flip(8) { "float, " } else { "" };
+        // Mostly double, some float, and some of the narrow types (docs/types.md): bf16 read
+        // into float, i8 and u8 into i32 (their results promoted), through every path.
+        let ty = match self.c.pick(100) {
+            92.. => "float, ",
+            88..=91 => "bf16, ",
+            86..=87 => "i8, ",
+            84..=85 => "u8, ",
+            _ => "",
+        };
         self.line(format!("{name} = tensor({ty}[{}])", list.join(", "))).then(|| {
             self.pool.push(name.as_str().into());
             name
