@@ -221,11 +221,12 @@ fn eval(n: &Node, ext: &[i64], env: &mut [i64], rd: &mut dyn Reader) -> Res<f64>
 }
 
 /// The one per-element evaluation [`run`] and [`Spot`] share: the value of the statement's
-/// target at `idx` (row-major offset `lin`) after the statement; a `float` tensor holds it
-/// rounded to `float`.
+/// target at `idx` (row-major offset `lin`) after the statement, as its tensor holds it: rounded
+/// to `float` or a 16-bit float, an integer truncated and wrapped (`DType::round`, as the
+/// interpreter and the C store it: `i8 + 1.5` into an i32 of -3 + 1.5 is -1).
 fn element(st: &Stmt, idx: &[usize], lin: usize, rd: &mut dyn Reader) -> Res<f64> {
     let v = element_exact(st, idx, lin, rd)?;
-    Ok(if st.dtype == DType::Float { v as f32 as f64 } else { v })
+    Ok(st.dtype.round(v))
 }
 
 fn element_exact(st: &Stmt, idx: &[usize], lin: usize, rd: &mut dyn Reader) -> Res<f64> {

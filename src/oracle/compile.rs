@@ -239,6 +239,16 @@ pub(super) fn compile(state: &State, s: &TExpr) -> Res<Stmt> {
             }
         }
     });
+    // An integer target summing terms that are not integers truncates at every update (as the
+    // interpreter and the C store it); the oracle rounds the whole sum once.
+    if bad.is_none() && sums && x.dtype.is_integer() && !value.dtype.compute().is_integer() {
+        bad = Some(format!(
+            "`{text}` sums {} terms into the {} tensor {} (each update truncates; the oracle rounds the sum once)",
+            value.dtype.compute(),
+            x.dtype,
+            x.access()
+        ));
+    }
     if let Some(b) = bad {
         return unsupported(b);
     }

@@ -1492,6 +1492,27 @@ fn simplest_program_runs() {
 // floats is float; the interpreter rounds stores to float tensors and a kernel with float
 // tensors is compared at float tolerance; parallel inside simd is refused at its line).
 
+/// An i8 tensor plus a fractional literal, stored into its promoted i32 result: the expression
+/// oracle truncates the stored value as the interpreter and the C do (it kept -1.5 where the
+/// tensor holds -1; found by a campaign once the fuzzer made narrow inputs).
+#[test]
+fn an_integer_result_of_a_fractional_literal_is_truncated_by_the_oracle_too() {
+    check_text(
+        "A1 = tensor(i8, [2, 8, 7])\nX2 = add(A1, 1.5, [[i, j, k], ] -> [k, j, i])\nl3 = build(X2)\ncodegen(l3)\n",
+    );
+}
+
+/// An i8 tensor summing double products (a convolution into it): each update truncates, so
+/// the expression oracle, which rounds the whole sum once, leaves it to the interpreter.
+#[test]
+fn an_integer_target_summing_non_integer_terms_is_left_to_the_interpreter() {
+    check_text(
+        "A1 = tensor([4, 11])\nA2 = tensor(float, [1, 3])\nA3 = tensor(i8, [4, 9])\n\
+         p4 = vmul(A1, A2, [[h+kh, w+kw], [kh, kw]])\nA3 = add(A3, p4, [[h, w], ] -> [h, w])\n\
+         l5 = build(A3)\nl8 = unroll(l5, 4)\ncodegen(l8)\n",
+    );
+}
+
 /// A contraction of float tensors: `contract` makes a double accumulator and the C computes
 /// `C[i1][i2] += A[k1][i1] * A[k1][i2]` with the product in float, while the reference
 /// interpreter computes it in double; the output is double, so the tolerance is 1e-9 and the
