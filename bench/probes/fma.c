@@ -1,7 +1,7 @@
 /* An independent peak FMA probe (intrinsics, not vector extensions): the target's widest FMA
  * vectors, as many independent accumulators per thread as its register file holds beside the
  * multiplier and the addend (16 zmm of 32 with AVX-512, 12 ymm of 16 with AVX2 and FMA), the best
- * of 5 runs. Compare with `teml bench`'s FMA probe (src/suite/roofline.rs);
+ * of 5 runs. Compare with `teml bench`'s FMA probe (src/suite/instructions.rs);
  * bench/independent_probes.sh runs both. */
 #include <immintrin.h>
 #include <omp.h>

@@ -168,7 +168,8 @@ impl NestPrinter<'_> {
             _ if t.is_tensor_leaf() => {
                 let (text, is_vec) = self.mem(t, lane, false)?;
                 *vector |= is_vec;
-                self.value_of(t, &text)
+                // Lanes of a narrow type are read widened ([`Self::mem`]): already computed-type.
+                if is_vec && t.dtype.is_narrow() { text } else { self.value_of(t, &text) }
             }
             _ => self.c_leaf(t),
         })

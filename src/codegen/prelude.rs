@@ -84,13 +84,10 @@ pub(super) fn vtype(dtype: DType, w: usize) -> String {
     }
 }
 
-/// What the functions that widen lanes as they are read are called (`teml_widen_...`).
-pub(super) const WIDEN_PREFIX: &str = "teml_widen_";
-
 /// The function that reads `w` contiguous elements of `from` as a vector of `to` lanes:
 /// `teml_widen_bf16_f8`.
 pub(super) fn widen_name(from: DType, to: DType, w: usize) -> String {
-    format!("{WIDEN_PREFIX}{}_{}", from.name(), vtype(to, w).trim_start_matches("teml_"))
+    format!("teml_widen_{}_{}", from.name(), vtype(to, w).trim_start_matches("teml_"))
 }
 
 /// The C of [`widen_name`]: the elements loaded as a vector of their own type (unaligned, may

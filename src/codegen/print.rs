@@ -192,12 +192,7 @@ impl NestPrinter<'_> {
     /// The value `text` holds: an element of `leaf`'s tensor as stored is converted to its
     /// compute type ([`loaded`]); a variable already holds it.
     pub(super) fn value_of(&self, leaf: &TNode, text: &str) -> String {
-        // A variable holds its compute type; widened lanes are already of it.
-        if self.is_variable(text) || text.starts_with(super::prelude::WIDEN_PREFIX) {
-            text.to_string()
-        } else {
-            loaded(leaf.dtype, text)
-        }
+        if self.is_variable(text) { text.to_string() } else { loaded(leaf.dtype, text) }
     }
 
     /// `lhs op rhs;` where `lhs` stands for an element of `target`'s tensor: into a 16-bit

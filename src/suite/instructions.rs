@@ -349,12 +349,7 @@ fn lacks(p: &Probe, host: &Host) -> Vec<&'static str> {
 /// Runs every probe on `threads` threads (those the host lacks reported absent, not run).
 pub fn probe(opts: &RunOptions, threads: usize, quick: bool) -> Vec<Measured> {
     let host = Host::host();
-    let timing = if quick {
-        Timing { warmup: 1, min_time_s: 0.0, min_reps: 1, max_reps: 1 }
-    } else {
-        Timing { warmup: 1, min_time_s: 0.3, min_reps: 5, max_reps: 100 }
-    };
-    let opts = RunOptions { threads: Some(threads), timing: Some(timing), ..opts.clone() };
+    let opts = options(opts, threads, quick);
     PROBES
         .iter()
         .map(|p| {
@@ -385,18 +380,7 @@ fn run(p: &Probe, opts: &RunOptions, quick: bool) -> Result<f64, String> {
         (false, true) => 200_000,
         (false, false) => 4_000_000,
     };
-    let mut io = [0.0f64; IO];
-    io[0] = iters as f64;
-    io[2] = 1.000_000_000_1;
-    io[3] = -1e-10;
-    let io: Vec<u8> = io.iter().flat_map(|x| x.to_ne_bytes()).collect();
-    let (out, t) = pipeline::run_source(&source(p), &[io], opts).map_err(|e| e.to_string())?;
-    let t = t.ok_or("the probe was not timed")?;
-    let per_iter = out
-        .first()
-        .and_then(|b| b.get(32..40))
-        .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
-        .unwrap_or(0.0);
+    let (per_iter, median_s) = run_source(&source(p), iters, opts)?;
     if per_iter == 0.0 {
         return Err(format!(
             "the compiler did not target {} with these flags ({})",
@@ -408,7 +392,36 @@ fn run(p: &Probe, opts: &RunOptions, quick: bool) -> Result<f64, String> {
         return Err("the Linux kernel refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)".into());
     }
     let threads = opts.threads.unwrap_or(1) as f64;
-    Ok(threads * iters as f64 * per_iter * 2.0 / t.median_s / 1e9)
+    Ok(threads * iters as f64 * per_iter * 2.0 / median_s / 1e9)
+}
+
+/// The run options of a probe on `threads` threads: one timed run for `quick`, else at least
+/// five and 0.3 s.
+pub(super) fn options(opts: &RunOptions, threads: usize, quick: bool) -> RunOptions {
+    let timing = if quick {
+        Timing { warmup: 1, min_time_s: 0.0, min_reps: 1, max_reps: 1 }
+    } else {
+        Timing { warmup: 1, min_time_s: 0.3, min_reps: 5, max_reps: 100 }
+    };
+    RunOptions { threads: Some(threads), timing: Some(timing), ..opts.clone() }
+}
+
+/// Runs a probe's C for `iters` iterations ([`IO`]'s arguments): the multiply-adds per
+/// iteration and thread it reported (`io[4]`), and its median time, seconds.
+pub(super) fn run_source(source: &str, iters: u64, opts: &RunOptions) -> Result<(f64, f64), String> {
+    let mut io = [0.0f64; IO];
+    io[0] = iters as f64;
+    io[2] = 1.000_000_000_1;
+    io[3] = -1e-10;
+    let io: Vec<u8> = io.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let (out, t) = pipeline::run_source(source, &[io], opts).map_err(|e| e.to_string())?;
+    let t = t.ok_or("the probe was not timed")?;
+    let per_iter = out
+        .first()
+        .and_then(|b| b.get(32..40))
+        .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .unwrap_or(0.0);
+    Ok((per_iter, t.median_s))
 }
 
 /// Each probe's better run of `a` and `b` (the machine is shared: a slow phase under-measures);

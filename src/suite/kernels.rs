@@ -42,20 +42,10 @@ pub const POLYBENCH: &[&str] = &[
 ];
 
 /// The kernels of `teml bench --suite precision` (`examples/precision/`): mm and a 2-D
-/// convolution in float, in bf16 summed in float and in u8 x i8 summed in i32, each bounded by
-/// the probe of the fastest instruction the host has for its types
-/// ([`super::instructions::peak_for`]).
-pub const PRECISION: &[(&str, Precision)] = &[
-    ("mm_float", Precision::Float),
-    ("mm_bf16", Precision::Bf16),
-    ("mm_int8", Precision::Int8),
-    ("conv_float", Precision::Float),
-    ("conv_bf16", Precision::Bf16),
-    ("conv_int8", Precision::Int8),
-];
-
-/// The names of [`PRECISION`]'s kernels.
-const PRECISION_NAMES: &[&str] = &["mm_float", "mm_bf16", "mm_int8", "conv_float", "conv_bf16", "conv_int8"];
+/// convolution in float, in bf16 summed in float and in u8 x i8 summed in i32 (the name's
+/// suffix: [`precision_of`]), each bounded by the probe of the fastest instruction the host has
+/// for its types ([`super::instructions::peak_for`]).
+pub const PRECISION: &[&str] = &["mm_float", "mm_bf16", "mm_int8", "conv_float", "conv_bf16", "conv_int8"];
 
 /// The sizes of the precision suite: mm at 2048^3 (the float, bf16 and int8 targets' size), the
 /// convolution at its files' default (a ResNet-like 3x3 layer of 128 channels, batch 4).
@@ -68,9 +58,18 @@ pub const PRECISION_SIZES: &[(&str, &[(&str, i64)])] = &[
     ("conv_int8", &[("NB", 4), ("CO", 128), ("CI", 128), ("H", 28), ("KH", 3)]),
 ];
 
-/// The precision of a kernel of the precision suite (`None` for any other kernel).
+/// The precision of a kernel of the precision suite, from its name's suffix (`None` for any
+/// other kernel).
 pub fn precision_of(k: &str) -> Option<Precision> {
-    PRECISION.iter().find(|(n, _)| *n == k).map(|(_, p)| *p)
+    if !PRECISION.contains(&k) {
+        return None;
+    }
+    match k.rsplit('_').next()? {
+        "float" => Some(Precision::Float),
+        "bf16" => Some(Precision::Bf16),
+        "int8" => Some(Precision::Int8),
+        _ => None,
+    }
 }
 
 /// Which kernels `teml bench` runs.
@@ -111,7 +110,7 @@ impl Suite {
         match self {
             Suite::Paper => KERNELS,
             Suite::PolyBench => POLYBENCH,
-            Suite::Precision => PRECISION_NAMES,
+            Suite::Precision => PRECISION,
         }
     }
 

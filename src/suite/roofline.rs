@@ -4,70 +4,8 @@
 //! `max(flops / peak, bytes / bandwidth)`, with `bytes` the compulsory traffic (every tensor
 //! the kernel touches moved once).
 
-use crate::pipeline::{self, RunOptions, Timing};
+use crate::pipeline::{self, RunOptions};
 use serde::Serialize;
-
-/// Independent FMA chains in explicit vector registers on every thread (GCC/Clang vector
-/// extensions of the target's widest vectors), as many as its register file holds beside the
-/// multiplier and the addend: 16 chains of 8 lanes in 32 AVX-512 registers, 12 of 4 lanes in 16
-/// AVX registers (16 chains of 8 there would be 32 registers' worth, and the spills measured a
-/// sixth of the peak), 12 of 2 otherwise. Enough to cover the FMA latency of two pipes. Written
-/// out, not left to the loop vectorizer; the multiplier and addend come from memory (with
-/// constants, the compiler collapses the chains). The probe writes its FMAs per iteration and
-/// thread to `io[4]`.
-const FMA: &str = r#"
-/* teml bench: peak double-precision FMA rate. */
-#if defined(__AVX512F__)
-#define LANES 8
-#define CHAINS 16
-#elif defined(__AVX__)
-#define LANES 4
-#define CHAINS 12
-#else
-#define LANES 2
-#define CHAINS 12
-#endif
-typedef double vd __attribute__((vector_size(8 * LANES)));
-#define STEP(a) a = a * x + y
-#if CHAINS == 16
-#define STEPS STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5); STEP(a6); STEP(a7); \
-  STEP(a8); STEP(a9); STEP(a10); STEP(a11); STEP(a12); STEP(a13); STEP(a14); STEP(a15)
-#else
-#define STEPS STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5); STEP(a6); STEP(a7); \
-  STEP(a8); STEP(a9); STEP(a10); STEP(a11)
-#endif
-void teml_entry(void **args)
-{
-  double *io = (double *)args[0];
-  long n = (long)io[0];
-  double total = 0.0;
-  #pragma omp parallel reduction(+: total)
-  {
-    const vd zero = {0};
-    const vd x = zero + io[2], y = zero + io[3];
-    vd a0 = zero;
-    for (int l = 0; l < LANES; l++)
-      a0[l] = 1.0 + 1e-9 * l;
-    vd a1 = a0 + 1e-8, a2 = a0 + 2e-8, a3 = a0 + 3e-8;
-    vd a4 = a0 + 4e-8, a5 = a0 + 5e-8, a6 = a0 + 6e-8, a7 = a0 + 7e-8;
-    vd a8 = a0 + 8e-8, a9 = a0 + 9e-8, a10 = a0 + 1e-7, a11 = a0 + 1.1e-7;
-#if CHAINS == 16
-    vd a12 = a0 + 1.2e-7, a13 = a0 + 1.3e-7, a14 = a0 + 1.4e-7, a15 = a0 + 1.5e-7;
-#endif
-    for (long i = 0; i < n; i++) {
-      STEPS;
-    }
-    vd s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
-#if CHAINS == 16
-    s += a12 + a13 + a14 + a15;
-#endif
-    for (int l = 0; l < LANES; l++)
-      total += s[l];
-  }
-  io[1] = total;
-  io[4] = CHAINS * LANES;
-}
-"#;
 
 /// The STREAM triad `a = b + s*c`.
 const TRIAD: &str = r#"
@@ -97,23 +35,14 @@ pub struct Machine {
 
 /// Runs both probes on `threads` threads.
 pub fn probe(opts: &RunOptions, threads: usize, quick: bool) -> Result<Machine, String> {
-    let timing = if quick {
-        Timing { warmup: 1, min_time_s: 0.0, min_reps: 1, max_reps: 1 }
-    } else {
-        Timing { warmup: 1, min_time_s: 0.3, min_reps: 5, max_reps: 100 }
-    };
-    let opts = RunOptions { threads: Some(threads), timing: Some(timing), ..opts.clone() };
+    let opts = super::instructions::options(opts, threads, quick);
     let iters: u64 = if quick { 200_000 } else { 4_000_000 };
-    let io: Vec<u8> =
-        [iters as f64, 0.0, 1.000_000_000_1, -1e-10, 0.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
-    let (out, t) = pipeline::run_source(FMA, &[io], &opts).map_err(|e| e.to_string())?;
-    let t = t.ok_or("the FMA probe was not timed")?;
-    let per_iter = out
-        .first()
-        .and_then(|b| b.get(32..40))
-        .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
-        .filter(|&v| v > 0.0)
-        .ok_or("the FMA probe did not report its FMAs per iteration")?;
+    // The double FMA probe of the instruction probes: 16 chains of AVX-512 vectors, 12 of AVX's.
+    let (per_iter, median_s) =
+        super::instructions::run_source(&super::instructions::fma_source("double"), iters, &opts)?;
+    if per_iter <= 0.0 {
+        return Err("the FMA probe did not report its FMAs per iteration".into());
+    }
     let flops = threads as f64 * iters as f64 * per_iter * 2.0;
     let n: usize = if quick { 1 << 20 } else { 1 << 23 };
     let arr = |v: f64| -> Vec<u8> { std::iter::repeat_n(v.to_ne_bytes(), n).flatten().collect() };
@@ -123,7 +52,7 @@ pub fn probe(opts: &RunOptions, threads: usize, quick: bool) -> Result<Machine, 
     let s = s.ok_or("the triad probe was not timed")?;
     Ok(Machine {
         threads,
-        peak_gflops: flops / t.median_s / 1e9,
+        peak_gflops: flops / median_s / 1e9,
         bandwidth_gbs: 24.0 * n as f64 / s.median_s / 1e9,
     })
 }

@@ -3,17 +3,23 @@
 
 use std::process::Command;
 
-#[test]
-fn the_quick_bench_runs_and_verifies_every_variant() {
+/// `teml <args>` from the repository root with the shared kernel cache: it succeeded, and its
+/// standard output is the JSON report.
+fn quick_json(args: &[&str]) -> serde_json::Value {
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(["bench", "--quick", "--json", "--threads", "2"])
+        .args(args)
         .env("TEML_CACHE_DIR", crate::common::kernel_cache())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn the_quick_bench_runs_and_verifies_every_variant() {
+    let v = quick_json(&["bench", "--quick", "--json", "--threads", "2"]);
     assert_eq!(v["ok"], true);
     let kernels = v["kernels"].as_array().unwrap();
     assert_eq!(kernels.len(), 10);
@@ -195,16 +201,18 @@ fn a_bench_reports_as_it_goes_keeps_its_rows_when_interrupted_and_resumes() {
 #[test]
 fn the_quick_precision_suite_runs_every_type_beside_the_instruction_probes() {
     let d = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(["bench", "--suite", "precision", "--quick", "--json", "--threads", "2", "--rows"])
-        .arg(d.path().join("rows.jsonl"))
-        .env("TEML_CACHE_DIR", crate::common::kernel_cache())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = d.path().join("rows.jsonl");
+    let v = quick_json(&[
+        "bench",
+        "--suite",
+        "precision",
+        "--quick",
+        "--json",
+        "--threads",
+        "2",
+        "--rows",
+        rows.to_str().unwrap(),
+    ]);
     assert_eq!(v["ok"], true);
     let kernels = v["kernels"].as_array().unwrap();
     let names: Vec<&str> = kernels.iter().map(|k| k["kernel"].as_str().unwrap()).collect();
