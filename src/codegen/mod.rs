@@ -24,6 +24,7 @@
 
 mod band;
 mod buffers;
+mod dot;
 mod expr;
 mod lanes;
 mod loop_plan;
@@ -36,6 +37,7 @@ mod split;
 
 use band::*;
 use buffers::*;
+use dot::*;
 use expr::*;
 use lanes::*;
 use loop_plan::*;

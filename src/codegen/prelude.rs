@@ -187,6 +187,8 @@ pub(super) struct Helpers {
     pub(super) hsums: BTreeSet<(DType, usize)>,
     /// Reads widened into lanes of a wider type: (stored type, lane type, lanes).
     pub(super) widens: BTreeSet<(DType, DType, usize)>,
+    /// Dot-product groups (`dot`): (broadcast operand's type, lanes operand's type, lanes).
+    pub(super) dots: BTreeSet<(DType, DType, usize)>,
     /// `fmax` / `fmin` lane by lane: (element type, lanes, max).
     pub(super) extremes: BTreeSet<(DType, usize, bool)>,
     /// Streaming stores of vectors used (`stream`).
@@ -221,7 +223,7 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
             src.push('\n');
         }
     }
-    if !helpers.streams.is_empty() {
+    if !helpers.streams.is_empty() || !helpers.dots.is_empty() {
         src.push_str(
             "#include <stdint.h>\n#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n",
         );
@@ -293,6 +295,9 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
         }
         for (from, to, w) in &helpers.widens {
             src.push_str(&widen_helper(*from, *to, *w));
+        }
+        for (x, y, w) in &helpers.dots {
+            src.push_str(&super::dot::dot_helper(*x, *y, *w));
         }
         for (dtype, w, max) in &helpers.extremes {
             src.push_str(&extreme_helper(*dtype, *w, *max));

@@ -39,6 +39,8 @@ pub(super) struct NestPrinter<'a> {
     /// In the whole vectors of a streaming loop (`stream`): the tensor and the index whose
     /// stores are streamed (the access the loop was peeled to align).
     pub(super) stream: Option<(Name, Vec<Expr>)>,
+    /// Inside the groups of a `dot` loop: its iterator and group.
+    pub(super) dot: Option<DotGroup>,
 }
 
 /// The private accumulators of reduction loops (`reduction(+: ...)`).
@@ -92,6 +94,9 @@ impl NestPrinter<'_> {
         lane: Option<&Lane>,
         depth: usize,
     ) -> std::result::Result<(), String> {
+        if let Some(d) = self.dot.clone() {
+            return self.dot_stmt(lw, lane, &d, depth);
+        }
         let mut vector = false;
         let rhs = self.c_value(&lw.rhs, lane, &mut vector)?;
         let target = lw.target.access();
@@ -271,6 +276,16 @@ impl NestPrinter<'_> {
             let why = simd_note.as_deref().unwrap_or("the loop is not printed with explicit vectors");
             self.line(depth, &format!("/* `{t}` not streamed: {} */", why.replace("*/", "* /")));
         }
+        if l.annot.dot > 0 && pragma.is_none() && plan.is_none() && !single {
+            let own = locals.as_ref().map_or(true, |ls| !ls.is_empty());
+            match self.no_groups(l, body, own) {
+                None => return self.dot_loop(l, body, depth),
+                Some(why) => {
+                    let i = self.helpers.names.var(&l.iter).to_string();
+                    self.line(depth, &format!("/* `{i}` not in dot-product groups: {why} */"));
+                }
+            }
+        }
         let header = self.header(l);
         if let Some(n) = collapses {
             self.collapsed = n;
@@ -421,6 +436,7 @@ pub(super) fn kernel(state: &State, name: &str, plan: &KernelPlan, target: &Targ
             laid: &laid,
             buffers: &buffers,
             stream: None,
+            dot: None,
         };
         for g in &zeroing::place(n.items()) {
             printer.node(g, 1).map_err(unrealizable)?;

@@ -36,6 +36,8 @@ pub enum Mark {
     StoreAt,
     /// `stream`: a vectorized loop stores a tensor with streaming stores.
     Stream,
+    /// `dot`: a reduction loop runs in groups summed by one dot-product instruction a group.
+    Dot,
     /// `privatize`: a tensor has a copy per iteration of a loop.
     Privatize,
     /// `in_place`: a result is stored over its operand.
@@ -358,6 +360,11 @@ pub struct Annotations {
     /// non-temporal (streaming) stores, its rows peeled to the vector's alignment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stream: Vec<Name>,
+    /// `dot`: this reduction loop runs in groups of this many consecutive iterations, each
+    /// group's products summed into a lane by one dot-product instruction where the compiler
+    /// targets one (2 for bf16 pairs, 4 for 8-bit quads); 0 where none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dot: usize,
 }
 
 /// How a packed block is laid out in its buffer.
@@ -452,6 +459,9 @@ impl Annotations {
         if !self.stream.is_empty() {
             w.push((Mark::Stream, format!("stream({})", list(&self.stream))));
         }
+        if self.dot > 0 {
+            w.push((Mark::Dot, format!("dot({})", self.dot)));
+        }
         w
     }
 
@@ -479,6 +489,12 @@ impl Annotations {
                 (a, b) => a.min(b),
             },
             collapse: self.collapse.max(other.collapse),
+            // Loops that group their iterations alike keep the groups.
+            dot: match (self.dot, other.dot) {
+                (a, 0) | (0, a) => a,
+                (a, b) if a == b => a,
+                _ => 0,
+            },
             registers: {
                 let mut r = self.registers.clone();
                 r.extend(other.registers.iter().filter(|t| !self.registers.contains(t)).cloned());

@@ -457,6 +457,23 @@ pub(super) fn b_vectorize(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(nest_value(transform::vectorize(&a.nest(1, "nest")?, a.int(2, "level")?, bits)?))
 }
 
+pub(super) fn b_dot(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("dot", s, a, 2, 3, "dot(l, r) or dot(l, r, isa)")?;
+    let isa = match a.get(3) {
+        ArgVal::Omitted => None,
+        ArgVal::Str(x) => Some(x.clone()),
+        ArgVal::Word(w) => Some(w.to_string()),
+        _ => {
+            return Err(a.wrong(
+                3,
+                "instruction",
+                "a CPU flag: \"avx512_bf16\", \"avx512_vnni\" or \"avx_vnni\"",
+            ));
+        }
+    };
+    Ok(nest_value(transform::dot(&a.nest(1, "nest")?, a.int(2, "level")?, isa.as_deref())?))
+}
+
 pub(super) fn b_stream(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("stream", s, a, 3, 3, "stream(l, r, T)")?;
     Ok(nest_value(transform::stream(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))

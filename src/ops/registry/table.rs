@@ -617,6 +617,16 @@ pub(super) static BUILTINS: &[Builtin] = &[
         call: Call::Value(b_stream),
     },
     Builtin {
+        name: "dot",
+        signature: "dot(l, r [, isa])",
+        equation: "dot-product groups",
+        summary: "sums the reduction loop at level r in groups of consecutive iterations (2 for bf16 pairs, 4 for byte quads), each group's products added into a float or i32 lane by one dot-product instruction where the compiler targets it (vdpbf16ps, vpdpbusd) and by plain C of the same meaning elsewhere; every statement below must add a product of two bf16 or two 8-bit elements indexed by the loop; isa (\"avx512_bf16\", \"avx512_vnni\", \"avx_vnni\") asks for the instruction and is refused on a machine without it",
+        example: "l2 = dot(l1, 5)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_dot),
+    },
+    Builtin {
         name: "regroup",
         signature: "regroup(l, T, d, V [, pad])",
         equation: "layouts and padding",

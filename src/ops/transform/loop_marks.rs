@@ -151,3 +151,119 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
     }
     rewrite_loop(nest, level, b, &level_arg(2), &mut |l| Ok(vec![LNode::Loop(mark(l, 0, n as usize))]))
 }
+
+/// `dot(l, r [, isa])` (dot-product groups): the reduction loop at level `r` runs in groups of
+/// consecutive iterations, 2 for bf16 pairs and 4 for byte quads (the products that fill one
+/// 32-bit lane), each group's products added into a lane of the accumulation type by one
+/// instruction where the compiler targets it (`vdpbf16ps` of AVX512-BF16, `vpdpbusd` of
+/// AVX512-VNNI or AVX-VNNI), and by plain C of the same meaning otherwise (converted,
+/// multiplied and summed in the accumulation type, in order); a last, partial group runs one
+/// iteration at a time. Only the summation order changes, as in a vectorized reduction: a
+/// group's float products are summed before they are added (bf16 products are exact in float;
+/// integer sums are exact). Every statement below must add (`+=`) the product of two bf16 or
+/// two 8-bit integer elements, both indexed by the loop's iterator, into an element of their
+/// accumulation type the loop does not index (a register tile's `C[i][j] += A[i][k] * B[k][j]`);
+/// the loop must not be parallel or vectorized, nor the bounds or guards below depend on it.
+/// `isa` (`avx512_bf16`, `avx512_vnni`, `avx_vnni`) asks for the instruction: refused on a
+/// machine that lacks it, naming the machine.
+///
+/// ```text
+/// for k in [0, K-1]                     for k in [0, K-1]  dot(2)
+///   for j in [16*jo, 16*jo+15] vector → for j in [16*jo, 16*jo+15] vector
+///     C[i][j] += A[i][k] * B[k][j]          C[i][j] += A[i][k] * B[k][j]   (k, k+1: one vdpbf16ps)
+/// ```
+pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
+    let b = "dot";
+    let l = locate(nest, level, b, &level_arg(2))?;
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    if l.annot.parallel || l.annot.vectorize {
+        return Err(illegal(format!(
+            "loop `{}` is {}: expected a reduction loop that runs in order (a group sums into one lane)",
+            l.iter,
+            if l.annot.parallel { "parallel" } else { "vectorized" }
+        )));
+    }
+    fn moving(items: &[LNode], k: &Name) -> Option<Name> {
+        items.iter().filter_map(|x| x.as_loop()).find_map(|x| {
+            if x.lb.mentions(k) || x.ub.mentions(k) { Some(x.iter.clone()) } else { moving(&x.body, k) }
+        })
+    }
+    if let Some(inner) = moving(&l.body, &l.iter) {
+        return Err(illegal(format!(
+            "the bounds of loop `{inner}` depend on `{}`: expected loops inside a group that every \
+             iteration of it runs alike",
+            l.iter
+        )));
+    }
+    let stmts: Vec<_> = l.body.iter().flat_map(|x| x.stmts()).collect();
+    if stmts.is_empty() {
+        return Err(illegal(format!("loop `{}` has no statement", l.iter)));
+    }
+    let mut group = 0;
+    let mut types = (crate::ir::DType::Double, crate::ir::DType::Double);
+    for s in &stmts {
+        if let Some(g) = s.guard().iter().find(|g| g.mentions(&l.iter)) {
+            return Err(illegal(format!(
+                "{} runs only where {g} >= 0, which depends on `{}`: expected statements every \
+                 iteration of a group runs",
+                s.target().map(|t| t.access()).unwrap_or_default(),
+                l.iter
+            )));
+        }
+        let Some(lw) = crate::ir::lower(s) else {
+            return Err(illegal(format!("not an assignment: {s}")));
+        };
+        let p = crate::analysis::dot::product(&lw, &l.iter)
+            .map_err(|why| illegal(format!("loop `{}` cannot sum in dot-product groups: {why}", l.iter)))?;
+        if group != 0 && p.group != group {
+            return Err(illegal(format!(
+                "loop `{}` sums products in groups of {group} and of {}: expected one operand type",
+                l.iter, p.group
+            )));
+        }
+        group = p.group;
+        types = (p.x.dtype, p.y.dtype);
+    }
+    if let Some(isa) = isa {
+        let m = crate::runtime::machine::Machine::current();
+        if !crate::analysis::dot::FLAGS.contains(&isa) {
+            return Err(Error::bad_argument(
+                b,
+                Arg::new(3, "instruction"),
+                format!("one of {}", crate::analysis::dot::FLAGS.join(", ")),
+                format!("\"{isa}\""),
+            ));
+        }
+        match crate::analysis::dot::instruction(types.0, types.1) {
+            Some((insn, flags)) if flags.contains(&isa) => {
+                if !m.has_flag(isa) {
+                    return Err(illegal(format!(
+                        "{insn} needs {isa}, which this machine ({}) lacks: its CPU flags have no `{isa}` \
+                         (dot without an instruction runs plain C there)",
+                        m.host_line()
+                    )));
+                }
+            }
+            Some((insn, flags)) => {
+                return Err(illegal(format!(
+                    "{} x {} products are summed by {insn} ({}), not by {isa}",
+                    types.0,
+                    types.1,
+                    flags.join(" or ")
+                )));
+            }
+            None => {
+                return Err(illegal(format!(
+                    "{} x {} products have no dot-product instruction ({isa} sums an unsigned and a \
+                     signed byte, or bf16 pairs): dot without an instruction runs them as plain C",
+                    types.0, types.1
+                )));
+            }
+        }
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.dot = group;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}

@@ -26,6 +26,9 @@ pub(super) struct Tile {
     pub(super) a_bytes: u64,
     /// A triangle's tiles off the diagonal ([`triangle_like`]): its row tiles on threads.
     pub(super) triangle: bool,
+    /// The operands' element types (`a`'s, `b`'s) where their products sum in dot-product
+    /// groups (bf16 pairs, byte quads: `analysis::dot`).
+    pub(super) dot: Option<(crate::ir::DType, crate::ir::DType)>,
 }
 
 /// The tile's side where a product over a triangle (`j` from `i`) is cut into square tiles:
@@ -64,6 +67,7 @@ pub(super) fn triangle_like(w: &Workload, t: &Access) -> Option<(Tile, i64)> {
     tile.a = None;
     tile.b = None;
     tile.triangle = true;
+    tile.dot = None;
     Some((tile, *c))
 }
 
@@ -149,6 +153,12 @@ pub(super) fn matmul_why(w: &Workload, t: &Access) -> Result<Tile, String> {
         b_bytes: b.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
         a_bytes: a.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
         triangle: false,
+        dot: match (a, b) {
+            (Some(a), Some(b)) if crate::analysis::dot::group(a.dtype, b.dtype).is_some() => {
+                Some((a.dtype, b.dtype))
+            }
+            _ => None,
+        },
     })
 }
 
@@ -285,4 +295,52 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         let when = local("pack").eq(text("A^T")).or(local("pack").eq(text("both")));
         out.stmt(S::If(when, vec![step("pack", vec![int(o + 4), value(a), ints(&[2, 1])])]));
     }
+    if let Some((x, y)) = t.dot {
+        dot_groups(out, t, m, x, y);
+    }
+}
+
+/// The register tile's reduction in dot-product groups (`dot`), first where the machine has
+/// the instruction that sums a group, after the plain form where it has not.
+fn dot_groups(out: &mut Out, t: &Tile, m: &Machine, x: crate::ir::DType, y: crate::ir::DType) {
+    let g = crate::analysis::dot::group(x, y).unwrap_or(1);
+    let acc = x.compute();
+    let groups = match crate::analysis::dot::instruction(x, y) {
+        Some((insn, flags)) => match flags.iter().find(|f| m.has_flag(f)) {
+            Some(f) => (
+                true,
+                format!(
+                    "{} in groups of {g}: {insn} adds {g} {x} x {y} products into each {acc} lane (this machine has {f})",
+                    t.k
+                ),
+            ),
+            None => (
+                false,
+                format!(
+                    "{} in groups of {g}: {insn} needs {}, which this machine lacks (plain C there)",
+                    t.k,
+                    flags.join(" or ")
+                ),
+            ),
+        },
+        None => (
+            false,
+            format!(
+                "{} in groups of {g}: no instruction sums {x} x {y} quads (vpmaddwd on 16-bit pairs, or plain C)",
+                t.k
+            ),
+        ),
+    };
+    let one = choice(
+        "\"none\"",
+        format!("one iteration of {} at a time: a multiply-add of widened lanes each", t.k),
+    );
+    let dot = choice("\"dot\"", groups.1);
+    out.param(
+        "dot",
+        "dot",
+        &format!("the reduction {} in dot-product groups", t.k),
+        if groups.0 { vec![dot, one] } else { vec![one, dot] },
+    );
+    out.stmt(S::If(local("dot").eq(text("dot")), vec![step("dot", vec![int(t.outer + 5)])]));
 }
