@@ -10,7 +10,7 @@ use std::fmt::Write;
 pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "TEML_MACHINE",
-        "the machine the rules plan for, instead of this one: `\"512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB\"` (golden files and reproducible spaces)",
+        "the machine the rules plan for, instead of this one: `\"512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB\"`, any of its fields, and `flags WORD ...` for the CPU flags the dot-product groups follow (golden files and reproducible spaces)",
     ),
     (
         "TEML_VECTOR_BITS",

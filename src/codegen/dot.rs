@@ -280,6 +280,24 @@ fn byte_branches(x: DType, y: DType, w: usize, vt: &str) -> Vec<(String, String,
                     rows("_mm_loadu_si128"),
                     args(&format!("_mm512_set1_epi32({quad})"), "y")
                 );
+                // With AVX512-VBMI the rows are interleaved by one vpermb instead of eight unpacks.
+                let idx: Vec<String> = (0..64).map(|e| (16 * (e % 4) + e / 4).to_string()).collect();
+                let vbmi = format!(
+                    "{quad_of}  static const uint8_t quads[64] = {{{}}};\n  \
+                     __m512i y = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)y0));\n  \
+                     y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)y1), 1);\n  \
+                     y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)y2), 2);\n  \
+                     y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)y3), 3);\n  \
+                     y = _mm512_permutexvar_epi8(_mm512_loadu_si512(quads), y);\n  \
+                     return ({vt})_mm512_dpbusd_epi32((__m512i)acc, {});\n",
+                    idx.join(", "),
+                    args(&format!("_mm512_set1_epi32({quad})"), "y")
+                );
+                out.push((
+                    "defined(__AVX512VNNI__) && defined(__AVX512VBMI__)".to_string(),
+                    "vpdpbusd: four products of an unsigned and a signed byte into each i32 lane".to_string(),
+                    vbmi,
+                ));
                 out.push((
                     "defined(__AVX512VNNI__)".to_string(),
                     "vpdpbusd: four products of an unsigned and a signed byte into each i32 lane".to_string(),

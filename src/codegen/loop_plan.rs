@@ -269,6 +269,7 @@ mod tests {
             laid: &laid,
             buffers: &buffers,
             stream: None,
+            dot: None,
         };
         f(&p)
     }

@@ -207,13 +207,16 @@ pub const VECTOR_BITS_VAR: &str = "TEML_VECTOR_BITS";
 pub const MACHINE_VAR: &str = "TEML_MACHINE";
 
 /// A field of `TEML_MACHINE`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Field {
     Bits(u32),
     Registers(usize),
     Cores(usize),
     /// Level - 1 and bytes.
     Cache(usize, u64),
+    /// The CPU's feature flags, as `/proc/cpuinfo` words them (`flags avx2 fma avx512_bf16`):
+    /// which dot-product and tile instructions the rules plan for.
+    Flags(String),
 }
 
 impl Field {
@@ -223,6 +226,7 @@ impl Field {
             Field::Registers(n) => m.registers = n,
             Field::Cores(n) => m.cores = n,
             Field::Cache(k, bytes) => m.caches[k] = bytes,
+            Field::Flags(f) => m.cpu.flags = f,
         }
     }
 }
@@ -242,7 +246,7 @@ pub fn check_pinned() -> Result<(), String> {
 fn fields(text: &str) -> Result<Vec<Field>, String> {
     let bad = |field: &str, want: &str| {
         format!(
-            "{MACHINE_VAR}: expected {want}, found `{field}` (the form: `512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB`, any of its fields)"
+            "{MACHINE_VAR}: expected {want}, found `{field}` (the form: `512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB, flags avx2 fma avx512_bf16`, any of its fields)"
         )
     };
     let mut out = Vec::new();
@@ -265,6 +269,7 @@ fn fields(text: &str) -> Result<Vec<Field>, String> {
                 Field::Registers(number(n, 1, "a count of vector registers from 1")? as usize)
             }
             [n, "cores"] | [n, "core"] => Field::Cores(number(n, 1, "a count of cores from 1")? as usize),
+            ["flags", rest @ ..] => Field::Flags(rest.join(" ")),
             [level @ ("L1" | "L2" | "L3"), n, unit @ ("KiB" | "MiB")] => {
                 let n = number(n, 0, "a cache size in KiB or MiB")?;
                 Field::Cache((level.as_bytes()[1] - b'1') as usize, n << if *unit == "KiB" { 10 } else { 20 })
@@ -272,7 +277,7 @@ fn fields(text: &str) -> Result<Vec<Field>, String> {
             _ => {
                 return Err(bad(
                     field,
-                    "`N-bit vectors`, `N vector registers`, `N cores` or `L1|L2|L3 N KiB|MiB`",
+                    "`N-bit vectors`, `N vector registers`, `N cores`, `L1|L2|L3 N KiB|MiB` or `flags WORD ...`",
                 ));
             }
         });

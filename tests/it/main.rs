@@ -11,6 +11,7 @@ mod bench;
 mod cli;
 mod codegen_golden;
 mod collapse;
+mod dot;
 mod errors;
 mod examples;
 mod export;
