@@ -247,6 +247,17 @@ impl NestPrinter<'_> {
             }
             _ => (leaf.clone(), 1, leaf.dtype),
         };
+        if width > 1
+            && let Some(p) = self.packed.iter().rev().find(|p| leaf.id() == Some(&p.tensor) && p.group > 1)
+        {
+            return Err(format!(
+                "{} in lanes: `{}` is packed in groups of {}, its lanes {} elements apart (only a `dot` loop's groups read it)",
+                leaf.access(),
+                p.tensor,
+                p.group,
+                p.group
+            ));
+        }
         let element = self.c_leaf(&leaf);
         // Lanes of a narrower type than they are computed in (bf16 in float lanes, i8 and u8
         // in i32 lanes): read widened, never stored (`analysis::vector::lane_type`).

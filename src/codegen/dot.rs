@@ -13,6 +13,9 @@ use crate::ir::TExpr;
 pub(super) struct DotGroup {
     pub(super) iter: Name,
     pub(super) group: usize,
+    /// In the last, partial group (operands packed in groups): the loop's last iteration,
+    /// past which a group's elements are zeros.
+    pub(super) last: Option<Expr>,
 }
 
 impl NestPrinter<'_> {
@@ -57,18 +60,57 @@ impl NestPrinter<'_> {
             ),
         );
         self.line(depth + 1, "{");
-        let saved = self.dot.replace(DotGroup { iter: l.iter.clone(), group: g });
+        let saved = self.dot.replace(DotGroup { iter: l.iter.clone(), group: g, last: None });
         let r = body.iter().try_for_each(|c| self.node(c, depth + 2));
         self.dot = saved;
         r?;
         self.line(depth + 1, "}");
-        self.scalar_loop(
-            &format!("for (; {i} <= {ub}; {i}++)  /* the last, partial group */"),
-            body,
-            depth + 1,
-        )?;
+        if self.reads_grouped(body, g) {
+            // A buffer in groups holds the last group whole, zeros past the end: one more group.
+            self.line(
+                depth + 1,
+                &format!(
+                    "if ({i} <= {ub})  /* the last, partial group: its missing elements read as zeros */"
+                ),
+            );
+            self.line(depth + 1, "{");
+            let saved =
+                self.dot.replace(DotGroup { iter: l.iter.clone(), group: g, last: Some(l.ub.clone()) });
+            let r = body.iter().try_for_each(|c| self.node(c, depth + 2));
+            self.dot = saved;
+            r?;
+            self.line(depth + 1, "}");
+        } else {
+            self.scalar_loop(
+                &format!("for (; {i} <= {ub}; {i}++)  /* the last, partial group */"),
+                body,
+                depth + 1,
+            )?;
+        }
         self.line(depth, "}");
         Ok(())
+    }
+
+    /// The buffer in groups of `g` that `leaf` reads, if it reads one.
+    fn grouped(&self, leaf: &TExpr, g: usize) -> Option<Packed> {
+        let t = leaf.id()?;
+        self.packed.iter().rev().find(|p| &p.tensor == t).filter(|p| p.group == g).cloned()
+    }
+
+    /// Whether a statement of `body` reads a buffer packed in groups of `g`.
+    fn reads_grouped(&self, body: &[PlacedNode], g: usize) -> bool {
+        body.iter().any(|x| match x {
+            PlacedNode::Stmt(s) => lower(s).is_some_and(|lw| {
+                let mut hit = false;
+                lw.rhs.visit(&mut |n| {
+                    hit |= n.is_tensor_leaf()
+                        && self.packed.iter().any(|p| Some(&p.tensor) == n.id() && p.group == g)
+                });
+                hit
+            }),
+            PlacedNode::Loop(_, b) => self.reads_grouped(b, g),
+            PlacedNode::Zero(_) => false,
+        })
     }
 
     /// A statement inside a group: one call for a product whose lanes read one operand
@@ -88,17 +130,38 @@ impl NestPrinter<'_> {
         if let Some((ln, bcast, vary)) = self.dot_operands(lw, lane, k) {
             let acc = bcast.dtype.compute();
             let lanes_at = |x: &TExpr| x.subst_iters(&|v| (v == &*ln.iter).then(|| ln.base.clone()));
+            let grouped = self.grouped(&vary, d.group);
             let mut xs = Vec::new();
-            let mut ys = Vec::new();
             for t in 0..d.group {
-                xs.push(format!("&{}", self.c_leaf(&at(&bcast, t))));
-                ys.push(format!("&{}", self.c_leaf(&at(&lanes_at(&vary), t))));
+                let x = format!("&{}", self.c_leaf(&at(&bcast, t)));
+                // Past the last iteration: a zero (its buffer's elements are zeros too).
+                xs.push(match &d.last {
+                    Some(last) if t > 0 => {
+                        self.helpers.zeros.insert(bcast.dtype);
+                        let kt = c_expr(&Expr::var_name(k).add_int(t as i64), self.helpers, false);
+                        let end = c_expr(last, self.helpers, true);
+                        format!("({kt} <= {end} ? {x} : &teml_zero_{})", bcast.dtype.name())
+                    }
+                    _ => x,
+                });
             }
+            let (ys, name) = match &grouped {
+                Some(p) => {
+                    let y = lanes_at(&vary);
+                    let at0 = self.packed_leaf(p, y.index_list().unwrap_or(&[]), true);
+                    self.helpers.grouped_dots.insert((bcast.dtype, vary.dtype, ln.width));
+                    (vec![format!("&{at0}")], grouped_dot_name(bcast.dtype, vary.dtype, ln.width))
+                }
+                None => {
+                    let ys: Vec<String> =
+                        (0..d.group).map(|t| format!("&{}", self.c_leaf(&at(&lanes_at(&vary), t)))).collect();
+                    self.helpers.widens.insert((vary.dtype, acc, ln.width));
+                    self.helpers.dots.insert((bcast.dtype, vary.dtype, ln.width));
+                    (ys, dot_name(bcast.dtype, vary.dtype, ln.width))
+                }
+            };
             let lhs = self.mem(&lw.target, Some(ln), true)?.0;
             self.helpers.vtypes.insert((acc, ln.width));
-            self.helpers.widens.insert((vary.dtype, acc, ln.width));
-            self.helpers.dots.insert((bcast.dtype, vary.dtype, ln.width));
-            let name = dot_name(bcast.dtype, vary.dtype, ln.width);
             let text = format!("{lhs} = {name}({lhs}, {}, {});", xs.join(", "), ys.join(", "));
             match self.test(&lw.when) {
                 Some(test) => {
@@ -113,12 +176,14 @@ impl NestPrinter<'_> {
         let saved = self.dot.take();
         let mut r = Ok(());
         for t in 0..d.group {
-            let copy = Lowered {
-                target: at(&lw.target, t),
-                rhs: at(&lw.rhs, t),
-                when: lw.when.iter().map(|g| g.subst(k, &Expr::var_name(k).add_int(t as i64))).collect(),
-                ..lw.clone()
-            };
+            let mut when: Vec<Expr> =
+                lw.when.iter().map(|g| g.subst(k, &Expr::var_name(k).add_int(t as i64))).collect();
+            if let Some(last) = &d.last
+                && t > 0
+            {
+                when.push(last.sub(&Expr::var_name(k).add_int(t as i64)));
+            }
+            let copy = Lowered { target: at(&lw.target, t), rhs: at(&lw.rhs, t), when, ..lw.clone() };
             r = self.stmt(&copy, lane, depth);
             if r.is_err() {
                 break;
@@ -151,6 +216,13 @@ impl NestPrinter<'_> {
         if crate::analysis::vector::lane_access(&vary, &ln.iter, false, &self.lane_layouts()).is_err() {
             return None;
         }
+        // In the last group, rows past the end are read only from a buffer that holds zeros there.
+        if let Some(d) = &self.dot
+            && d.last.is_some()
+            && self.grouped(&vary, d.group).is_none()
+        {
+            return None;
+        }
         Some((ln, bcast, vary))
     }
 }
@@ -159,6 +231,98 @@ impl NestPrinter<'_> {
 /// row of `w` lanes each) to `w` lanes of the accumulation type: `teml_dot_bf16_bf16_f16`.
 pub(super) fn dot_name(x: DType, y: DType, w: usize) -> String {
     format!("teml_dot_{}_{}_{}", x.name(), y.name(), vtype(x.compute(), w).trim_start_matches("teml_"))
+}
+
+/// The helper that adds a group of products to `w` lanes from a buffer packed in groups (each
+/// lane's group adjacent): `teml_dotg_u8_i8_i32x16`.
+pub(super) fn grouped_dot_name(x: DType, y: DType, w: usize) -> String {
+    format!("teml_dotg_{}_{}_{}", x.name(), y.name(), vtype(x.compute(), w).trim_start_matches("teml_"))
+}
+
+/// The C of [`grouped_dot_name`]: one load of the lanes' groups and the instruction where the
+/// compiler targets it, each lane's group summed in order in plain C otherwise.
+pub(super) fn grouped_dot_helper(x: DType, y: DType, w: usize) -> String {
+    let acc = x.compute();
+    let g = dot::group(x, y).unwrap_or(1);
+    let (vt, name) = (vtype(acc, w), grouped_dot_name(x, y, w));
+    let xs: Vec<String> = (0..g).map(|t| format!("const {} *x{t}", x.c_name())).collect();
+    let mut c = format!(
+        "/* acc + x0 y[0] + ... + x{} y[{}] in each of {w} {acc} lanes, y holding each lane's group of {g} together (packed in groups) */\n",
+        g - 1,
+        g - 1
+    );
+    let _ =
+        writeln!(c, "static inline {vt} {name}({vt} acc, {}, const {} *y)\n{{", xs.join(", "), y.c_name());
+    let conv =
+        |v: &str| if x == DType::Bf16 { format!("teml_bf16_to_float({v})") } else { format!("(int32_t){v}") };
+    let mut plain = String::new();
+    let _ = writeln!(plain, "  for (int l = 0; l < {w}; l++) {{");
+    for t in 0..g {
+        let _ = writeln!(
+            plain,
+            "    acc[l] += {} * {};",
+            conv(&format!("*x{t}")),
+            conv(&format!("y[{g} * l + {t}]"))
+        );
+    }
+    plain.push_str("  }\n  return acc;\n");
+    let bits = w * 4 * 8;
+    let (load, m) = match bits {
+        512 => ("_mm512_loadu_si512(y)".to_string(), "_mm512"),
+        256 => ("_mm256_loadu_si256((const __m256i *)y)".to_string(), "_mm256"),
+        _ => ("_mm_loadu_si128((const __m128i *)y)".to_string(), "_mm"),
+    };
+    let mut branches: Vec<(String, String, String)> = Vec::new();
+    let vl = if bits == 512 { "" } else { " && defined(__AVX512VL__)" };
+    if x == DType::Bf16 {
+        branches.push((
+            format!("defined(__AVX512BF16__){vl}"),
+            "vdpbf16ps: a pair of bf16 products into each float lane".into(),
+            format!(
+                "  uint32_t teml_pair = (uint32_t)*x1 << 16 | *x0;\n  \
+                 if (x1 == x0 + 1) __builtin_memcpy(&teml_pair, x0, 4);\n  \
+                 return ({vt}){m}_dpbf16_ps((__m{bits})acc, (__m{bits}bh){m}_set1_epi32((int)teml_pair), (__m{bits}bh){load});\n"
+            ),
+        ));
+    } else if let Some(xu) = match (x, y) {
+        (DType::U8, DType::I8) => Some(true),
+        (DType::I8, DType::U8) => Some(false),
+        _ => None,
+    } {
+        let quad = format!(
+            "  uint32_t teml_quad = (uint32_t)(uint8_t)*x0 | (uint32_t)(uint8_t)*x1 << 8 | (uint32_t)(uint8_t)*x2 << 16 | (uint32_t)(uint8_t)*x3 << 24;\n  \
+             if (x1 == x0 + 1 && x2 == x0 + 2 && x3 == x0 + 3) __builtin_memcpy(&teml_quad, x0, 4);\n  \
+             __m{bits}i q = {m}_set1_epi32((int)teml_quad), v = {load};\n"
+        );
+        let args = if xu { "q, v" } else { "v, q" };
+        branches.push((
+            format!("defined(__AVX512VNNI__){vl}"),
+            "vpdpbusd: four products of an unsigned and a signed byte into each i32 lane".into(),
+            format!("{quad}  return ({vt}){m}_dpbusd_epi32((__m{bits}i)acc, {args});\n"),
+        ));
+        if bits == 256 {
+            branches.push((
+                "defined(__AVXVNNI__)".into(),
+                "vpdpbusd (AVX-VNNI): four products of an unsigned and a signed byte into each i32 lane"
+                    .into(),
+                format!("{quad}  return ({vt})_mm256_dpbusd_avx_epi32((__m256i)acc, {args});\n"),
+            ));
+        }
+    }
+    if branches.is_empty() {
+        c.push_str("  /* no instruction for these types: converted, multiplied and summed in order */\n");
+        c.push_str(&plain);
+    } else {
+        for (k, (cond, what, body)) in branches.iter().enumerate() {
+            let _ = writeln!(c, "#{} {cond}  /* {what} */", if k == 0 { "if" } else { "elif" });
+            c.push_str(body);
+        }
+        c.push_str("#else  /* plain C: converted, multiplied and summed in order */\n");
+        c.push_str(&plain);
+        c.push_str("#endif\n");
+    }
+    c.push_str("}\n");
+    c
 }
 
 /// The C of [`dot_name`]: the instruction under the compiler's macro for it, plain C of the

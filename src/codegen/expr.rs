@@ -52,12 +52,7 @@ impl NestPrinter<'_> {
             (Op::Id(n), Some(xs)) if !xs.is_empty() && self.packed.iter().any(|p| &p.tensor == n) => {
                 let p = self.packed.iter().rev().find(|p| &p.tensor == n).cloned();
                 let Some(p) = p else { return t.access() };
-                let mut s = p.buf;
-                for d in &p.order {
-                    let (Some(x), Some(l)) = (xs.get(*d), p.lo.get(*d)) else { continue };
-                    s.push_str(&format!("[{}]", c_expr(&x.sub(l), self.helpers, false)));
-                }
-                s
+                self.packed_leaf(&p, xs, false)
             }
             (Op::Id(n), Some(xs)) if !xs.is_empty() && self.laid.contains_key(n) => {
                 let Some((buf, lay)) = self.laid.get(n) else { return t.access() };
@@ -77,6 +72,27 @@ impl NestPrinter<'_> {
             (Op::Id(n), _) => format!("(*{})", self.helpers.names.tensor(n)),
             _ => t.access(),
         }
+    }
+
+    /// The element at `xs` of the packed buffer `p`: `[x - lo]` per dimension in the buffer's
+    /// order; in groups of g, the first `[(x - lo) / g]` and a last `[(x - lo) % g]` (`[0]`
+    /// with `group_start`, the first element of its group).
+    pub(super) fn packed_leaf(&mut self, p: &Packed, xs: &[Expr], group_start: bool) -> String {
+        let mut s = p.buf.clone();
+        let mut within = None;
+        for (k, d) in p.order.iter().enumerate() {
+            let (Some(x), Some(l)) = (xs.get(*d), p.lo.get(*d)) else { continue };
+            let at = c_expr(&x.sub(l), self.helpers, false);
+            if k == 0 && p.group > 1 {
+                let at = c_expr(&x.sub(l), self.helpers, true);
+                s.push_str(&format!("[{at} / {}]", p.group));
+                within = Some(if group_start { "[0]".to_string() } else { format!("[{at} % {}]", p.group) });
+            } else {
+                s.push_str(&format!("[{at}]"));
+            }
+        }
+        s.push_str(&within.unwrap_or_default());
+        s
     }
 
     /// An arithmetic expression; `vector` is set where a block of lanes reads a vector.

@@ -16,6 +16,9 @@ pub(super) struct Packed {
     pub(super) order: Vec<usize>,
     /// The tensor's rank.
     pub(super) rank: usize,
+    /// The buffer's first dimension in groups of this many elements, innermost (`pack`'s
+    /// group); 1: none.
+    pub(super) group: usize,
 }
 
 impl NestPrinter<'_> {
@@ -40,6 +43,11 @@ impl NestPrinter<'_> {
             let buf = format!("teml_{tc}_pack");
             let ty = fp.dtype.c_name();
             let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+            if layout.group > 1 {
+                let p = self.grouped_copy(l, t, &fp, layout, dims, depth + 1);
+                bufs.push(p);
+                continue;
+            }
             // The buffer's extents: the block's, in the layout's order, the last rounded up.
             let mut shape: Vec<String> = order.iter().map(|d| ext[*d].clone()).collect();
             if layout.pad > 1 {
@@ -148,7 +156,7 @@ impl NestPrinter<'_> {
             } else {
                 self.line(d2, &format!("{buf}{} = {tc}{};", idx.join(""), src_idx.join("")));
             }
-            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank });
+            bufs.push(Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank, group: 1 });
         }
         let n = bufs.len();
         self.packed.extend(bufs.iter().cloned());
@@ -163,6 +171,82 @@ impl NestPrinter<'_> {
         }
         self.line(depth, "}");
         Ok(())
+    }
+
+    /// A block packed in groups (`pack`'s group g): the buffer `[e0/g][e1]...[g]` (its first
+    /// dimension rounded up to whole groups), each element copied from the tensor where the
+    /// block and the tensor hold it and 0 elsewhere (the last group's missing products are
+    /// zeros).
+    fn grouped_copy(
+        &mut self,
+        l: &Loop,
+        t: &Name,
+        fp: &crate::analysis::packing::Footprint,
+        layout: &crate::ir::PackLayout,
+        dims: &[Expr],
+        depth: usize,
+    ) -> Packed {
+        let g = layout.group;
+        let rank = fp.extent.len();
+        let order = layout.order(rank);
+        let tc = self.helpers.names.tensor(t).to_string();
+        let buf = format!("teml_{tc}_pack");
+        let ty = fp.dtype.c_name();
+        let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+        let first = order[0];
+        let groups = match fp.extent[first].as_const() {
+            Some(n) => ((n + g as i64 - 1) / g as i64).to_string(),
+            None => format!("(({} + {}) / {g})", ext[first], g - 1),
+        };
+        let mut shape: Vec<String> = vec![groups];
+        shape.extend(order[1..].iter().map(|d| ext[*d].clone()));
+        shape.push(g.to_string());
+        let from: Vec<String> =
+            fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+        self.line(
+            depth,
+            &format!(
+                "/* `{tc}` packed for loop `{}`: the {} block from {tc}{}, in groups of {g} along its first dimension (zeros past its end) */",
+                self.helpers.names.var(&l.iter),
+                ext.join(" x "),
+                from.join("")
+            ),
+        );
+        let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
+        let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
+        self.line(depth, &format!("{ty} (*restrict {buf}){tail} = malloc(sizeof({ty}{bytes}));"));
+        self.line(
+            depth,
+            &format!("if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"),
+        );
+        self.helpers.min = true;
+        let mut d2 = depth;
+        let mut idx = Vec::new();
+        let mut src: Vec<String> = vec![String::new(); rank];
+        let mut inside: Vec<String> = Vec::new();
+        for (k, d) in order.iter().enumerate() {
+            let p = format!("teml_p{k}");
+            let n = if k == 0 { shape[0].clone() } else { ext[*d].clone() };
+            self.line(d2, &format!("for (int {p} = 0; {p} < {n}; {p}++)"));
+            d2 += 1;
+            idx.push(format!("[{p}]"));
+            let at = if k == 0 { format!("{g}*{p} + teml_q") } else { p.clone() };
+            let lo = c_expr(&fp.lo[*d], self.helpers, true);
+            // Within the block and within the tensor (a block may reach past its edge).
+            let last = c_expr(&fp.extent[*d].add_int(-1), self.helpers, true);
+            let edge = c_expr(&dims[*d].add_int(-1).sub(&fp.lo[*d]), self.helpers, false);
+            inside.push(format!("{at} <= teml_min({last}, {edge})"));
+            if fp.lo[*d].as_const().is_none_or(|c| c < 0) {
+                inside.push(format!("{lo} + {at} >= 0"));
+            }
+            src[*d] = format!("[{lo} + {at}]");
+        }
+        self.line(d2, &format!("for (int teml_q = 0; teml_q < {g}; teml_q++)"));
+        self.line(
+            d2 + 1,
+            &format!("{buf}{}[teml_q] = {} ? {tc}{} : 0;", idx.join(""), inside.join(" && "), src.join("")),
+        );
+        Packed { tensor: t.clone(), buf, lo: fp.lo.clone(), order, rank, group: g }
     }
 
     /// The buffers of the tensors loop `l` stores per iteration (`store_at`, their `blocks`
@@ -199,7 +283,7 @@ impl NestPrinter<'_> {
                 ext.join(" x ")
             );
             let rank = fp.extent.len();
-            out.push((decl, Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank }));
+            out.push((decl, Packed { tensor: t.clone(), buf, lo: fp.lo, order, rank, group: 1 }));
         }
         out
     }

@@ -189,6 +189,10 @@ pub(super) struct Helpers {
     pub(super) widens: BTreeSet<(DType, DType, usize)>,
     /// Dot-product groups (`dot`): (broadcast operand's type, lanes operand's type, lanes).
     pub(super) dots: BTreeSet<(DType, DType, usize)>,
+    /// Dot-product groups read from a buffer packed in groups: as `dots`.
+    pub(super) grouped_dots: BTreeSet<(DType, DType, usize)>,
+    /// A zero of these types (the elements of a last, partial group past its end).
+    pub(super) zeros: BTreeSet<DType>,
     /// `fmax` / `fmin` lane by lane: (element type, lanes, max).
     pub(super) extremes: BTreeSet<(DType, usize, bool)>,
     /// Streaming stores of vectors used (`stream`).
@@ -223,7 +227,7 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
             src.push('\n');
         }
     }
-    if !helpers.streams.is_empty() || !helpers.dots.is_empty() {
+    if !helpers.streams.is_empty() || !helpers.dots.is_empty() || !helpers.grouped_dots.is_empty() {
         src.push_str(
             "#include <stdint.h>\n#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n",
         );
@@ -298,6 +302,12 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
         }
         for (x, y, w) in &helpers.dots {
             src.push_str(&super::dot::dot_helper(*x, *y, *w));
+        }
+        for x in &helpers.zeros {
+            let _ = writeln!(src, "static const {} teml_zero_{} = 0;", x.c_name(), x.name());
+        }
+        for (x, y, w) in &helpers.grouped_dots {
+            src.push_str(&super::dot::grouped_dot_helper(*x, *y, *w));
         }
         for (dtype, w, max) in &helpers.extremes {
             src.push_str(&extreme_helper(*dtype, *w, *max));

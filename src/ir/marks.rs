@@ -376,6 +376,15 @@ pub struct PackLayout {
     pub order: Vec<usize>,
     /// The buffer's innermost dimension is rounded up to a multiple of this (1: no padding).
     pub pad: usize,
+    /// The buffer's first dimension cut into groups of this many consecutive elements, each
+    /// group stored innermost (`[kc][nc]` as `[kc/4][nc][4]`: the quads `vpdpbusd` reads, the
+    /// pairs `vdpbf16ps` reads), the last group filled with zeros; 0 or 1: none.
+    #[serde(default, skip_serializing_if = "is_small")]
+    pub group: usize,
+}
+
+fn is_small(n: &usize) -> bool {
+    *n <= 1
 }
 
 impl PackLayout {
@@ -386,7 +395,7 @@ impl PackLayout {
 
     /// True where the buffer is the block as it is (no reordering, no padding).
     pub fn is_plain(&self) -> bool {
-        self.order.iter().enumerate().all(|(k, d)| k == *d) && self.pad <= 1
+        self.order.iter().enumerate().all(|(k, d)| k == *d) && self.pad <= 1 && self.group <= 1
     }
 
     /// `[2, 1] pad 8` (1-based, as written in a program).
@@ -398,6 +407,9 @@ impl PackLayout {
         }
         if self.pad > 1 {
             out.push(format!("pad {}", self.pad));
+        }
+        if self.group > 1 {
+            out.push(format!("in groups of {}", self.group));
         }
         out.join(" ")
     }

@@ -8,13 +8,71 @@ use crate::common::*;
 use std::path::Path;
 
 /// A tiled matrix product of `a` x `b` into `c` with a partial last block of rows, of columns
-/// and of k groups (K = 70: 35 pairs, 17 quads and 2), its reduction in groups.
-fn tiled(a: &str, b: &str, c: &str, dot: &str) -> String {
+/// and of k groups (K = 70: 35 pairs, 17 quads and 2; k blocks of 33), then `tail` (the
+/// statements from `l2`, ending in `codegen`).
+fn tiled_then(a: &str, b: &str, c: &str, tail: &str) -> String {
     format!(
         "M = 21\nN = 40\nK = 70\nA = tensor({a}, [M, K])\nB = tensor({b}, [K, N])\nC = tensor({c}, [M, N])\n\
-         C = contract(A, B, [[2, 1]])\nl = build(C)\nl1 = register_tile(l, C, 6, 32, 33, 2)\n\
-         l2 = pack(l1, 3, B)\nl3 = {dot}\ncodegen(l3)\n"
+         C = contract(A, B, [[2, 1]])\nl = build(C)\nl1 = register_tile(l, C, 6, 32, 33, 2)\n{tail}"
     )
+}
+
+/// [`tiled_then`] with B packed and the reduction in groups by `dot`.
+fn tiled(a: &str, b: &str, c: &str, dot: &str) -> String {
+    tiled_then(a, b, c, &format!("l2 = pack(l1, 3, B)\nl3 = {dot}\ncodegen(l3)\n"))
+}
+
+/// B packed in the groups of the instruction (`pack`'s group): every form, every partial block
+/// (the last group of each k block of 33 read past its end as zeros), verified.
+#[test]
+fn b_packed_in_groups_verifies_through_every_form() {
+    let d = tempfile::tempdir().unwrap();
+    let mut configs = vec![("x86-64", "128")];
+    if host_has("avx2") {
+        configs.splice(0..0, [("native", ""), ("native", "256"), ("x86-64-v3", "256")]);
+    }
+    for (a, b, c, g) in
+        [("bf16", "bf16", "float", 2), ("u8", "i8", "i32", 4), ("i8", "u8", "i32", 4), ("i8", "i8", "i32", 4)]
+    {
+        let tail = format!("l2 = dot(l1, 5)\nl3 = pack(l2, 3, B, [1, 2], 1, {g})\ncodegen(l3)\n");
+        let f = program(d.path(), &format!("g_{a}_{b}.teml"), &tiled_then(a, b, c, &tail));
+        for (march, bits) in &configs {
+            let emit = d.path().join(format!("g_{a}_{b}_{march}_{bits}.c"));
+            let cflags = format!("-O3 -march={march} -fopenmp");
+            let envs: Vec<(&str, &str)> =
+                if bits.is_empty() { vec![] } else { vec![("TEML_VECTOR_BITS", bits)] };
+            let (ok, out) = teml_env(
+                d.path(),
+                &envs,
+                &["run", &f, "--cflags", &cflags, "--emit-c", emit.to_str().unwrap()],
+            );
+            assert!(ok && out.contains(": verified"), "{a} x {b}, -march={march}, {bits} bits: {out}");
+            let src = std::fs::read_to_string(&emit).unwrap();
+            assert!(src.contains(&format!("in groups of {g} along its first dimension")), "{src}");
+            assert!(src.contains(&format!("teml_dotg_{a}_{b}_")), "{src}");
+            assert!(src.contains("its missing elements read as zeros"), "{src}");
+        }
+    }
+    // Groups read outside a `dot` loop, or by one of another group: refused.
+    for (tail, want) in [
+        (
+            "l2 = pack(l1, 3, B, [1, 2], 1, 4)\ncodegen(l2)\n",
+            "is read outside a `dot` loop: apply dot to its reduction first",
+        ),
+        ("l2 = dot(l1, 5)\nl3 = pack(l2, 3, B, [1, 2], 1, 2)\ncodegen(l3)\n", "in groups of 4, not 2"),
+        (
+            "l2 = dot(l1, 5)\nl3 = pack(l2, 3, B, [2, 1], 1, 4)\ncodegen(l3)\n",
+            "its lanes would not be adjacent in the buffer",
+        ),
+        (
+            "l2 = dot(l1, 5)\nl3 = pack(l2, 3, B, [1, 2], 1, 3)\ncodegen(l3)\n",
+            "a group of 2 (bf16 pairs) or 4 (byte quads)",
+        ),
+    ] {
+        let f = program(d.path(), "bad.teml", &tiled_then("u8", "i8", "i32", tail));
+        let (ok, out) = teml_env(d.path(), &[], &["check", &f]);
+        assert!(!ok && out.contains(want) && out.contains("bad.teml:"), "{want}: {out}");
+    }
 }
 
 /// Runs `teml` in `dir` with the environment `envs`: success and what it printed.
@@ -199,6 +257,8 @@ fn auto_picks_the_groups_by_the_machines_flags() {
         assert!(ok, "{out}");
         let path = std::fs::read_to_string(out_dir.join("auto.teml")).unwrap();
         assert_eq!(path.contains("= dot(l"), picked, "{flags}: {path}");
+        // Where it sums in groups, B is packed in them.
+        assert_eq!(path.contains(", [1, 2], 1, 4)"), picked, "{flags}: {path}");
         let space = std::fs::read_to_string(out_dir.join("space.rhai")).unwrap();
         assert!(space.contains(why), "{flags}: {space}");
     }

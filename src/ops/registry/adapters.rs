@@ -589,14 +589,24 @@ pub(super) fn b_pad(s: &State, a: &[ArgVal]) -> Result<Value> {
 }
 
 pub(super) fn b_pack(s: &State, a: &[ArgVal]) -> Result<Value> {
-    let a =
-        Args::new("pack", s, a, 3, 5, "pack(l, r, T), pack(l, r, T, order) or pack(l, r, T, order, pad)")?;
+    let a = Args::new(
+        "pack",
+        s,
+        a,
+        3,
+        6,
+        "pack(l, r, T), pack(l, r, T, order), pack(l, r, T, order, pad) or pack(l, r, T, order, pad, group)",
+    )?;
     let order = a.order(4)?;
     let pad = match a.get(5) {
         ArgVal::Omitted => 1,
         _ => usize::try_from(a.int(5, "pad")?).unwrap_or(0),
     };
-    let layout = crate::ir::PackLayout { order, pad };
+    let group = match a.get(6) {
+        ArgVal::Omitted => 1,
+        _ => usize::try_from(a.int(6, "group")?).unwrap_or(0),
+    };
+    let layout = crate::ir::PackLayout { order, pad, group };
     Ok(nest_value(transform::pack(
         &a.nest(1, "nest")?,
         a.int(2, "level")?,

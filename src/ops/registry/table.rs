@@ -598,9 +598,9 @@ pub(super) static BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "pack",
-        signature: "pack(l, r, T [, order [, pad]])",
+        signature: "pack(l, r, T [, order [, pad [, group]]])",
         equation: "packing",
-        summary: "copies the block of tensor T that the loop at level r reads into a contiguous buffer before the loop, and reads the copy inside it (BLIS's packed panels); T must not be written in the loop; order lays the block's dimensions out in another order ([2, 1]: transposed), pad rounds the buffer's rows up to a multiple",
+        summary: "copies the block of tensor T that the loop at level r reads into a contiguous buffer before the loop, and reads the copy inside it (BLIS's packed panels); T must not be written in the loop; order lays the block's dimensions out in another order ([2, 1]: transposed), pad rounds the buffer's rows up to a multiple, group (2, 4) stores the buffer's first dimension in groups of that many consecutive elements innermost (B's [kc][nc] as [kc/4][nc][4]: the quads of a `dot` loop, which must read T alone)",
         example: "l2 = pack(l1, 2, B)",
         returns: Returns::Nest,
         checked: false,

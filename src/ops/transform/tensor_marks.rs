@@ -153,6 +153,9 @@ pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Resu
             });
         }
     }
+    if layout.group > 1 {
+        grouped_reads(&marked, level, tensor, rank, &order, layout.group)?;
+    }
     rewrite_loop(&marked, level, b, &level_arg(2), &mut |l| {
         let mut l2 = (**l).clone();
         if layout.is_plain() {
@@ -161,6 +164,90 @@ pub fn pack(nest: &Nest, level: i64, tensor: &Name, layout: &PackLayout) -> Resu
             l2.annot.pack_layout.insert(tensor.clone(), layout.clone());
         }
         Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// `pack`'s groups: each read of `tensor` in the loop at `level` is an operand of a `dot` loop
+/// of `group` iterations whose iterator indexes the buffer's first dimension (`order[0]`) and no
+/// other (its lanes read the groups whole; a buffer in groups has no rows of adjacent lanes).
+fn grouped_reads(
+    nest: &Nest,
+    level: i64,
+    tensor: &Name,
+    rank: usize,
+    order: &[usize],
+    group: usize,
+) -> Result<()> {
+    let b = "pack";
+    if ![2, 4].contains(&group) {
+        return Err(Error::bad_argument(
+            b,
+            Arg::new(6, "group"),
+            "a group of 2 (bf16 pairs) or 4 (byte quads)",
+            group.to_string(),
+        ));
+    }
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    if rank < 2 {
+        return Err(illegal(format!(
+            "`{tensor}`'s block has {rank} dimension: groups need a second to run along"
+        )));
+    }
+    let first = order[0];
+    fn walk(
+        items: &[LNode],
+        t: &Name,
+        dot: Option<(&Name, usize)>,
+        first: usize,
+        group: usize,
+    ) -> std::result::Result<(), String> {
+        for x in items {
+            match x {
+                LNode::Loop(l) => {
+                    let inner = if l.annot.dot > 0 { Some((&l.iter, l.annot.dot)) } else { dot };
+                    walk(&l.body, t, inner, first, group)?;
+                }
+                LNode::Stmt(s) => {
+                    let Some(lw) = crate::ir::lower(s) else { continue };
+                    let mut bad = None;
+                    lw.rhs.visit(&mut |n| {
+                        if bad.is_some() || n.id() != Some(t) {
+                            return;
+                        }
+                        let xs = n.index_list().unwrap_or(&[]);
+                        let ok = dot.is_some_and(|(k, g)| {
+                            g == group
+                                && xs.iter().enumerate().all(|(d, e)| e.mentions(k) == (d == first))
+                        });
+                        if !ok {
+                            bad = Some(match dot {
+                                Some((k, g)) if g != group => {
+                                    format!("{} is read by the loop `{k}` in groups of {g}, not {group}", n.access())
+                                }
+                                Some((k, _)) => format!(
+                                    "{} is indexed by `{k}` elsewhere than in its first dimension: expected `{k}` there alone",
+                                    n.access()
+                                ),
+                                None => format!(
+                                    "{} is read outside a `dot` loop: apply dot to its reduction first",
+                                    n.access()
+                                ),
+                            });
+                        }
+                    });
+                    if let Some(why) = bad {
+                        return Err(why);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+    let l = locate(nest, level, b, &level_arg(2))?;
+    walk(&l.body, tensor, None, first, group).map_err(|why| {
+        illegal(format!(
+            "`{tensor}` packed in groups of {group} must be read by dot-product groups alone: {why}"
+        ))
     })
 }
 

@@ -29,6 +29,9 @@ pub(super) struct Tile {
     /// The operands' element types (`a`'s, `b`'s) where their products sum in dot-product
     /// groups (bf16 pairs, byte quads: `analysis::dot`).
     pub(super) dot: Option<(crate::ir::DType, crate::ir::DType)>,
+    /// `b`'s rank and the dimension of it the reduction indexes (its groups' dimension where
+    /// it is packed in groups).
+    pub(super) b_dims: (usize, usize),
 }
 
 /// The tile's side where a product over a triangle (`j` from `i`) is cut into square tiles:
@@ -153,6 +156,9 @@ pub(super) fn matmul_why(w: &Workload, t: &Access) -> Result<Tile, String> {
         b_bytes: b.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
         a_bytes: a.map_or(t.dtype.size(), |a| a.dtype.size()) as u64,
         triangle: false,
+        b_dims: b.map_or((0, 0), |b| {
+            (b.index.len(), b.index.iter().position(|x| x.mentions(&lk.iter)).unwrap_or(0))
+        }),
         dot: match (a, b) {
             (Some(a), Some(b)) if crate::analysis::dot::group(a.dtype, b.dtype).is_some() => {
                 Some((a.dtype, b.dtype))
@@ -196,6 +202,9 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     let elem = t.b_bytes;
     let l1 = m.caches[0].max(16 << 10);
     let fit = (l1 / 2 / (t.b_bytes * 2 * lanes as u64 + t.a_bytes * 8)).max(16) as i64;
+    // Whole dot-product groups a block (`dot`: 2 bf16, 4 bytes), so only the last is partial.
+    let g = t.dot.and_then(|(x, y)| crate::analysis::dot::group(x, y)).unwrap_or(1) as i64;
+    let fit = (fit / g * g).max(g);
     let mut kcs: Vec<i64> = vec![fit.min(t.k_extent), 128, 256, t.k_extent];
     kcs.retain(|&k| k <= t.k_extent && k > 0);
     out.param(
@@ -287,22 +296,42 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         }
     }
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
+    // The groups before the packs: B packed in the groups the instruction reads.
+    let grouped = t.dot.and_then(|(x, y)| dot_groups(out, t, m, x, y));
     if let Some(b) = &t.b {
         let when = local("pack").eq(text("B")).or(local("pack").eq(text("both")));
-        out.stmt(S::If(when, vec![step("pack", vec![int(o + 3), value(b)])]));
+        let plain = step("pack", vec![int(o + 3), value(b)]);
+        match grouped {
+            Some(g) => {
+                // B's block with the reduction's dimension first, in groups of g.
+                let (rank, kd) = t.b_dims;
+                let mut order = vec![kd as i64 + 1];
+                order.extend((0..rank).filter(|d| *d != kd).map(|d| d as i64 + 1));
+                let in_groups = step("pack", vec![int(o + 3), value(b), ints(&order), int(1), int(g as i64)]);
+                out.stmt(S::If(
+                    when,
+                    vec![S::Chain(vec![(local("dot").eq(text("dot")), vec![in_groups])], vec![plain])],
+                ));
+            }
+            None => out.stmt(S::If(when, vec![plain])),
+        }
     }
     if let Some((a, 2)) = &t.a {
         let when = local("pack").eq(text("A^T")).or(local("pack").eq(text("both")));
         out.stmt(S::If(when, vec![step("pack", vec![int(o + 4), value(a), ints(&[2, 1])])]));
     }
-    if let Some((x, y)) = t.dot {
-        dot_groups(out, t, m, x, y);
-    }
 }
 
 /// The register tile's reduction in dot-product groups (`dot`), first where the machine has
-/// the instruction that sums a group, after the plain form where it has not.
-fn dot_groups(out: &mut Out, t: &Tile, m: &Machine, x: crate::ir::DType, y: crate::ir::DType) {
+/// the instruction that sums a group, after the plain form where it has not. Returns the group
+/// where the machine has the instruction (B is then packed in its groups).
+fn dot_groups(
+    out: &mut Out,
+    t: &Tile,
+    m: &Machine,
+    x: crate::ir::DType,
+    y: crate::ir::DType,
+) -> Option<usize> {
     let g = crate::analysis::dot::group(x, y).unwrap_or(1);
     let acc = x.compute();
     let groups = match crate::analysis::dot::instruction(x, y) {
@@ -343,4 +372,5 @@ fn dot_groups(out: &mut Out, t: &Tile, m: &Machine, x: crate::ir::DType, y: crat
         if groups.0 { vec![dot, one] } else { vec![one, dot] },
     );
     out.stmt(S::If(local("dot").eq(text("dot")), vec![step("dot", vec![int(t.outer + 5)])]));
+    groups.0.then_some(g)
 }
