@@ -276,7 +276,7 @@ impl NestPrinter<'_> {
             let why = simd_note.as_deref().unwrap_or("the loop is not printed with explicit vectors");
             self.line(depth, &format!("/* `{t}` not streamed: {} */", why.replace("*/", "* /")));
         }
-        if l.annot.dot > 0 && pragma.is_none() && plan.is_none() && !single {
+        if l.annot.dot > 0 && pragma.is_none() && plan.is_none() {
             let own = locals.as_ref().map_or(true, |ls| !ls.is_empty());
             match self.no_groups(l, body, own) {
                 None => return self.dot_loop(l, body, depth),

@@ -271,3 +271,35 @@ fn auto_picks_the_groups_by_the_machines_flags() {
         assert!(space.contains(why), "{flags}: {space}");
     }
 }
+
+/// A convolution's gathered register block sums its channels `c` in quads where the machine
+/// has VNNI (`kh` and `kw` inside each group), verified at a small size with a partial group.
+#[test]
+fn auto_sums_a_byte_convolutions_channels_in_groups() {
+    let d = tempfile::tempdir().unwrap();
+    let conv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/precision/conv_int8.teml");
+    let m = "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 2048 KiB, L3 32768 KiB, flags avx2 avx512f avx512_vnni";
+    let out_dir = d.path().join("conv");
+    let (ok, out) = teml_env(
+        d.path(),
+        &[("TEML_MACHINE", m)],
+        &[
+            "auto",
+            conv.to_str().unwrap(),
+            "--no-db",
+            "-D",
+            "NB=1",
+            "-D",
+            "CI=18",
+            "-D",
+            "CO=32",
+            "-D",
+            "H=8",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(ok && out.contains(": verified"), "{out}");
+    let path = std::fs::read_to_string(out_dir.join("auto.teml")).unwrap();
+    assert!(path.contains("c in groups of 4: vpdpbusd") && path.contains("= dot(l"), "{path}");
+}

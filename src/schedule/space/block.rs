@@ -500,7 +500,35 @@ pub(super) fn register_block(out: &mut Out, w: &Workload, b: &Block, m: &Machine
             vec![step("unroll", vec![local("d").minus(local("k"))])],
         ));
     }
+    if let Some((k, level, x, y)) = block_groups(w, b) {
+        super::tile::dot_groups(out, &k, level, m, x, y);
+    }
     parallel_outer(out, w, b, mr, m);
+}
+
+/// The reduction a block's product can sum in dot-product groups: the first reduction after
+/// the rows and the lanes (its level unchanged by `register_block`, which moves only those two
+/// inward) that indexes both operands of a product of bf16 or bytes, and those operands' types
+/// (the broadcast one's, the lanes one's). A window unrolled (`unroll`) stays inside it.
+fn block_groups(w: &Workload, b: &Block) -> Option<(Name, usize, crate::ir::DType, crate::ir::DType)> {
+    let reads: Vec<&Access> = w.reads().filter(|a| a.tensor != b.target).collect();
+    let [p, q] = reads.as_slice() else { return None };
+    crate::analysis::dot::group(p.dtype, q.dtype)?;
+    let after = b.rows.iter().map(|r| r.0).chain([b.lane_level]).max()?;
+    let k = w.loops.iter().find(|l| {
+        l.level > after
+            && l.kind == Parallelism::Reduction
+            && !b.windows.iter().any(|(n, _)| *n == l.iter)
+            && [p, q].iter().all(|a| a.index.iter().any(|x| x.mentions(&l.iter)))
+    })?;
+    // The broadcast operand does not vary with the lanes.
+    let lanes = |a: &Access| a.index.iter().any(|x| x.mentions(&b.lane_iter));
+    let (x, y) = match (lanes(p), lanes(q)) {
+        (false, true) => (p, q),
+        (true, false) => (q, p),
+        _ => return None,
+    };
+    Some((k.iter.clone(), k.level, x.dtype, y.dtype))
 }
 
 /// Threads for the register block's outer loops: the outermost, or it and the next collapsed.

@@ -297,7 +297,7 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     }
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
     // The groups before the packs: B packed in the groups the instruction reads.
-    let grouped = t.dot.and_then(|(x, y)| dot_groups(out, t, m, x, y));
+    let grouped = t.dot.and_then(|(x, y)| tile_groups(out, t, m, x, y));
     if let Some(b) = &t.b {
         let when = local("pack").eq(text("B")).or(local("pack").eq(text("both")));
         let plain = step("pack", vec![int(o + 3), value(b)]);
@@ -322,12 +322,24 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     }
 }
 
-/// The register tile's reduction in dot-product groups (`dot`), first where the machine has
-/// the instruction that sums a group, after the plain form where it has not. Returns the group
-/// where the machine has the instruction (B is then packed in its groups).
-fn dot_groups(
+/// The register tile's reduction in dot-product groups ([`dot_groups`] at its `k`).
+fn tile_groups(
     out: &mut Out,
     t: &Tile,
+    m: &Machine,
+    x: crate::ir::DType,
+    y: crate::ir::DType,
+) -> Option<usize> {
+    dot_groups(out, &t.k, t.outer + 5, m, x, y)
+}
+
+/// A reduction `k` (at `level` once the block is made) summed in dot-product groups (`dot`):
+/// the groups first where the machine has the instruction that sums one, after the plain form
+/// where it has not. Returns the group where the machine has the instruction.
+pub(super) fn dot_groups(
+    out: &mut Out,
+    k: &Name,
+    level: usize,
     m: &Machine,
     x: crate::ir::DType,
     y: crate::ir::DType,
@@ -339,15 +351,13 @@ fn dot_groups(
             Some(f) => (
                 true,
                 format!(
-                    "{} in groups of {g}: {insn} adds {g} {x} x {y} products into each {acc} lane (this machine has {f})",
-                    t.k
+                    "{k} in groups of {g}: {insn} adds {g} {x} x {y} products into each {acc} lane (this machine has {f})"
                 ),
             ),
             None => (
                 false,
                 format!(
-                    "{} in groups of {g}: {insn} needs {}, which this machine lacks (plain C there)",
-                    t.k,
+                    "{k} in groups of {g}: {insn} needs {}, which this machine lacks (plain C there)",
                     flags.join(" or ")
                 ),
             ),
@@ -355,22 +365,19 @@ fn dot_groups(
         None => (
             false,
             format!(
-                "{} in groups of {g}: no instruction sums {x} x {y} quads (vpmaddwd on 16-bit pairs, or plain C)",
-                t.k
+                "{k} in groups of {g}: no instruction sums {x} x {y} quads (vpmaddwd on 16-bit pairs, or plain C)"
             ),
         ),
     };
-    let one = choice(
-        "\"none\"",
-        format!("one iteration of {} at a time: a multiply-add of widened lanes each", t.k),
-    );
+    let one =
+        choice("\"none\"", format!("one iteration of {k} at a time: a multiply-add of widened lanes each"));
     let dot = choice("\"dot\"", groups.1);
     out.param(
         "dot",
         "dot",
-        &format!("the reduction {} in dot-product groups", t.k),
+        &format!("the reduction {k} in dot-product groups"),
         if groups.0 { vec![dot, one] } else { vec![one, dot] },
     );
-    out.stmt(S::If(local("dot").eq(text("dot")), vec![step("dot", vec![int(t.outer + 5)])]));
+    out.stmt(S::If(local("dot").eq(text("dot")), vec![step("dot", vec![int(level)])]));
     groups.0.then_some(g)
 }
