@@ -13,6 +13,8 @@ use crate::ir::TExpr;
 pub(super) struct DotGroup {
     pub(super) iter: Name,
     pub(super) group: usize,
+    /// The loop's first iteration (its groups start there).
+    pub(super) lb: Expr,
     /// In the last, partial group (operands packed in groups): the loop's last iteration,
     /// past which a group's elements are zeros.
     pub(super) last: Option<Expr>,
@@ -60,7 +62,8 @@ impl NestPrinter<'_> {
             ),
         );
         self.line(depth + 1, "{");
-        let saved = self.dot.replace(DotGroup { iter: l.iter.clone(), group: g, last: None });
+        let saved =
+            self.dot.replace(DotGroup { iter: l.iter.clone(), group: g, lb: l.lb.clone(), last: None });
         let r = body.iter().try_for_each(|c| self.node(c, depth + 2));
         self.dot = saved;
         r?;
@@ -74,8 +77,12 @@ impl NestPrinter<'_> {
                 ),
             );
             self.line(depth + 1, "{");
-            let saved =
-                self.dot.replace(DotGroup { iter: l.iter.clone(), group: g, last: Some(l.ub.clone()) });
+            let saved = self.dot.replace(DotGroup {
+                iter: l.iter.clone(),
+                group: g,
+                lb: l.lb.clone(),
+                last: Some(l.ub.clone()),
+            });
             let r = body.iter().try_for_each(|c| self.node(c, depth + 2));
             self.dot = saved;
             r?;
@@ -147,6 +154,20 @@ impl NestPrinter<'_> {
             }
             let (ys, name) = match &grouped {
                 Some(p) => {
+                    // The loop's groups must be the buffer's: its first iteration a whole number
+                    // of groups from the block's first element.
+                    let lo = p.lo.get(p.order[0]).cloned().unwrap_or_else(|| Expr::int(0));
+                    let from = d.lb.sub(&lo);
+                    let g = d.group as i64;
+                    let aligned = from.constant() % g == 0
+                        && from.affine_terms().is_some_and(|ts| ts.iter().all(|(_, c)| c % g == 0));
+                    if !aligned {
+                        return Err(format!(
+                            "the groups of `{k}` start {} elements after the first of `{}`'s buffer in groups of {g}, \
+                             not a multiple of {g}: pack it inside `{k}`'s blocks, or make them a multiple of {g}",
+                            from, p.tensor
+                        ));
+                    }
                     let y = lanes_at(&vary);
                     let at0 = self.packed_leaf(p, y.index_list().unwrap_or(&[]), true);
                     self.helpers.grouped_dots.insert((bcast.dtype, vary.dtype, ln.width));

@@ -56,6 +56,29 @@ fn b_packed_in_groups_verifies_through_every_form() {
             assert!(src.contains("its missing elements read as zeros"), "{src}");
         }
     }
+    // The buffer's groups from the first k, the loop's from each k block's first: aligned
+    // where the blocks are whole groups (kc 32), refused at the statement where not (kc 33).
+    for (kc, ok_wanted) in [(32, true), (33, false)] {
+        let src = tiled_then(
+            "u8",
+            "i8",
+            "i32",
+            "l2 = dot(l1, 5)\nl3 = pack(l2, 1, B, [1, 2], 1, 4)\ncodegen(l3)\n",
+        )
+        .replace("6, 32, 33, 2)", &format!("6, 32, {kc}, 2)"));
+        let f = program(d.path(), &format!("align{kc}.teml"), &src);
+        let (ok, out) = teml_env(d.path(), &[], &["run", &f]);
+        assert_eq!(ok, ok_wanted, "{out}");
+        if ok {
+            assert!(out.contains(": verified"), "{out}");
+        } else {
+            assert!(
+                out.contains("not a multiple of 4: pack it inside")
+                    && out.contains(&format!("align{kc}.teml:")),
+                "{out}"
+            );
+        }
+    }
     // Groups read outside a `dot` loop, or by one of another group: refused.
     for (tail, want) in [
         (
