@@ -58,33 +58,9 @@ impl NestPrinter<'_> {
                     None => format!("(({} + {}) / {p} * {p})", ext[order[rank - 1]], p - 1),
                 };
             }
-            let from: Vec<String> =
-                fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
             let how =
                 if layout.is_plain() { String::new() } else { format!(", laid out {}", layout.describe()) };
-            self.line(
-                depth + 1,
-                &format!(
-                    "/* `{tc}` packed for loop `{}`: the {} block from {tc}{}{how} */",
-                    self.helpers.names.var(&l.iter),
-                    ext.join(" x "),
-                    from.join("")
-                ),
-            );
-            let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
-            let decl = if rank == 1 {
-                format!("{ty} *restrict {buf}")
-            } else {
-                format!("{ty} (*restrict {buf}){tail}")
-            };
-            let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
-            self.line(depth + 1, &format!("{decl} = malloc(sizeof({ty}{bytes}));"));
-            self.line(
-                depth + 1,
-                &format!(
-                    "if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"
-                ),
-            );
+            self.open_panel(l, t, &fp, &shape, &how, depth + 1);
             // One loop per buffer dimension, up to the block's extent and the tensor's edge (a
             // strip-mined tail's block reaches past it); the last, a row copy where the block's
             // last dimension stays last.
@@ -173,6 +149,43 @@ impl NestPrinter<'_> {
         Ok(())
     }
 
+    /// A packed block's buffer `teml_<T>_pack` of the extents `shape`: what it holds (`how` it
+    /// is laid out), its allocation, and the message where memory runs out.
+    fn open_panel(
+        &mut self,
+        l: &Loop,
+        t: &Name,
+        fp: &crate::analysis::packing::Footprint,
+        shape: &[String],
+        how: &str,
+        depth: usize,
+    ) {
+        let tc = self.helpers.names.tensor(t).to_string();
+        let (buf, ty) = (format!("teml_{tc}_pack"), fp.dtype.c_name());
+        let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
+        let from: String = fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
+        let iter = self.helpers.names.var(&l.iter).to_string();
+        self.line(
+            depth,
+            &format!(
+                "/* `{tc}` packed for loop `{iter}`: the {} block from {tc}{from}{how} */",
+                ext.join(" x ")
+            ),
+        );
+        let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
+        let decl = if shape.len() == 1 {
+            format!("{ty} *restrict {buf}")
+        } else {
+            format!("{ty} (*restrict {buf}){tail}")
+        };
+        let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
+        self.line(depth, &format!("{decl} = malloc(sizeof({ty}{bytes}));"));
+        self.line(
+            depth,
+            &format!("if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"),
+        );
+    }
+
     /// A block packed in groups (`pack`'s group g): the buffer `[e0/g][e1]...[g]` (its first
     /// dimension rounded up to whole groups), each element copied from the tensor where the
     /// block and the tensor hold it and 0 elsewhere (the last group's missing products are
@@ -191,7 +204,6 @@ impl NestPrinter<'_> {
         let order = layout.order(rank);
         let tc = self.helpers.names.tensor(t).to_string();
         let buf = format!("teml_{tc}_pack");
-        let ty = fp.dtype.c_name();
         let ext: Vec<String> = fp.extent.iter().map(|e| c_expr(e, self.helpers, false)).collect();
         let first = order[0];
         let groups = match fp.extent[first].as_const() {
@@ -201,24 +213,8 @@ impl NestPrinter<'_> {
         let mut shape: Vec<String> = vec![groups];
         shape.extend(order[1..].iter().map(|d| ext[*d].clone()));
         shape.push(g.to_string());
-        let from: Vec<String> =
-            fp.lo.iter().map(|e| format!("[{}]", c_expr(e, self.helpers, false))).collect();
-        self.line(
-            depth,
-            &format!(
-                "/* `{tc}` packed for loop `{}`: the {} block from {tc}{}, in groups of {g} along its first dimension (zeros past its end) */",
-                self.helpers.names.var(&l.iter),
-                ext.join(" x "),
-                from.join("")
-            ),
-        );
-        let tail: String = shape[1..].iter().map(|e| format!("[{e}]")).collect();
-        let bytes: String = shape.iter().map(|e| format!("[{e}]")).collect();
-        self.line(depth, &format!("{ty} (*restrict {buf}){tail} = malloc(sizeof({ty}{bytes}));"));
-        self.line(
-            depth,
-            &format!("if (!{buf}) {{ fputs(\"teml: out of memory packing `{tc}`\\n\", stderr); abort(); }}"),
-        );
+        let how = format!(", in groups of {g} along its first dimension (zeros past its end)");
+        self.open_panel(l, t, fp, &shape, &how, depth);
         self.helpers.min = true;
         let mut d2 = depth;
         let mut idx = Vec::new();

@@ -40,17 +40,7 @@ fn b_packed_in_groups_verifies_through_every_form() {
         for (march, bits) in
             configs.iter().filter(|(m, b)| every || (*m, *b) == ("native", "") || *m == "x86-64")
         {
-            let emit = d.path().join(format!("g_{a}_{b}_{march}_{bits}.c"));
-            let cflags = format!("-O3 -march={march} -fopenmp");
-            let envs: Vec<(&str, &str)> =
-                if bits.is_empty() { vec![] } else { vec![("TEML_VECTOR_BITS", bits)] };
-            let (ok, out) = teml_env(
-                d.path(),
-                &envs,
-                &["run", &f, "--cflags", &cflags, "--emit-c", emit.to_str().unwrap()],
-            );
-            assert!(ok && out.contains(": verified"), "{a} x {b}, -march={march}, {bits} bits: {out}");
-            let src = std::fs::read_to_string(&emit).unwrap();
+            let src = verified_c(d.path(), &f, march, bits);
             assert!(src.contains(&format!("in groups of {g} along its first dimension")), "{src}");
             assert!(src.contains(&format!("teml_dotg_{a}_{b}_")), "{src}");
             assert!(src.contains("its missing elements read as zeros"), "{src}");
@@ -116,6 +106,18 @@ fn teml_env(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> (bool, String) 
     )
 }
 
+/// Runs program `f` compiled with `-march=<march>` at `bits`-bit lanes (empty: the host's),
+/// asserts that it verified, and returns its C.
+fn verified_c(dir: &Path, f: &str, march: &str, bits: &str) -> String {
+    let emit = dir.join(format!("{}_{march}_{bits}.c", Path::new(f).file_stem().unwrap().to_str().unwrap()));
+    let cflags = format!("-O3 -march={march} -fopenmp");
+    let envs: Vec<(&str, &str)> = if bits.is_empty() { vec![] } else { vec![("TEML_VECTOR_BITS", bits)] };
+    let (ok, out) =
+        teml_env(dir, &envs, &["run", f, "--cflags", &cflags, "--emit-c", emit.to_str().unwrap()]);
+    assert!(ok && out.contains(": verified"), "{f}, -march={march}, {bits} bits: {out}");
+    std::fs::read_to_string(&emit).unwrap()
+}
+
 fn host_has(flag: &str) -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -151,17 +153,7 @@ fn every_pairing_verifies_in_dot_groups_through_every_form_of_its_helper() {
         for (march, bits) in
             configs.iter().filter(|(m, b)| every || (*m, *b) == ("native", "") || *m == "x86-64-v3")
         {
-            let emit = d.path().join(format!("mm_{a}_{b}_{march}_{bits}.c"));
-            let cflags = format!("-O3 -march={march} -fopenmp");
-            let envs: Vec<(&str, &str)> =
-                if bits.is_empty() { vec![] } else { vec![("TEML_VECTOR_BITS", bits)] };
-            let (ok, out) = teml_env(
-                d.path(),
-                &envs,
-                &["run", &f, "--cflags", &cflags, "--emit-c", emit.to_str().unwrap()],
-            );
-            assert!(ok && out.contains(": verified"), "{a} x {b}, -march={march}, {bits} bits: {out}");
-            let src = std::fs::read_to_string(&emit).unwrap();
+            let src = verified_c(d.path(), &f, march, bits);
             assert!(src.contains("in groups of") && src.contains(&format!("teml_dot_{a}_{b}_")), "{src}");
             assert!(src.contains("/* the last, partial group */"), "{src}");
         }
