@@ -254,7 +254,8 @@ fn dot_refuses_what_it_cannot_group_and_an_instruction_the_machine_lacks() {
 }
 
 /// `teml auto` sums a bf16 or u8 x i8 register tile in groups first where the machine's flags
-/// list the instruction, and after the plain form (with the reason) where they do not.
+/// list the instruction (B packed in them), bytes also where they list AVX2 (`vpmaddwd`), and
+/// after the plain form (with the reason) where they list neither.
 #[test]
 fn auto_picks_the_groups_by_the_machines_flags() {
     let d = tempfile::tempdir().unwrap();
@@ -262,13 +263,20 @@ fn auto_picks_the_groups_by_the_machines_flags() {
                C = contract(A, B, [[2, 1]])\nl = build(C)\ncodegen(l)\n";
     let f = program(d.path(), "mm8.teml", src);
     let machine = "512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 2048 KiB, L3 32768 KiB";
-    for (flags, picked, why) in [
+    for (flags, picked, grouped, why) in [
         (
             "flags avx2 avx512f avx512_vnni",
             true,
+            true,
             "vpdpbusd adds 4 u8 x i8 products into each i32 lane (this machine has avx512_vnni)",
         ),
-        ("flags avx2 fma", false, "vpdpbusd needs avx512_vnni or avx_vnni, which this machine lacks"),
+        (
+            "flags avx2 fma",
+            true,
+            false,
+            "vpmaddwd adds pairs of u8 x i8 products, widened to 16 bits, into each i32 lane (this machine has avx2, not the flags vpdpbusd needs)",
+        ),
+        ("flags sse2", false, false, "vpdpbusd needs avx512_vnni or avx_vnni, which this machine lacks"),
     ] {
         let out_dir = d.path().join(flags.replace(' ', "_"));
         let m = format!("{machine}, {flags}");
@@ -280,8 +288,8 @@ fn auto_picks_the_groups_by_the_machines_flags() {
         assert!(ok, "{out}");
         let path = std::fs::read_to_string(out_dir.join("auto.teml")).unwrap();
         assert_eq!(path.contains("= dot(l"), picked, "{flags}: {path}");
-        // Where it sums in groups, B is packed in them.
-        assert_eq!(path.contains(", [1, 2], 1, 4)"), picked, "{flags}: {path}");
+        // Where the instruction sums the groups, B is packed in them.
+        assert_eq!(path.contains(", [1, 2], 1, 4)"), grouped, "{flags}: {path}");
         let space = std::fs::read_to_string(out_dir.join("space.rhai")).unwrap();
         assert!(space.contains(why), "{flags}: {space}");
     }
