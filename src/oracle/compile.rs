@@ -249,6 +249,16 @@ pub(super) fn compile(state: &State, s: &TExpr) -> Res<Stmt> {
             x.access()
         ));
     }
+    // A 16-bit float target summing rounds to its type at every update likewise (a bf16 `A12[h]
+    // += ...`: -1.34375 updated, -1.3515625 rounded once; found by the fuzzer).
+    if bad.is_none() && sums && x.dtype.is_narrow() && !x.dtype.is_integer() {
+        bad = Some(format!(
+            "`{text}` sums into the {} tensor {} (each update rounds to {}; the oracle rounds the sum once)",
+            x.dtype,
+            x.access(),
+            x.dtype
+        ));
+    }
     if let Some(b) = bad {
         return unsupported(b);
     }
