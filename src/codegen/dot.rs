@@ -251,13 +251,45 @@ impl NestPrinter<'_> {
 /// The helper that adds a group of products of `x` (one element each, broadcast) and `y` (a
 /// row of `w` lanes each) to `w` lanes of the accumulation type: `teml_dot_bf16_bf16_f16`.
 pub(super) fn dot_name(x: DType, y: DType, w: usize) -> String {
-    format!("teml_dot_{}_{}_{}", x.name(), y.name(), vtype(x.compute(), w).trim_start_matches("teml_"))
+    helper_name("teml_dot", x, y, w)
 }
 
 /// The helper that adds a group of products to `w` lanes from a buffer packed in groups (each
 /// lane's group adjacent): `teml_dotg_u8_i8_i32x16`.
 pub(super) fn grouped_dot_name(x: DType, y: DType, w: usize) -> String {
-    format!("teml_dotg_{}_{}_{}", x.name(), y.name(), vtype(x.compute(), w).trim_start_matches("teml_"))
+    helper_name("teml_dotg", x, y, w)
+}
+
+/// `<prefix>_<x>_<y>_<lanes of the accumulation type>`.
+fn helper_name(prefix: &str, x: DType, y: DType, w: usize) -> String {
+    format!("{prefix}_{}_{}_{}", x.name(), y.name(), vtype(x.compute(), w).trim_start_matches("teml_"))
+}
+
+/// x's bf16 pair as one 32-bit word (one load where the elements are adjacent, which the
+/// compiler decides: the pointers differ by a constant).
+const PAIR_OF_X: &str = "  uint32_t teml_pair = (uint32_t)*x1 << 16 | *x0;\n  \
+                         if (x1 == x0 + 1) __builtin_memcpy(&teml_pair, x0, 4);\n";
+
+/// x's byte quad as one 32-bit word, likewise.
+const QUAD_OF_X: &str = "  uint32_t teml_quad = (uint32_t)(uint8_t)*x0 | (uint32_t)(uint8_t)*x1 << 8 | (uint32_t)(uint8_t)*x2 << 16 | (uint32_t)(uint8_t)*x3 << 24;\n  \
+                         if (x1 == x0 + 1 && x2 == x0 + 2 && x3 == x0 + 3) __builtin_memcpy(&teml_quad, x0, 4);\n";
+
+/// A helper's body: each form under its macro (`#if`, `#elif`), the plain C after `#else`; the
+/// plain C alone where there is no form.
+fn with_forms(c: &mut String, forms: &[(String, String, String)], plain: &str) {
+    if forms.is_empty() {
+        c.push_str("  /* no instruction for these types at this width: converted, multiplied and summed in order */\n");
+        c.push_str(plain);
+    } else {
+        for (k, (cond, what, body)) in forms.iter().enumerate() {
+            let _ = writeln!(c, "#{} {cond}  /* {what} */", if k == 0 { "if" } else { "elif" });
+            c.push_str(body);
+        }
+        c.push_str("#else  /* plain C: converted, multiplied and summed in order */\n");
+        c.push_str(plain);
+        c.push_str("#endif\n");
+    }
+    c.push_str("}\n");
 }
 
 /// The C of [`grouped_dot_name`]: one load of the lanes' groups and the instruction where the
@@ -300,9 +332,7 @@ pub(super) fn grouped_dot_helper(x: DType, y: DType, w: usize) -> String {
             format!("defined(__AVX512BF16__){vl}"),
             "vdpbf16ps: a pair of bf16 products into each float lane".into(),
             format!(
-                "  uint32_t teml_pair = (uint32_t)*x1 << 16 | *x0;\n  \
-                 if (x1 == x0 + 1) __builtin_memcpy(&teml_pair, x0, 4);\n  \
-                 return ({vt}){m}_dpbf16_ps((__m{bits})acc, (__m{bits}bh){m}_set1_epi32((int)teml_pair), (__m{bits}bh){load});\n"
+                "{PAIR_OF_X}  return ({vt}){m}_dpbf16_ps((__m{bits})acc, (__m{bits}bh){m}_set1_epi32((int)teml_pair), (__m{bits}bh){load});\n"
             ),
         ));
     } else if let Some(xu) = match (x, y) {
@@ -310,11 +340,7 @@ pub(super) fn grouped_dot_helper(x: DType, y: DType, w: usize) -> String {
         (DType::I8, DType::U8) => Some(false),
         _ => None,
     } {
-        let quad = format!(
-            "  uint32_t teml_quad = (uint32_t)(uint8_t)*x0 | (uint32_t)(uint8_t)*x1 << 8 | (uint32_t)(uint8_t)*x2 << 16 | (uint32_t)(uint8_t)*x3 << 24;\n  \
-             if (x1 == x0 + 1 && x2 == x0 + 2 && x3 == x0 + 3) __builtin_memcpy(&teml_quad, x0, 4);\n  \
-             __m{bits}i q = {m}_set1_epi32((int)teml_quad), v = {load};\n"
-        );
+        let quad = format!("{QUAD_OF_X}  __m{bits}i q = {m}_set1_epi32((int)teml_quad), v = {load};\n");
         let args = if xu { "q, v" } else { "v, q" };
         branches.push((
             format!("defined(__AVX512VNNI__){vl}"),
@@ -330,19 +356,7 @@ pub(super) fn grouped_dot_helper(x: DType, y: DType, w: usize) -> String {
             ));
         }
     }
-    if branches.is_empty() {
-        c.push_str("  /* no instruction for these types: converted, multiplied and summed in order */\n");
-        c.push_str(&plain);
-    } else {
-        for (k, (cond, what, body)) in branches.iter().enumerate() {
-            let _ = writeln!(c, "#{} {cond}  /* {what} */", if k == 0 { "if" } else { "elif" });
-            c.push_str(body);
-        }
-        c.push_str("#else  /* plain C: converted, multiplied and summed in order */\n");
-        c.push_str(&plain);
-        c.push_str("#endif\n");
-    }
-    c.push_str("}\n");
+    with_forms(&mut c, &branches, &plain);
     c
 }
 
@@ -372,21 +386,7 @@ pub(super) fn dot_helper(x: DType, y: DType, w: usize) -> String {
     }
     plain.push_str("  return acc;\n");
     let branches = if x == DType::Bf16 { bf16_branches(w, &vt) } else { byte_branches(x, y, w, &vt) };
-    if branches.is_empty() {
-        c.push_str("  /* no instruction for these types at this width: converted, multiplied and summed in order */\n");
-        c.push_str(&plain);
-    } else {
-        let mut first = true;
-        for (cond, what, body) in branches {
-            let _ = writeln!(c, "#{} {cond}  /* {what} */", if first { "if" } else { "elif" });
-            c.push_str(&body);
-            first = false;
-        }
-        c.push_str("#else  /* plain C: converted, multiplied and summed in order */\n");
-        c.push_str(&plain);
-        c.push_str("#endif\n");
-    }
-    c.push_str("}\n");
+    with_forms(&mut c, &branches, &plain);
     c
 }
 
@@ -423,10 +423,7 @@ fn bf16_branches(w: usize, vt: &str) -> Vec<(String, String, String)> {
         "defined(__AVX512BF16__) && defined(__AVX512VL__)".to_string()
     };
     // x's pair in one 32-bit load where its elements are adjacent (decided at compile time).
-    let body = format!(
-        "  uint32_t teml_pair = (uint32_t)*x1 << 16 | *x0;\n  \
-         if (x1 == x0 + 1) __builtin_memcpy(&teml_pair, x0, 4);\n{body}"
-    );
+    let body = format!("{PAIR_OF_X}{body}");
     vec![(cond, "vdpbf16ps: a pair of bf16 products into each float lane".into(), body)]
 }
 
@@ -435,8 +432,7 @@ fn bf16_branches(w: usize, vt: &str) -> Vec<(String, String, String)> {
 /// saturation).
 fn byte_branches(x: DType, y: DType, w: usize, vt: &str) -> Vec<(String, String, String)> {
     // x's quad in one 32-bit load where its elements are adjacent (decided at compile time).
-    let quad_of = "  uint32_t teml_quad = (uint32_t)(uint8_t)*x0 | (uint32_t)(uint8_t)*x1 << 8 | (uint32_t)(uint8_t)*x2 << 16 | (uint32_t)(uint8_t)*x3 << 24;\n  \
-                   if (x1 == x0 + 1 && x2 == x0 + 2 && x3 == x0 + 3) __builtin_memcpy(&teml_quad, x0, 4);\n";
+    let quad_of = QUAD_OF_X;
     let quad = "(int)teml_quad";
     // y's four rows of w bytes interleaved into quads: byte 4l+t is row t's lane l.
     let rows = |load: &str| {
