@@ -200,7 +200,8 @@ pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
         return Err(illegal(format!("loop `{}` has no statement", l.iter)));
     }
     let mut group = 0;
-    let mut types = (crate::ir::DType::Double, crate::ir::DType::Double);
+    // Each statement's operand types (an instruction asked for must sum every one of them).
+    let mut types: Vec<(crate::ir::DType, crate::ir::DType)> = Vec::new();
     for s in &stmts {
         if let Some(g) = s.guard().iter().find(|g| g.mentions(&l.iter)) {
             return Err(illegal(format!(
@@ -222,7 +223,9 @@ pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
             )));
         }
         group = p.group;
-        types = (p.x.dtype, p.y.dtype);
+        if !types.contains(&(p.x.dtype, p.y.dtype)) {
+            types.push((p.x.dtype, p.y.dtype));
+        }
     }
     if let Some(isa) = isa {
         let m = crate::runtime::machine::Machine::current();
@@ -234,30 +237,32 @@ pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
                 format!("\"{isa}\""),
             ));
         }
-        match crate::analysis::dot::instruction(types.0, types.1) {
-            Some((insn, flags)) if flags.contains(&isa) => {
-                if !m.has_flag(isa) {
+        for &(x, y) in &types {
+            match crate::analysis::dot::instruction(x, y) {
+                Some((insn, flags)) if flags.contains(&isa) => {
+                    if !m.has_flag(isa) {
+                        return Err(illegal(format!(
+                            "{insn} needs {isa}, which this machine ({}) lacks: its CPU flags have no `{isa}` \
+                             (dot without an instruction runs plain C there)",
+                            m.host_line()
+                        )));
+                    }
+                }
+                Some((insn, flags)) => {
                     return Err(illegal(format!(
-                        "{insn} needs {isa}, which this machine ({}) lacks: its CPU flags have no `{isa}` \
-                         (dot without an instruction runs plain C there)",
-                        m.host_line()
+                        "{} x {} products are summed by {insn} ({}), not by {isa}",
+                        x,
+                        y,
+                        flags.join(" or ")
                     )));
                 }
-            }
-            Some((insn, flags)) => {
-                return Err(illegal(format!(
-                    "{} x {} products are summed by {insn} ({}), not by {isa}",
-                    types.0,
-                    types.1,
-                    flags.join(" or ")
-                )));
-            }
-            None => {
-                return Err(illegal(format!(
-                    "{} x {} products have no dot-product instruction ({isa} sums an unsigned and a \
-                     signed byte, or bf16 pairs): dot without an instruction runs them as plain C",
-                    types.0, types.1
-                )));
+                None => {
+                    return Err(illegal(format!(
+                        "{} x {} products have no dot-product instruction ({isa} sums an unsigned and a \
+                         signed byte, or bf16 pairs): dot without an instruction runs them as plain C",
+                        x, y
+                    )));
+                }
             }
         }
     }
