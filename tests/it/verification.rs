@@ -284,7 +284,12 @@ fn cflags_that_redefine_an_extent_are_refused() {
 /// (the reduced-size check passes, its binary is another one).
 #[test]
 fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_binary_is_caught() {
-    let o = teml(&["run", "examples/tensor_network.teml", "--threads", "2", "--json"], Path::new("."));
+    // O=18, W=36: still far past what a check may cost as written (8.8e11 flops), and reduced
+    // to O=6, W=12 for the interpreter (the shipped sizes reduce to O=8, W=16: 10x the
+    // interpretation, 80 s of this test on 2 cores).
+    let sizes = ["-D", "O=18", "-D", "W=36"];
+    let args = [&["run", "examples/tensor_network.teml", "--threads", "2", "--json"][..], &sizes].concat();
+    let o = teml(&args, Path::new("."));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = json(&o);
     let e = evidence(&v, 0);
@@ -299,7 +304,7 @@ fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_bin
     let d = tempfile::tempdir().unwrap();
     let cc = crate::common::editing_cc(d.path(), "R_3\\[", "s/+= t\\[/-= t[/", true);
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(["run", "examples/tensor_network.teml", "--threads", "2", "--json"])
+        .args(&args)
         .env("TEML_CACHE_DIR", d.path().join("cache"))
         .env("CC", &cc)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
