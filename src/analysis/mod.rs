@@ -4,6 +4,7 @@
 //! and the inference of iterator ranges from accesses (eq. 19, TeIL's bounds rule), which
 //! `build`, the script helpers and the expression oracle share.
 
+pub mod amx;
 pub mod dot;
 pub mod infer;
 pub mod isl;

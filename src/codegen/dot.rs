@@ -48,6 +48,9 @@ impl NestPrinter<'_> {
         body: &[PlacedNode],
         depth: usize,
     ) -> std::result::Result<(), String> {
+        if l.annot.amx {
+            self.amx_block(l, depth)?;
+        }
         let g = l.annot.dot;
         let i = self.helpers.names.var(&l.iter).to_string();
         let lb = c_expr(&l.lb, self.helpers, false);
@@ -98,8 +101,33 @@ impl NestPrinter<'_> {
         Ok(())
     }
 
+    /// Checks that the groups of loop `k` (first iteration `lb`) are those of buffer `p` (in
+    /// groups of `g`): its first iteration a whole number of groups from the block's first
+    /// element.
+    pub(super) fn group_start(
+        &self,
+        p: &Packed,
+        lb: &Expr,
+        k: &Name,
+        g: usize,
+    ) -> std::result::Result<(), String> {
+        let lo = p.lo.get(p.order[0]).cloned().unwrap_or_else(|| Expr::int(0));
+        let from = lb.sub(&lo);
+        let g = g as i64;
+        let aligned = from.constant() % g == 0
+            && from.affine_terms().is_some_and(|ts| ts.iter().all(|(_, c)| c % g == 0));
+        if aligned {
+            return Ok(());
+        }
+        Err(format!(
+            "the groups of `{k}` start {} elements after the first of `{}`'s buffer in groups of {g}, \
+             not a multiple of {g}: pack it inside `{k}`'s blocks, or make them a multiple of {g}",
+            from, p.tensor
+        ))
+    }
+
     /// The buffer in groups of `g` that `leaf` reads, if it reads one.
-    fn grouped(&self, leaf: &TExpr, g: usize) -> Option<Packed> {
+    pub(super) fn grouped(&self, leaf: &TExpr, g: usize) -> Option<Packed> {
         let t = leaf.id()?;
         self.packed.iter().rev().find(|p| &p.tensor == t).filter(|p| p.group == g).cloned()
     }
@@ -154,20 +182,7 @@ impl NestPrinter<'_> {
             }
             let (ys, name) = match &grouped {
                 Some(p) => {
-                    // The loop's groups must be the buffer's: its first iteration a whole number
-                    // of groups from the block's first element.
-                    let lo = p.lo.get(p.order[0]).cloned().unwrap_or_else(|| Expr::int(0));
-                    let from = d.lb.sub(&lo);
-                    let g = d.group as i64;
-                    let aligned = from.constant() % g == 0
-                        && from.affine_terms().is_some_and(|ts| ts.iter().all(|(_, c)| c % g == 0));
-                    if !aligned {
-                        return Err(format!(
-                            "the groups of `{k}` start {} elements after the first of `{}`'s buffer in groups of {g}, \
-                             not a multiple of {g}: pack it inside `{k}`'s blocks, or make them a multiple of {g}",
-                            from, p.tensor
-                        ));
-                    }
+                    self.group_start(p, &d.lb, k, d.group)?;
                     let y = lanes_at(&vary);
                     let at0 = self.packed_leaf(p, y.index_list().unwrap_or(&[]), true);
                     self.helpers.grouped_dots.insert((bcast.dtype, vary.dtype, ln.width));

@@ -22,6 +22,7 @@
 //! The translation unit exports the kernel (`void <name>(...)`) and `void teml_entry(void
 //! **args)`, which calls it with the buffers in parameter order.
 
+mod amx;
 mod band;
 mod buffers;
 mod dot;

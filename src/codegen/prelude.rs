@@ -191,6 +191,8 @@ pub(super) struct Helpers {
     pub(super) dots: BTreeSet<(DType, DType, usize)>,
     /// Dot-product groups read from a buffer packed in groups: as `dots`.
     pub(super) grouped_dots: BTreeSet<(DType, DType, usize)>,
+    /// AMX tile products used (`amx`): "BF16", "INT8".
+    pub(super) amx: BTreeSet<&'static str>,
     /// A zero of these types (the elements of a last, partial group past its end).
     pub(super) zeros: BTreeSet<DType>,
     /// `fmax` / `fmin` lane by lane: (element type, lanes, max).
@@ -242,6 +244,7 @@ pub(super) fn prelude(helpers: &Helpers, state: &State, consts: &[Name], names: 
         }
         src.push('\n');
     }
+    src.push_str(&super::amx::prelude(&helpers.amx, super::amx::model()));
     for teml_name in consts {
         let c = names.var(teml_name);
         match state.constant(teml_name) {

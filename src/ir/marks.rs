@@ -365,6 +365,10 @@ pub struct Annotations {
     /// targets one (2 for bf16 pairs, 4 for 8-bit quads); 0 where none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dot: usize,
+    /// `amx`: this `dot` loop sums its block of the result in AMX tiles where the host has
+    /// them (`analysis::amx`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub amx: bool,
 }
 
 /// How a packed block is laid out in its buffer.
@@ -472,7 +476,8 @@ impl Annotations {
             w.push((Mark::Stream, format!("stream({})", list(&self.stream))));
         }
         if self.dot > 0 {
-            w.push((Mark::Dot, format!("dot({})", self.dot)));
+            let tiles = if self.amx { " amx" } else { "" };
+            w.push((Mark::Dot, format!("dot({}){tiles}", self.dot)));
         }
         w
     }
@@ -507,6 +512,7 @@ impl Annotations {
                 (a, b) if a == b => a,
                 _ => 0,
             },
+            amx: self.amx && other.amx,
             registers: {
                 let mut r = self.registers.clone();
                 r.extend(other.registers.iter().filter(|t| !self.registers.contains(t)).cloned());

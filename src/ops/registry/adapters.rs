@@ -474,6 +474,11 @@ pub(super) fn b_dot(s: &State, a: &[ArgVal]) -> Result<Value> {
     Ok(nest_value(transform::dot(&a.nest(1, "nest")?, a.int(2, "level")?, isa.as_deref())?))
 }
 
+pub(super) fn b_amx(s: &State, a: &[ArgVal]) -> Result<Value> {
+    let a = Args::new("amx", s, a, 2, 2, "amx(l, r)")?;
+    Ok(nest_value(transform::amx(&a.nest(1, "nest")?, a.int(2, "level")?)?))
+}
+
 pub(super) fn b_stream(s: &State, a: &[ArgVal]) -> Result<Value> {
     let a = Args::new("stream", s, a, 3, 3, "stream(l, r, T)")?;
     Ok(nest_value(transform::stream(&a.nest(1, "nest")?, a.int(2, "level")?, &a.real_tensor_name(3)?)?))

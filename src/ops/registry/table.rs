@@ -627,6 +627,16 @@ pub(super) static BUILTINS: &[Builtin] = &[
         call: Call::Value(b_dot),
     },
     Builtin {
+        name: "amx",
+        signature: "amx(l, r)",
+        equation: "AMX tiles",
+        summary: "the reduction loop at level r (k, holding loops i and j of 16 or 32 iterations and one statement C[i][j] += A[i][k] * B[k][j] of bf16 or 8-bit operands) sums C's block in AMX tiles where the compiler and the Linux kernel give them: C's 16 x 16 tiles loaded once, a tile of A's rows and one of B's columns (B packed in groups: pack(.., group)) and a tile product per tile of C every 32 bf16 or 64 bytes of k, the tiles stored after; whole blocks only, the others and hosts without tiles as dot prints them (the mark implies dot); refused on a machine whose flags lack amx_tile or amx_bf16/amx_int8",
+        example: "l2 = amx(l1, 4)",
+        returns: Returns::Nest,
+        checked: false,
+        call: Call::Value(b_amx),
+    },
+    Builtin {
         name: "regroup",
         signature: "regroup(l, T, d, V [, pad])",
         equation: "layouts and padding",

@@ -174,6 +174,102 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
 /// ```
 pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
     let b = "dot";
+    let (group, types) = dot_group(nest, level, b)?;
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    if let Some(isa) = isa {
+        let m = crate::runtime::machine::Machine::current();
+        if !crate::analysis::dot::FLAGS.contains(&isa) {
+            return Err(Error::bad_argument(
+                b,
+                Arg::new(3, "instruction"),
+                format!("one of {}", crate::analysis::dot::FLAGS.join(", ")),
+                format!("\"{isa}\""),
+            ));
+        }
+        for &(x, y) in &types {
+            match crate::analysis::dot::instruction(x, y) {
+                Some((insn, flags)) if flags.contains(&isa) => {
+                    if !m.has_flag(isa) {
+                        return Err(illegal(format!(
+                            "{insn} needs {isa}, which this machine ({}) lacks: its CPU flags have no `{isa}` \
+                             (dot without an instruction runs plain C there)",
+                            m.host_line()
+                        )));
+                    }
+                }
+                Some((insn, flags)) => {
+                    return Err(illegal(format!(
+                        "{} x {} products are summed by {insn} ({}), not by {isa}",
+                        x,
+                        y,
+                        flags.join(" or ")
+                    )));
+                }
+                None => {
+                    return Err(illegal(format!(
+                        "{} x {} products have no dot-product instruction ({isa} sums an unsigned and a \
+                         signed byte, or bf16 pairs): dot without an instruction runs them as plain C",
+                        x, y
+                    )));
+                }
+            }
+        }
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.dot = group;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// `amx(l, r)` (AMX tiles): the reduction loop at level r sums its block of the result in
+/// Intel's tile registers where the host has them: `for k { for i { for j { C[i][j] += A[i][k] *
+/// B[k][j] } } }` with `i` and `j` blocks of 16 or 32, the block's 16 x 16 tiles of C loaded
+/// once, each 16 (bf16 pairs: 32 iterations of `k`) or 16 quads (bytes: 64) of `k` one tile
+/// load of A's rows, one of B's columns (B packed in the groups `pack(.., group)` writes, the
+/// layout the tile load reads) and one tile product per tile of C, the tiles stored once after.
+/// A block that is not whole (rows, columns, or `k` not a multiple of the tile's), or a host
+/// whose compiler or Linux kernel does not give the tiles, runs the loop as `dot` prints it:
+/// the mark implies `dot`. Refused where `dot` is, where the loop is not that block (with the
+/// reason), or on a machine whose flags lack `amx_tile` or the product's (`amx_bf16`,
+/// `amx_int8`), naming the machine. Only the summation order changes, as with `dot`.
+///
+/// ```text
+/// for k in [0, K-1]                     for k in [0, K-1]  dot(2) amx
+///   for i in [32*io, 32*io+31]     →      for i in [32*io, 32*io+31]
+///     for j in [32*jo, 32*jo+31]            for j in [32*jo, 32*jo+31]
+///       C[i][j] += A[i][k] * B[k][j]           C[i][j] += ...   (4 tiles of C, 32 k a product)
+/// ```
+pub fn amx(nest: &Nest, level: i64) -> Result<Nest> {
+    let b = "amx";
+    let (group, _) = dot_group(nest, level, b)?;
+    let l = locate(nest, level, b, &level_arg(2))?;
+    let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
+    let shape = crate::analysis::amx::shape(&l)
+        .map_err(|why| illegal(format!("loop `{}` is not a block of AMX tiles: {why}", l.iter)))?;
+    let (x, y) = (shape.a.dtype, shape.b.dtype);
+    let Some((insn, flag)) = crate::analysis::amx::instruction(x, y) else {
+        return Err(illegal(format!("{x} x {y} products have no tile instruction")));
+    };
+    let m = crate::runtime::machine::Machine::current();
+    if let Some(lacks) = ["amx_tile", flag].into_iter().find(|f| !m.has_flag(f)) {
+        return Err(illegal(format!(
+            "{insn} needs amx_tile and {flag}, which this machine ({}) lacks: its CPU flags have no `{lacks}` \
+             (dot runs these products without tiles)",
+            m.host_line()
+        )));
+    }
+    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
+        let mut l2 = (**l).clone();
+        l2.annot.dot = group;
+        l2.annot.amx = true;
+        Ok(vec![LNode::Loop(Arc::new(l2))])
+    })
+}
+
+/// The group of the reduction loop at `level` (`dot`'s and `amx`'s validation, for builtin
+/// `b`) and each statement's operand types.
+fn dot_group(nest: &Nest, level: i64, b: &str) -> Result<(usize, Vec<(crate::ir::DType, crate::ir::DType)>)> {
     let l = locate(nest, level, b, &level_arg(2))?;
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     if l.annot.parallel || l.annot.vectorize {
@@ -227,48 +323,5 @@ pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
             types.push((p.x.dtype, p.y.dtype));
         }
     }
-    if let Some(isa) = isa {
-        let m = crate::runtime::machine::Machine::current();
-        if !crate::analysis::dot::FLAGS.contains(&isa) {
-            return Err(Error::bad_argument(
-                b,
-                Arg::new(3, "instruction"),
-                format!("one of {}", crate::analysis::dot::FLAGS.join(", ")),
-                format!("\"{isa}\""),
-            ));
-        }
-        for &(x, y) in &types {
-            match crate::analysis::dot::instruction(x, y) {
-                Some((insn, flags)) if flags.contains(&isa) => {
-                    if !m.has_flag(isa) {
-                        return Err(illegal(format!(
-                            "{insn} needs {isa}, which this machine ({}) lacks: its CPU flags have no `{isa}` \
-                             (dot without an instruction runs plain C there)",
-                            m.host_line()
-                        )));
-                    }
-                }
-                Some((insn, flags)) => {
-                    return Err(illegal(format!(
-                        "{} x {} products are summed by {insn} ({}), not by {isa}",
-                        x,
-                        y,
-                        flags.join(" or ")
-                    )));
-                }
-                None => {
-                    return Err(illegal(format!(
-                        "{} x {} products have no dot-product instruction ({isa} sums an unsigned and a \
-                         signed byte, or bf16 pairs): dot without an instruction runs them as plain C",
-                        x, y
-                    )));
-                }
-            }
-        }
-    }
-    rewrite_loop(nest, level, b, &level_arg(2), &mut |l| {
-        let mut l2 = (**l).clone();
-        l2.annot.dot = group;
-        Ok(vec![LNode::Loop(Arc::new(l2))])
-    })
+    Ok((group, types))
 }
