@@ -10,11 +10,15 @@ use std::fmt::Write;
 pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "TEML_MACHINE",
-        "the machine the rules plan for, instead of this one: `\"512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB\"`, any of its fields, and `flags WORD ...` for the CPU flags the dot-product groups follow (golden files and reproducible spaces)",
+        "the machine the rules plan for, instead of this one: `\"512-bit vectors, 32 vector registers, 2 cores, L1 48 KiB, L2 1024 KiB, L3 32768 KiB\"`, any of its fields, and `flags WORD ...` for the CPU flags the dot-product groups and AMX tiles follow (golden files and reproducible spaces)",
     ),
     (
         "TEML_VECTOR_BITS",
         "the vector width of the generated C (0, 128, 256 or 512; 0: no explicit vectors), where `TEML_MACHINE` names none",
+    ),
+    (
+        "TEML_AMX_MODEL",
+        "`1`: a kernel's AMX tile instructions (`amx`) are printed as C functions after Intel's pseudo-code, so that the tile form runs, and is verified, on a host without AMX (for testing teml's tile form: far slower than the instructions)",
     ),
     ("TEML_CACHE_DIR", "the compile cache's folder (default: `teml` in the user's cache folder)"),
     (

@@ -16,6 +16,7 @@ pub const SCRIPT_CALLEES: &[&str] = &[
     "permute",
     "tile",
     "register_tile",
+    "amx_tile",
     "register_block",
     "param",
     "iter",

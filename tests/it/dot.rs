@@ -91,21 +91,6 @@ fn b_packed_in_groups_verifies_through_every_form() {
     }
 }
 
-/// Runs `teml` in `dir` with the environment `envs`: success and what it printed.
-fn teml_env(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> (bool, String) {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_teml"));
-    c.args(args).env("TEML_CACHE_DIR", kernel_cache()).env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"));
-    c.env_remove("TEML_MACHINE").env_remove("TEML_VECTOR_BITS");
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    let o = c.output().unwrap();
-    (
-        o.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-    )
-}
-
 /// Runs program `f` compiled with `-march=<march>` at `bits`-bit lanes (empty: the host's),
 /// asserts that it verified, and returns its C.
 fn verified_c(dir: &Path, f: &str, march: &str, bits: &str) -> String {
@@ -116,14 +101,6 @@ fn verified_c(dir: &Path, f: &str, march: &str, bits: &str) -> String {
         teml_env(dir, &envs, &["run", f, "--cflags", &cflags, "--emit-c", emit.to_str().unwrap()]);
     assert!(ok && out.contains(": verified"), "{f}, -march={march}, {bits} bits: {out}");
     std::fs::read_to_string(&emit).unwrap()
-}
-
-fn host_has(flag: &str) -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .is_some_and(|l| l.split_whitespace().any(|f| f == flag))
 }
 
 #[test]

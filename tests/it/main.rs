@@ -5,6 +5,7 @@
 mod common;
 
 mod affine_results;
+mod amx;
 mod auto;
 mod auto_names;
 mod bench;

@@ -253,10 +253,18 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         "column blocks per cache block of B",
         ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
     );
-    out.stmt(step(
-        "register_tile",
-        vec![value(&t.target), local("mr"), local("nr"), local("kc"), local("nc")],
-    ));
+    let tiles = amx_tiles(out, t, m);
+    let registers =
+        step("register_tile", vec![value(&t.target), local("mr"), local("nr"), local("kc"), local("nc")]);
+    if tiles.is_some() {
+        out.begin_if(local("tiles").eq(text("amx")));
+        out.stmt(step("amx_tile", vec![value(&t.target), local("tile_kc"), local("nc")]));
+        out.else_();
+        out.stmt(registers);
+        out.end();
+    } else {
+        out.stmt(registers);
+    }
     let o = t.outer;
     let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
     par.push(choice(o + 1, "the column cache blocks on threads"));
@@ -298,21 +306,27 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
     // The groups before the packs: B packed in the groups the instruction reads.
     let grouped = t.dot.and_then(|(x, y)| tile_groups(out, t, m, x, y));
+    // B's block with the reduction's dimension first, in groups of g.
+    let in_groups = |b: &Name, g: usize| {
+        let (rank, kd) = t.b_dims;
+        let mut order = vec![kd as i64 + 1];
+        order.extend((0..rank).filter(|d| *d != kd).map(|d| d as i64 + 1));
+        step("pack", vec![int(o + 3), value(b), ints(&order), int(1), int(g as i64)])
+    };
+    if let (Some(g), Some(b)) = (tiles, &t.b) {
+        // The tiles load B's columns from its groups, A's rows where they are.
+        out.begin_if(local("tiles").eq(text("amx")));
+        out.stmt(in_groups(b, g));
+        out.else_();
+    }
     if let Some(b) = &t.b {
         let when = local("pack").eq(text("B")).or(local("pack").eq(text("both")));
         let plain = step("pack", vec![int(o + 3), value(b)]);
         match grouped {
-            Some(g) => {
-                // B's block with the reduction's dimension first, in groups of g.
-                let (rank, kd) = t.b_dims;
-                let mut order = vec![kd as i64 + 1];
-                order.extend((0..rank).filter(|d| *d != kd).map(|d| d as i64 + 1));
-                let in_groups = step("pack", vec![int(o + 3), value(b), ints(&order), int(1), int(g as i64)]);
-                out.stmt(S::If(
-                    when,
-                    vec![S::Chain(vec![(local("dot").eq(text("dot")), vec![in_groups])], vec![plain])],
-                ));
-            }
+            Some(g) => out.stmt(S::If(
+                when,
+                vec![S::Chain(vec![(local("dot").eq(text("dot")), vec![in_groups(b, g)])], vec![plain])],
+            )),
             None => out.stmt(S::If(when, vec![plain])),
         }
     }
@@ -320,6 +334,60 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         let when = local("pack").eq(text("A^T")).or(local("pack").eq(text("both")));
         out.stmt(S::If(when, vec![step("pack", vec![int(o + 4), value(a), ints(&[2, 1])])]));
     }
+    if tiles.is_some() && t.b.is_some() {
+        out.end();
+    }
+}
+
+/// AMX tiles for the register tile (`amx_tile`), where the machine has them for its operand
+/// types and the tile is at least a block of 32 x 32 with a whole tile of the reduction:
+/// parameters `tiles` (first "amx") and `tile_kc`. Returns the group B is packed in.
+fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
+    let (x, y) = t.dot?;
+    let (insn, flag) = crate::analysis::amx::instruction(x, y)?;
+    let g = crate::analysis::dot::group(x, y)?;
+    let kt = crate::analysis::amx::TILE * g as i64;
+    let big = t.i_extent >= 32 && t.j_extent >= 32 && t.k_extent >= kt && t.b.is_some() && t.a.is_some();
+    if !big || !m.has_flag("amx_tile") || !m.has_flag(flag) {
+        return None;
+    }
+    out.param(
+        "tiles",
+        "tiles",
+        &format!("where the register tile of {} sums", t.target),
+        vec![
+            choice(
+                "\"amx\"",
+                format!(
+                    "32 x 32 blocks in four AMX tiles, {insn} adding 16 x 16 x {kt} products a tile (this machine has amx_tile and {flag})"
+                ),
+            ),
+            choice("\"registers\"", "mr x nr blocks in vector registers"),
+        ],
+    );
+    // A k block: B's 32-column panel across it in 32 KiB (16 tile loads of 1 KiB), whole tiles.
+    let whole = |k: i64| (k / kt * kt).max(kt);
+    let mut kcs: Vec<i64> =
+        vec![16 * kt, 8 * kt, 32 * kt].into_iter().map(|k| whole(k.min(t.k_extent))).collect();
+    kcs.dedup();
+    out.param(
+        "tile_kc",
+        "tile_kc",
+        &format!("iterations of the reduction {} per cache block of the tiles", t.k),
+        kcs.iter()
+            .map(|&k| {
+                choice(
+                    k,
+                    format!(
+                        "{k}: B's 32-column panel across it is {} KiB, {} tile products a block",
+                        (k * 32 * (y.size() as i64)) >> 10,
+                        k / kt
+                    ),
+                )
+            })
+            .collect(),
+    );
+    Some(g)
 }
 
 /// The register tile's reduction in dot-product groups ([`dot_groups`] at its `k`).

@@ -300,3 +300,28 @@ pub fn editing_cc(dir: &std::path::Path, grep: &str, sed: &str, only_o3: bool) -
     std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
     cc
 }
+
+/// Runs teml with `args` and `envs` (the kernel cache shared, the machine and lanes the
+/// host's unless `envs` pins them): whether it succeeded, and its output.
+pub fn teml_env(dir: &std::path::Path, envs: &[(&str, &str)], args: &[&str]) -> (bool, String) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_teml"));
+    c.args(args).env("TEML_CACHE_DIR", kernel_cache()).env("TEML_TUNING_DB", dir.join("tuning-db.jsonl"));
+    c.env_remove("TEML_MACHINE").env_remove("TEML_VECTOR_BITS").env_remove("TEML_AMX_MODEL");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.success(),
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+    )
+}
+
+/// Whether /proc/cpuinfo's flags list `flag`.
+pub fn host_has(flag: &str) -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| l.split_whitespace().any(|f| f == flag))
+}
