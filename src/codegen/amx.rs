@@ -67,7 +67,16 @@ impl NestPrinter<'_> {
                 ));
             }
         }
-        whole.push(format!("({ub} - {lb} + 1) % {kt} == 0"));
+        match crate::analysis::vector::constant_trip(l) {
+            Some(n) if n % kt == 0 => {}
+            Some(n) => {
+                let why =
+                    format!("/* `{kv}` runs {n} iterations, not a multiple of a tile's {kt}: no tiles */");
+                self.line(depth, &why);
+                return Ok(());
+            }
+            None => whole.push(format!("({ub} - {lb} + 1) % {kt} == 0")),
+        }
         self.helpers.amx.insert(kind);
         let names = |x: &TExpr| x.id().map(|t| self.helpers.names.tensor(t).to_string()).unwrap_or_default();
         let (tc, tn, bn) = (names(&s.target), names(&s.a), names(&s.b));
