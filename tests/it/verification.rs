@@ -283,13 +283,8 @@ fn cflags_that_redefine_an_extent_are_refused() {
 /// by that check: here a compiler that flips a sign of the kernel's last contraction at `-O3`
 /// (the reduced-size check passes, its binary is another one).
 #[test]
-fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_binary_is_caught() {
-    // O=18, W=36: still far past what a check may cost as written (8.8e11 flops), and reduced
-    // to O=6, W=12 for the interpreter (the shipped sizes reduce to O=8, W=16: 10x the
-    // interpretation, 80 s of this test on 2 cores).
-    let sizes = ["-D", "O=18", "-D", "W=36"];
-    let args = [&["run", "examples/tensor_network.teml", "--threads", "2", "--json"][..], &sizes].concat();
-    let o = teml(&args, Path::new("."));
+fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain() {
+    let o = teml(&tensor_network_args(), Path::new("."));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = json(&o);
     let e = evidence(&v, 0);
@@ -300,11 +295,16 @@ fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_bin
     assert!(e["full_size"]["why"].as_str().unwrap().contains("too costly to run as a check"), "{v}");
     let how = v["kernels"][0]["verification"].as_str().unwrap();
     assert!(how.contains("verified as a chain"), "{how}");
+}
 
+/// ... and a wrong full-size binary of it is caught (a test of its own, so that the two runs go
+/// side by side).
+#[test]
+fn a_lifted_program_verified_as_a_chain_catches_a_wrong_binary() {
     let d = tempfile::tempdir().unwrap();
     let cc = crate::common::editing_cc(d.path(), "R_3\\[", "s/+= t\\[/-= t[/", true);
     let o = Command::new(env!("CARGO_BIN_EXE_teml"))
-        .args(&args)
+        .args(tensor_network_args())
         .env("TEML_CACHE_DIR", d.path().join("cache"))
         .env("CC", &cc)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -315,4 +315,11 @@ fn a_lifted_program_too_costly_as_written_is_verified_as_a_chain_and_a_wrong_bin
     // The `-O3` binary disagreed with the rewritten program: it is not the one reported.
     assert!(how.contains("compiler defect") && how.contains("computed R["), "{how}");
     assert!(!how.contains("with `-O3") || how.contains("instead"), "{how}");
+}
+
+/// examples/tensor_network.teml at O=18, W=36: still far past what a check may cost as written
+/// (8.8e11 flops), and reduced to O=6, W=12 for the interpreter (the shipped sizes reduce to
+/// O=8, W=16: 10x the interpretation, 80 s of these tests on 2 cores).
+fn tensor_network_args() -> Vec<&'static str> {
+    vec!["run", "examples/tensor_network.teml", "--threads", "2", "--json", "-D", "O=18", "-D", "W=36"]
 }
