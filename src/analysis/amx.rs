@@ -85,6 +85,12 @@ pub fn shape(k: &Loop) -> Result<Shape, String> {
     };
     let (row_trip, col_trip) = (trip(&rows)?, trip(&cols)?);
     let lw = crate::ir::lower(s).ok_or_else(|| format!("not an assignment: {s}"))?;
+    if let Some(g) = lw.when.first() {
+        return Err(format!(
+            "{} runs only where {g} >= 0: expected a statement every element of the block runs",
+            lw.target.access()
+        ));
+    }
     let p = super::dot::product(&lw, &k.iter)?;
     let by = |x: &TExpr, v: &Name| x.index_list().unwrap_or(&[]).iter().any(|e| e.mentions(v));
     let (i, j) = (&rows.iter, &cols.iter);
@@ -108,12 +114,62 @@ pub fn shape(k: &Loop) -> Result<Shape, String> {
             ));
         }
     };
+    // A tile's rows are a constant stride apart: every index affine (not `A[i/2][k]`).
+    if let Some(x) =
+        [&target, &a, &b].into_iter().find(|x| !x.index_list().unwrap_or(&[]).iter().all(|e| e.is_affine()))
+    {
+        return Err(format!(
+            "{} has an index that is not affine: expected rows a constant stride apart",
+            x.access()
+        ));
+    }
     Ok(Shape { rows, cols, row_trip, col_trip, target, a, b })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::{Expr, State, Value};
+
+    /// The k loop of a 64^3 bf16 product in 32 x 32 blocks (`for io, jo, k, i, j`).
+    fn k_loop() -> Loop {
+        let src = "A = tensor(bf16, [64, 64])\nB = tensor(bf16, [64, 64])\nC = tensor(float, [64, 64])\n\
+                   C = contract(A, B, [[2, 1]])\nl0 = build(C)\nl1 = stripmine(l0, 1, 32)\n\
+                   l2 = stripmine(l1, 3, 32)\nl = permute(l2, [1, 3, 5, 2, 4])\n";
+        let s = crate::lang::eval_with(src, "t.teml", &State::new(), &crate::script::Stdlib::get()).unwrap();
+        let Some(Value::Nest(n)) = s.get("l") else { panic!("no nest l") };
+        (*n.path()[2]).clone()
+    }
+
+    /// `k` with its statement run only where `g >= 0`.
+    fn guarded(k: &Loop, g: Expr) -> Loop {
+        let mut k = k.clone();
+        let mut i = (*k.body[0].as_loop().unwrap().clone()).clone();
+        let mut j = (*i.body[0].as_loop().unwrap().clone()).clone();
+        let LNode::Stmt(st) = &j.body[0] else { panic!() };
+        let mut inst = st.inst.as_deref().unwrap().clone();
+        inst.guard.push(g);
+        j.body = vec![LNode::Stmt(st.with_instance(inst))];
+        i.body = vec![LNode::Loop(Arc::new(j))];
+        k.body = vec![LNode::Loop(Arc::new(i))];
+        k
+    }
+
+    #[test]
+    fn a_block_of_tiles_and_what_is_not_one() {
+        let k = k_loop();
+        let s = shape(&k).unwrap();
+        assert_eq!((s.row_trip, s.col_trip, s.tiles()), (32, 32, (4, 2, 2)));
+        assert_eq!((s.a.access(), s.b.access()), ("A[i1][k1]".to_string(), "B[k1][i2]".to_string()), "{s:?}");
+        // A statement under a guard (the tiles would update every element of the block).
+        let j = k.body[0].as_loop().unwrap().body[0].as_loop().unwrap().iter.clone();
+        let why = shape(&guarded(&k, Expr::var_name(&j).add_int(-3))).unwrap_err();
+        assert!(why.contains("runs only where") && why.contains("every element of the block"), "{why}");
+        // The rows' loop inside the columns', or no loop at all.
+        let i = k.body[0].as_loop().unwrap();
+        let why = shape(i).unwrap_err();
+        assert!(why.contains("expected exactly one loop"), "{why}");
+    }
 
     #[test]
     fn tile_products_by_type() {

@@ -149,6 +149,7 @@ impl NestPrinter<'_> {
         for (t, e) in &tiles_c {
             self.line(d, &format!("_tile_stored({t}, &{e}, teml_rows_{tc});"));
         }
+        self.line(d, "_tile_release();");
         self.line(depth, "}");
         self.line(depth, "else");
         self.line(0, "#endif");
@@ -187,10 +188,10 @@ impl NestPrinter<'_> {
 }
 
 /// The prelude of a kernel with tile products of `kinds` ("BF16", "INT8"): where the compiler
-/// targets them (`__AMX_TILE__` and `__AMX_BF16__` / `__AMX_INT8__`), `TEML_AMX_<kind>`, the
-/// request for the tiles' state the Linux kernel needs (at load) and `teml_amx_ready()`, which
-/// loads the tiles' configuration once per thread. With `model` (`TEML_AMX_MODEL=1` at
-/// generation) the tile instructions are C functions instead, on any host.
+/// targets them (`__AMX_TILE__` and `__AMX_BF16__` / `__AMX_INT8__`), `TEML_AMX_<kind>` and
+/// `teml_amx_ready()`, which asks Linux for the tiles' state once per process and loads their
+/// configuration for each block. With `model` (`TEML_AMX_MODEL=1` at generation) the tile
+/// instructions are C functions instead, on any host.
 pub(super) fn prelude(kinds: &std::collections::BTreeSet<&'static str>, model: bool) -> String {
     if kinds.is_empty() {
         return String::new();
@@ -219,27 +220,26 @@ const READY: &str = "#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 /* Linux gives a process the tiles' 8 KiB of state only when asked: ARCH_REQ_XCOMP_PERM (0x1023)
-   for XFEATURE_XTILEDATA (18), once, here at load. Where it refuses, no block runs in tiles. */
-static int teml_amx_allowed;
-__attribute__((constructor)) static void teml_amx_permission(void)
-{
-  teml_amx_allowed = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-}
-/* Every tile 16 rows of 64 bytes (palette 1), the configuration loaded once per thread. */
-static __thread int teml_amx_configured;
+   for XFEATURE_XTILEDATA (18), once, when a block first wants the tiles. Where it refuses, no
+   block runs in tiles. Each block loads the configuration (every tile 16 rows of 64 bytes,
+   palette 1) and releases the tiles after its stores, so that no other code's tiles on the
+   thread are assumed, and none stay live after the kernel. */
+static int teml_amx_allowed;  /* 0: not asked yet; 1: given; -1: refused */
 static inline int teml_amx_ready(void)
 {
-  if (!teml_amx_allowed)
-    return 0;
-  if (!teml_amx_configured) {
-    struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg = { 1 };
-    for (int t = 0; t < 8; t++) {
-      cfg.colsb[t] = 64;
-      cfg.rows[t] = 16;
-    }
-    _tile_loadconfig(&cfg);
-    teml_amx_configured = 1;
+  int allowed = __atomic_load_n(&teml_amx_allowed, __ATOMIC_RELAXED);
+  if (allowed == 0) {
+    allowed = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+    __atomic_store_n(&teml_amx_allowed, allowed, __ATOMIC_RELAXED);
   }
+  if (allowed != 1)
+    return 0;
+  struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg = { 1 };
+  for (int t = 0; t < 8; t++) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
   return 1;
 }
 ";
@@ -300,6 +300,7 @@ static void teml_tile_dpb(int c, int a, int b, int a_signed, int b_signed)
       memcpy(&teml_tiles[c][m][4 * n], &acc, 4);
     }
 }
+#undef _tile_release
 #undef _tile_loadd
 #undef _tile_stored
 #undef _tile_dpbf16ps
@@ -307,6 +308,7 @@ static void teml_tile_dpb(int c, int a, int b, int a_signed, int b_signed)
 #undef _tile_dpbsud
 #undef _tile_dpbssd
 #undef _tile_dpbuud
+#define _tile_release() ((void)0)
 #define _tile_loadd(t, p, s) teml_tile_load(t, p, s)
 #define _tile_stored(t, p, s) teml_tile_store(t, p, s)
 #define _tile_dpbf16ps(c, a, b) teml_tile_dpbf16ps(c, a, b)

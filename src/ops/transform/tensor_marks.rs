@@ -218,6 +218,7 @@ fn grouped_reads(
                         let ok = dot.is_some_and(|(k, g)| {
                             g == group
                                 && xs.iter().enumerate().all(|(d, e)| e.mentions(k) == (d == first))
+                                && xs.get(first).is_some_and(|e| e.is_affine() && e.coeff(k) == 1)
                         });
                         if !ok {
                             bad = Some(match dot {
@@ -225,7 +226,7 @@ fn grouped_reads(
                                     format!("{} is read by the loop `{k}` in groups of {g}, not {group}", n.access())
                                 }
                                 Some((k, _)) => format!(
-                                    "{} is indexed by `{k}` elsewhere than in its first dimension: expected `{k}` there alone",
+                                    "{} is not indexed by `{k}` in its first dimension alone, with coefficient 1: expected `{k}` (plus a constant) there and nowhere else",
                                     n.access()
                                 ),
                                 None => format!(

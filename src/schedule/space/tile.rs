@@ -367,9 +367,12 @@ fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
     );
     // A k block: B's 32-column panel across it in 32 KiB (16 tile loads of 1 KiB), whole tiles.
     let whole = |k: i64| (k / kt * kt).max(kt);
-    let mut kcs: Vec<i64> =
-        vec![16 * kt, 8 * kt, 32 * kt].into_iter().map(|k| whole(k.min(t.k_extent))).collect();
-    kcs.dedup();
+    let mut kcs: Vec<i64> = Vec::new();
+    for k in [16 * kt, 8 * kt, 32 * kt].map(|k| whole(k.min(t.k_extent))) {
+        if !kcs.contains(&k) {
+            kcs.push(k);
+        }
+    }
     out.param(
         "tile_kc",
         "tile_kc",
