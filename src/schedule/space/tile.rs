@@ -169,6 +169,9 @@ pub(super) fn matmul_why(w: &Workload, t: &Access) -> Result<Tile, String> {
 }
 
 pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
+    // AMX tiles first where the machine has them: their own blocks, then the registers' in
+    // the `else` branch.
+    let tiles = amx_tiles(out, t, m);
     let lanes = m.lanes(t.dtype).max(1);
     let regs = m.registers.max(8);
     // nr: two or three vectors (or one); mr: the rows that fill the registers with the block.
@@ -253,17 +256,12 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         "column blocks per cache block of B",
         ncs.iter().map(|&n| choice(n, nc_reason(n))).collect(),
     );
-    let tiles = amx_tiles(out, t, m);
-    let registers =
-        step("register_tile", vec![value(&t.target), local("mr"), local("nr"), local("kc"), local("nc")]);
+    out.stmt(step(
+        "register_tile",
+        vec![value(&t.target), local("mr"), local("nr"), local("kc"), local("nc")],
+    ));
     if tiles.is_some() {
-        out.begin_if(local("tiles").eq(text("amx")));
-        out.stmt(step("amx_tile", vec![value(&t.target), local("tile_kc"), local("nc")]));
-        out.else_();
-        out.stmt(registers);
         out.end();
-    } else {
-        out.stmt(registers);
     }
     let o = t.outer;
     let mut par = vec![choice(o + 3, format!("the row blocks of {} on threads", t.i))];
@@ -282,6 +280,19 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     }
     out.param("parallel", "parallel", "the loop on threads", par);
     out.stmt(step("parallelize", vec![local("parallel")]));
+    // B's block with the reduction's dimension first, in groups of g.
+    let in_groups = |b: &Name, g: usize| {
+        let (rank, kd) = t.b_dims;
+        let mut order = vec![kd as i64 + 1];
+        order.extend((0..rank).filter(|d| *d != kd).map(|d| d as i64 + 1));
+        step("pack", vec![int(o + 3), value(b), ints(&order), int(1), int(g as i64)])
+    };
+    if let (Some(g), Some(b)) = (tiles, &t.b) {
+        // The tiles load B's columns from its groups, A's rows where they are.
+        out.begin_if(local("tiles").eq(text("amx")));
+        out.stmt(in_groups(b, g));
+        out.else_();
+    }
     let mut packs = vec![choice("\"none\"", "operands read where they are")];
     if let Some(b) = &t.b {
         packs.insert(
@@ -306,19 +317,6 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
     out.param("pack", "pack", "operands copied into contiguous blocks", packs);
     // The groups before the packs: B packed in the groups the instruction reads.
     let grouped = t.dot.and_then(|(x, y)| tile_groups(out, t, m, x, y));
-    // B's block with the reduction's dimension first, in groups of g.
-    let in_groups = |b: &Name, g: usize| {
-        let (rank, kd) = t.b_dims;
-        let mut order = vec![kd as i64 + 1];
-        order.extend((0..rank).filter(|d| *d != kd).map(|d| d as i64 + 1));
-        step("pack", vec![int(o + 3), value(b), ints(&order), int(1), int(g as i64)])
-    };
-    if let (Some(g), Some(b)) = (tiles, &t.b) {
-        // The tiles load B's columns from its groups, A's rows where they are.
-        out.begin_if(local("tiles").eq(text("amx")));
-        out.stmt(in_groups(b, g));
-        out.else_();
-    }
     if let Some(b) = &t.b {
         let when = local("pack").eq(text("B")).or(local("pack").eq(text("both")));
         let plain = step("pack", vec![int(o + 3), value(b)]);
@@ -334,14 +332,16 @@ pub(super) fn register_tile(out: &mut Out, t: &Tile, m: &Machine) {
         let when = local("pack").eq(text("A^T")).or(local("pack").eq(text("both")));
         out.stmt(S::If(when, vec![step("pack", vec![int(o + 4), value(a), ints(&[2, 1])])]));
     }
-    if tiles.is_some() && t.b.is_some() {
+    if tiles.is_some() {
         out.end();
     }
 }
 
 /// AMX tiles for the register tile (`amx_tile`), where the machine has them for its operand
 /// types and the tile is at least a block of 32 x 32 with a whole tile of the reduction:
-/// parameters `tiles` (first "amx") and `tile_kc`. Returns the group B is packed in.
+/// parameter `tiles` (first "amx"), then `if tiles == "amx" {` its parameters `tile_kc` and
+/// `nc` and the `amx_tile` step, `} else {`: the caller writes the registers' branch and closes
+/// it. Returns the group B is packed in.
 fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
     let (x, y) = t.dot?;
     let (insn, flag) = crate::analysis::amx::instruction(x, y)?;
@@ -373,6 +373,16 @@ fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
             kcs.push(k);
         }
     }
+    // Column blocks of 32 per cache block of B: B's kc x nc*32 block within half the L2.
+    let l2 = m.caches[1].max(256 << 10);
+    let blocks = ((t.j_extent + 31) / 32).max(1);
+    let mut ncs: Vec<i64> = Vec::new();
+    for nc in [4, 8, 16].map(|nc| nc.min(blocks)) {
+        if !ncs.contains(&nc) {
+            ncs.push(nc);
+        }
+    }
+    out.begin_if(local("tiles").eq(text("amx")));
     out.param(
         "tile_kc",
         "tile_kc",
@@ -390,6 +400,27 @@ fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
             })
             .collect(),
     );
+    out.param(
+        "nc",
+        "nc",
+        "32-column blocks per cache block of B",
+        ncs.iter()
+            .map(|&nc| {
+                let bytes = (nc * 32) as u64 * kcs[0] as u64 * y.size() as u64;
+                choice(
+                    nc,
+                    format!(
+                        "{nc} blocks: B's block of tile_kc x {} is {} KiB ({} the L2)",
+                        nc * 32,
+                        bytes >> 10,
+                        if bytes <= l2 / 2 { "within half" } else { "beyond half" }
+                    ),
+                )
+            })
+            .collect(),
+    );
+    out.stmt(step("amx_tile", vec![value(&t.target), local("tile_kc"), local("nc")]));
+    out.else_();
     Some(g)
 }
 
