@@ -1525,6 +1525,28 @@ fn a_bf16_target_summing_is_left_to_the_interpreter() {
     );
 }
 
+/// A u8 element summing double products truncates at every update (`u8 += double`), so its
+/// updates give another value in another order: not a reduction that may run on threads (the
+/// fuzzer's case: `parallelize` of the summed loop accepted, an OpenMP reduction in an i32
+/// accumulator, kernel 1 where the reference, truncating in order, gives 0). Refused at
+/// `parallelize`, with the two updates; the nest as written verifies.
+#[test]
+fn an_integer_target_summing_non_integers_is_no_reduction_to_reorder() {
+    let d = tempfile::tempdir().unwrap();
+    let head = "N = 3\nA5 = tensor([3])\nA14 = tensor(float, [3])\nA15 = tensor(u8, [1])\n\
+                p16 = vmul(A5, A14, [[h+kh], [kh]])\nA15 = add(A15, p16, [[h], ] -> [h])\n\
+                l18 = build(A15, [[kh, h, 2]])\n";
+    let f = crate::common::program(
+        d.path(),
+        "par.teml",
+        &format!("{head}l26 = parallelize(l18, 2)\ncodegen(l26)\n"),
+    );
+    let (ok, out) = crate::common::teml_env(d.path(), &[], &["run", &f]);
+    assert!(!ok && out.contains("parallelize: illegal") && out.contains("par.teml:8:1"), "{out}");
+    assert!(out.contains("loop `kh` is parallelized"), "{out}");
+    check_text(&format!("{head}l27 = stripmine(l18, 1, 2)\ncodegen(l27)\n"));
+}
+
 /// A contraction of float tensors: `contract` makes a double accumulator and the C computes
 /// `C[i1][i2] += A[k1][i1] * A[k1][i2]` with the product in float, while the reference
 /// interpreter computes it in double; the output is double, so the tolerance is 1e-9 and the

@@ -68,10 +68,16 @@ pub(super) fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> 
             }
         };
         let acc = lw.update.accumulates();
-        push(&lw.target, true, acc);
+        // An integer element summing values that are not integers truncates at every update
+        // (`u8 += float`): its updates give another value in another order, so they are not a
+        // reduction that may reorder (max and min commute with the truncation: they are).
+        let truncates = matches!(lw.update, Update::Add | Update::Sub)
+            && lw.target.dtype.is_integer()
+            && !lw.rhs.dtype.compute().is_integer();
+        push(&lw.target, true, acc && !truncates);
         if acc {
             // `x += r` reads x too.
-            push(&lw.target, false, true);
+            push(&lw.target, false, !truncates);
         }
         lw.rhs.visit(&mut |n| {
             if n.is_tensor_leaf() {
