@@ -67,6 +67,31 @@ pub(super) struct Band {
     pub(super) inner: Vec<Name>,
     /// The variables, in order of first use.
     pub(super) regs: Vec<Reg>,
+    /// The kept tensors some statement of the band sums non-integers into while they are
+    /// integers (`u8 += float`): each update truncates to the element's own type, so their
+    /// variables are of that type.
+    pub(super) truncating: Vec<Name>,
+}
+
+/// The integer tensors the statements below `items` sum values that are not integers into.
+fn truncating(items: &[crate::ir::LNode], out: &mut Vec<Name>) {
+    use crate::ir::LNode;
+    for x in items {
+        match x {
+            LNode::Loop(l) => truncating(&l.body, out),
+            LNode::Stmt(s) => {
+                if let Some(lw) = lower(s)
+                    && matches!(lw.update, Update::Add | Update::Sub)
+                    && lw.target.dtype.is_integer()
+                    && !lw.rhs.dtype.compute().is_integer()
+                    && let Some(t) = lw.target.id()
+                    && !out.contains(t)
+                {
+                    out.push(t.clone());
+                }
+            }
+        }
+    }
 }
 
 /// One variable of a band: an element, or a block of lanes.
@@ -144,7 +169,14 @@ impl NestPrinter<'_> {
         for x in &l.body {
             x.loop_iters(&mut inner);
         }
-        self.bands.push(Band { tensors: l.annot.registers.clone(), inner, regs: Vec::new() });
+        let mut truncates = Vec::new();
+        truncating(&l.body, &mut truncates);
+        self.bands.push(Band {
+            tensors: l.annot.registers.clone(),
+            inner,
+            regs: Vec::new(),
+            truncating: truncates,
+        });
         let saved = std::mem::take(&mut self.out);
         let r = self.marked_loop_inside(l, body, depth + 1);
         let printed = std::mem::replace(&mut self.out, saved);
@@ -353,6 +385,13 @@ impl NestPrinter<'_> {
             .filter(|r| r.var.starts_with(&format!("teml_{}", self.helpers.names.tensor(&tensor))))
             .count();
         let var = format!("teml_{}{k}", self.helpers.names.tensor(&tensor));
+        if band.truncating.contains(&tensor) && (width > 1 || summed.is_some()) {
+            return Err(format!(
+                "cannot keep `{tensor}` in registers across lanes: its {} elements sum values that are not \
+                 integers, truncating at each update to {}, which lanes of {dtype} would not",
+                leaf.dtype, leaf.dtype
+            ));
+        }
         let (ty, vector, summed) = match summed {
             Some((dtype, w, _)) if w > 1 => {
                 self.helpers.vtypes.insert((dtype, w));
@@ -361,6 +400,8 @@ impl NestPrinter<'_> {
             }
             Some((dtype, w, _)) => (dtype.compute().c_name().to_string(), false, Some((dtype, w))),
             None if width > 1 => (vtype(dtype, width), true, None),
+            // An integer element that truncates at each update: its own type, as in memory.
+            None if band.truncating.contains(&tensor) => (leaf.dtype.c_name().to_string(), false, None),
             // A 16-bit float element is kept as a float (converted when loaded and stored).
             None => (dtype.compute().c_name().to_string(), false, None),
         };
