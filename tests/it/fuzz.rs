@@ -1544,6 +1544,10 @@ fn an_integer_target_summing_non_integers_is_no_reduction_to_reorder() {
     let (ok, out) = crate::common::teml_env(d.path(), &[], &["run", &f]);
     assert!(!ok && out.contains("parallelize: illegal") && out.contains("par.teml:8:1"), "{out}");
     assert!(out.contains("loop `kh` is parallelized"), "{out}");
+    assert!(
+        out.contains("A15 is an integer summing values that are not integers: each update truncates"),
+        "{out}"
+    );
     check_text(&format!("{head}l27 = stripmine(l18, 1, 2)\ncodegen(l27)\n"));
 }
 

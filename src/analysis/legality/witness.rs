@@ -110,8 +110,19 @@ pub(super) fn witness(sample: &str, origins: &[Origin], state: &State, mark: Opt
                 _ => ("written", "written again", "the transformed nest writes it in the opposite order"),
             };
             let how = mark.unwrap_or(reversed);
+            // Two updates of one sum that are no reduction: say why (an integer element summing
+            // non-integers truncates at each update, `model::origins`).
+            let why = if one_sum && x.write && y.write && !x.accumulates && truncates(&oa.stmt) {
+                format!(
+                    " ({} is an integer summing values that are not integers: each update truncates, so the \
+                     updates keep their order)",
+                    x.tensor
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "{}{element} is {verb_a} by {} at {} and {verb_b} by {} at {}; {how}{sizes}",
+                "{}{element} is {verb_a} by {} at {} and {verb_b} by {} at {}; {how}{sizes}{why}",
                 x.tensor,
                 stmt(ka, oa),
                 inst(oa, &va),
