@@ -104,20 +104,20 @@ impl NestPrinter<'_> {
         let a1 = self.c_leaf(&first(&at(&next(&s.a, &s.rows.iter, 1), 0, 0)));
         let b0 = self.tile_b(&p, &first(&at(&s.b, 0, 0)));
         let b1 = self.tile_b(&p, &first(&at(&next(&s.b, &k, g as i64), 0, 0)));
-        let lda = |x: &str, y: &str| format!("(long)((const char *)&{y} - (const char *)&{x})");
+        let stride = |x: &str, y: &str| format!("(long)((const char *)&{y} - (const char *)&{x})");
         self.line(
             d,
             &format!(
                 "const long teml_rows_{tc} = {};  /* bytes from a row of {tc} to the next */",
-                lda(&c0, &c1)
+                stride(&c0, &c1)
             ),
         );
-        self.line(d, &format!("const long teml_rows_{tn} = {};", lda(&a0, &a1)));
+        self.line(d, &format!("const long teml_rows_{tn} = {};", stride(&a0, &a1)));
         self.line(
             d,
             &format!(
                 "const long teml_rows_{bn} = {};  /* from a group of {g} rows of {bn} to the next */",
-                lda(&b0, &b1)
+                stride(&b0, &b1)
             ),
         );
         let mut tiles_c = Vec::new();

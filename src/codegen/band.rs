@@ -73,17 +73,15 @@ pub(super) struct Band {
     pub(super) truncating: Vec<Name>,
 }
 
-/// The integer tensors the statements below `items` sum values that are not integers into.
+/// The integer tensors the statements below `items` sum values that are not integers into
+/// ([`crate::ir::Lowered::truncates`]).
 fn truncating(items: &[crate::ir::LNode], out: &mut Vec<Name>) {
     use crate::ir::LNode;
     for x in items {
         match x {
             LNode::Loop(l) => truncating(&l.body, out),
             LNode::Stmt(s) => {
-                if let Some(lw) = lower(s)
-                    && matches!(lw.update, Update::Add | Update::Sub)
-                    && lw.target.dtype.is_integer()
-                    && !lw.rhs.dtype.compute().is_integer()
+                if let Some(lw) = lower(s).filter(|lw| lw.truncates())
                     && let Some(t) = lw.target.id()
                     && !out.contains(t)
                 {

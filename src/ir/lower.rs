@@ -71,6 +71,18 @@ pub struct Lowered {
     pub when: Vec<Expr>,
 }
 
+impl Lowered {
+    /// Whether it sums values that are not integers into an integer element (`u8 += double`):
+    /// each update truncates to the element's type, so its updates give another value in
+    /// another order (no reduction that may reorder) and are kept in that type. (`max` and
+    /// `min` commute with the truncation.)
+    pub fn truncates(&self) -> bool {
+        matches!(self.update, Update::Add | Update::Sub)
+            && self.target.dtype.is_integer()
+            && !self.rhs.dtype.compute().is_integer()
+    }
+}
+
 /// The reduction operator if `stmt` is `x = x + r`, `x = x - r`, `x = max(x, r)` or
 /// `x = min(x, r)` with the same tensor at the same indices.
 pub fn accumulates_onto(stmt: &TNode) -> Option<Update> {

@@ -71,7 +71,7 @@ pub(super) fn origins(nest: &Nest) -> Result<(Vec<Origin>, Vec<LNode>), String> 
         // An integer element summing values that are not integers truncates at every update
         // (`u8 += float`): its updates give another value in another order, so they are not a
         // reduction that may reorder (max and min commute with the truncation: they are).
-        let truncates = truncates(o);
+        let truncates = lw.truncates();
         push(&lw.target, true, acc && !truncates);
         if acc {
             // `x += r` reads x too.
@@ -774,14 +774,4 @@ pub(super) fn loops_where<'a>(items: &'a [LNode], pick: &dyn Fn(&Loop) -> bool) 
     let mut out = Vec::new();
     go(items, 0, pick, &mut out);
     out
-}
-
-/// Whether statement `s` sums values that are not integers into an integer element (`u8 +=
-/// double`): each update truncates, so its updates are no reduction that may reorder.
-pub(super) fn truncates(s: &TExpr) -> bool {
-    lower(s).is_some_and(|lw| {
-        matches!(lw.update, Update::Add | Update::Sub)
-            && lw.target.dtype.is_integer()
-            && !lw.rhs.dtype.compute().is_integer()
-    })
 }

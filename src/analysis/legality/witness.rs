@@ -112,7 +112,12 @@ pub(super) fn witness(sample: &str, origins: &[Origin], state: &State, mark: Opt
             let how = mark.unwrap_or(reversed);
             // Two updates of one sum that are no reduction: say why (an integer element summing
             // non-integers truncates at each update, `model::origins`).
-            let why = if one_sum && x.write && y.write && !x.accumulates && truncates(&oa.stmt) {
+            let why = if one_sum
+                && x.write
+                && y.write
+                && !x.accumulates
+                && lower(&oa.stmt).is_some_and(|lw| lw.truncates())
+            {
                 format!(
                     " ({} is an integer summing values that are not integers: each update truncates, so the \
                      updates keep their order)",

@@ -174,7 +174,7 @@ pub fn collapse(nest: &Nest, level: i64, n: i64) -> Result<Nest> {
 /// ```
 pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
     let b = "dot";
-    let (group, types) = dot_group(nest, level, b)?;
+    let (group, types) = dot_group(&*locate(nest, level, b, &level_arg(2))?, b)?;
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     if let Some(isa) = isa {
         let m = crate::runtime::machine::Machine::current();
@@ -242,8 +242,8 @@ pub fn dot(nest: &Nest, level: i64, isa: Option<&str>) -> Result<Nest> {
 /// ```
 pub fn amx(nest: &Nest, level: i64) -> Result<Nest> {
     let b = "amx";
-    let (group, _) = dot_group(nest, level, b)?;
     let l = locate(nest, level, b, &level_arg(2))?;
+    let (group, _) = dot_group(&l, b)?;
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     let shape = crate::analysis::amx::shape(&l)
         .map_err(|why| illegal(format!("loop `{}` is not a block of AMX tiles: {why}", l.iter)))?;
@@ -267,10 +267,9 @@ pub fn amx(nest: &Nest, level: i64) -> Result<Nest> {
     })
 }
 
-/// The group of the reduction loop at `level` (`dot`'s and `amx`'s validation, for builtin
-/// `b`) and each statement's operand types.
-fn dot_group(nest: &Nest, level: i64, b: &str) -> Result<(usize, Vec<(crate::ir::DType, crate::ir::DType)>)> {
-    let l = locate(nest, level, b, &level_arg(2))?;
+/// The group of reduction loop `l` (`dot`'s and `amx`'s validation, for builtin `b`) and each
+/// statement's operand types.
+fn dot_group(l: &Loop, b: &str) -> Result<(usize, Vec<(crate::ir::DType, crate::ir::DType)>)> {
     let illegal = |reason: String| Error::Illegal { builtin: b.into(), reason };
     if l.annot.parallel || l.annot.vectorize {
         return Err(illegal(format!(

@@ -367,21 +367,12 @@ fn amx_tiles(out: &mut Out, t: &Tile, m: &Machine) -> Option<usize> {
     );
     // A k block: B's 32-column panel across it in 32 KiB (16 tile loads of 1 KiB), whole tiles.
     let whole = |k: i64| (k / kt * kt).max(kt);
-    let mut kcs: Vec<i64> = Vec::new();
-    for k in [16 * kt, 8 * kt, 32 * kt].map(|k| whole(k.min(t.k_extent))) {
-        if !kcs.contains(&k) {
-            kcs.push(k);
-        }
-    }
+    // (A repeated choice is listed once: `Out::param`.)
+    let kcs = [16 * kt, 8 * kt, 32 * kt].map(|k| whole(k.min(t.k_extent)));
     // Column blocks of 32 per cache block of B: B's kc x nc*32 block within half the L2.
     let l2 = m.caches[1].max(256 << 10);
     let blocks = ((t.j_extent + 31) / 32).max(1);
-    let mut ncs: Vec<i64> = Vec::new();
-    for nc in [4, 8, 16].map(|nc| nc.min(blocks)) {
-        if !ncs.contains(&nc) {
-            ncs.push(nc);
-        }
-    }
+    let ncs = [4, 8, 16].map(|nc: i64| nc.min(blocks));
     out.begin_if(local("tiles").eq(text("amx")));
     out.param(
         "tile_kc",
